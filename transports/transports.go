@@ -1,0 +1,68 @@
+// Package transports carries JSON-RPC messages between edge-mcp and its peers:
+// client transports reach upstream MCP servers, server transports accept
+// downstream MCP clients. Every transport yields a [Connection]; nothing here
+// knows about tools, routing or policies.
+package transports
+
+import (
+	"context"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Connection is one logical JSON-RPC connection, the go-sdk's interface, so
+// the go-sdk's own transports and the ones in this package are
+// interchangeable.
+//
+// Read must not be called concurrently with itself; Write may be called
+// concurrently; Close may be called at any time, more than once, and unblocks
+// a pending Read, which then returns an error.
+type Connection = mcp.Connection
+
+// Sentinel errors shared by the transports.
+var (
+	// ErrSessionExpired is returned by client connections when the server no
+	// longer knows the session (streamable HTTP 404): the caller should
+	// re-initialize on a new connection.
+	ErrSessionExpired = errors.New("session expired")
+	// ErrClosed is returned by operations on a closed connection.
+	ErrClosed = errors.New("connection closed")
+)
+
+type relatedKey struct{}
+
+// WithRelated returns a context that marks messages written with it as sent
+// in the context of the request with the given id. Server transports use it
+// to pick the stream a request or notification travels on (for streamable
+// HTTP: the response stream of that request, when it is still open).
+func WithRelated(ctx context.Context, id jsonrpc.ID) context.Context {
+	return context.WithValue(ctx, relatedKey{}, id)
+}
+
+// RelatedFromContext returns the id set by [WithRelated].
+func RelatedFromContext(ctx context.Context) (jsonrpc.ID, bool) {
+	id, ok := ctx.Value(relatedKey{}).(jsonrpc.ID)
+	return id, ok && id.IsValid()
+}
+
+// related is stored in jsonrpc.Request.Extra by client transports that know
+// which outgoing request a server-to-client message belongs to.
+type related struct{ id jsonrpc.ID }
+
+// SetRelated records on an incoming request or notification that it arrived in
+// the context of the outgoing request id (for streamable HTTP: on that
+// request's response stream).
+func SetRelated(req *jsonrpc.Request, id jsonrpc.ID) { req.Extra = related{id} }
+
+// RelatedTo reports the outgoing request an incoming message arrived with,
+// when the transport knows it.
+func RelatedTo(msg jsonrpc.Message) (jsonrpc.ID, bool) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		return jsonrpc.ID{}, false
+	}
+	r, ok := req.Extra.(related)
+	return r.id, ok
+}
