@@ -66,3 +66,17 @@ func RelatedTo(msg jsonrpc.Message) (jsonrpc.ID, bool) {
 	r, ok := req.Extra.(related)
 	return r.id, ok
 }
+
+// local marks responses that a client transport made up itself because the
+// server never answered (its stream ended, its HTTP request failed).
+type local struct{}
+
+// SetLocal marks resp as made up by the transport rather than sent by the
+// server.
+func SetLocal(resp *jsonrpc.Response) { resp.Extra = local{} }
+
+// IsLocal reports whether resp was made up by the transport (see SetLocal).
+func IsLocal(resp *jsonrpc.Response) bool {
+	_, ok := resp.Extra.(local)
+	return ok
+}

@@ -1,0 +1,956 @@
+package transports
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Header names of the streamable HTTP transport, in canonical form.
+const (
+	hdrSessionID       = "Mcp-Session-Id"
+	hdrProtocolVersion = "Mcp-Protocol-Version"
+	hdrLastEventID     = "Last-Event-Id"
+)
+
+const (
+	defaultMaxMessageBytes = 64 << 20
+	// maxErrorBody is how much of a non-2xx response body is read, looking
+	// for a JSON-RPC error; maxErrorSnippet is how much of it is quoted in a
+	// synthesized error.
+	maxErrorBody    = 64 << 10
+	maxErrorSnippet = 512
+	// deleteTimeout bounds the best-effort DELETE sent by Close.
+	deleteTimeout = 2 * time.Second
+	// answeredGrace is how long a response stream may stay open after it
+	// carried the answer before it is cut, so that a server that never
+	// ends its streams cannot pin a goroutine and a TCP connection per call.
+	answeredGrace = 10 * time.Second
+	// maxResumeAttempts is how many times in a row a response stream is
+	// resumed without receiving anything before the call is given up.
+	maxResumeAttempts = 5
+)
+
+// Backoff of reconnections: response stream resumption and the standalone
+// stream.
+var (
+	resumeBackoff     = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
+	standaloneBackoff = backoff{base: 250 * time.Millisecond, max: 30 * time.Second}
+)
+
+// StreamableClientTransport connects to an MCP server over streamable HTTP
+// (2025-03-26 and later).
+type StreamableClientTransport struct {
+	// URL is the server's MCP endpoint.
+	URL string
+	// Header is sent on every request (e.g. Authorization from config).
+	Header http.Header
+	// HTTPClient sends the requests; nil means a shared client tuned for
+	// many concurrent keep-alive requests to one host. The client must not
+	// have a Timeout: response streams last as long as their calls.
+	HTTPClient *http.Client
+	// Logger receives warnings and debug messages; nil discards them.
+	Logger *slog.Logger
+	// MaxMessageBytes caps one incoming message; 0 means 64 MiB.
+	MaxMessageBytes int
+}
+
+var sharedHTTPClient = sync.OnceValue(func() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 512
+	tr.IdleConnTimeout = 90 * time.Second
+	return &http.Client{Transport: tr}
+})
+
+// Connect returns a connection to the server. No request is sent until the
+// first Write. Values of ctx (not its cancellation) are kept for the
+// connection's background requests.
+//
+// Each Write POSTs one message. Messages the server sends on the response
+// stream of a request X are read in the background and delivered by Read in
+// order; requests and notifications among them are marked with
+// [SetRelated](msg, X). Every request that Write accepts gets exactly one
+// response from Read: the server's, or one synthesized when the server fails
+// to answer (HTTP error, stream ended without the answer, session expired).
+func (t *StreamableClientTransport) Connect(ctx context.Context) (Connection, error) {
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to streamable HTTP server: parsing URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("connecting to streamable HTTP server: URL %q is not http or https", t.URL)
+	}
+	c := &streamableClientConn{
+		url:    u,
+		client: t.HTTPClient,
+		logger: t.Logger,
+		maxMsg: t.MaxMessageBytes,
+		notify: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	if c.client == nil {
+		c.client = sharedHTTPClient()
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if c.maxMsg <= 0 {
+		c.maxMsg = defaultMaxMessageBytes
+	}
+	c.header = make(http.Header, len(t.Header))
+	for k, v := range t.Header {
+		k = http.CanonicalHeaderKey(k)
+		c.header[k] = append(c.header[k], v...)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return c, nil
+}
+
+// streamableClientConn is the Connection of a StreamableClientTransport.
+type streamableClientConn struct {
+	url    *url.URL
+	client *http.Client
+	logger *slog.Logger
+	maxMsg int
+	header http.Header // configured headers; never modified
+
+	// ctx is the parent of every HTTP request; cancel ends them all (Close,
+	// session expiry).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background readers; Add only under mu while !closed
+
+	notify chan struct{} // a message was queued or the connection failed
+	done   chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	closed    bool
+	failErr   error
+	sessionID string
+	version   string
+	postHdr   http.Header             // cached POST headers; rebuilt when nil
+	pending   map[jsonrpc.ID]struct{} // calls written and not answered yet
+	getOn     bool                    // the standalone stream was started
+	queue     []jsonrpc.Message       // messages for Read; queue[head:] unread
+	head      int
+}
+
+// SessionID returns the session id the server assigned in its answer to
+// initialize, or "" before that and for servers without sessions.
+func (c *streamableClientConn) SessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID
+}
+
+// Read returns the next message from the server. Messages of one stream
+// come in the order the server sent them. After the connection failed, Read
+// first returns the messages already queued (including the answers
+// synthesized for the requests in flight), then the failure, which wraps
+// [ErrSessionExpired] when the server dropped the session. After Close it
+// returns [ErrClosed].
+func (c *streamableClientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if c.head < len(c.queue) {
+			msg := c.queue[c.head]
+			c.queue[c.head] = nil
+			c.head++
+			if c.head == len(c.queue) {
+				c.queue, c.head = c.queue[:0], 0
+			}
+			c.mu.Unlock()
+			return msg, nil
+		}
+		err := c.failErr
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-c.notify:
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Write POSTs msg to the server and returns once the server accepted it
+// (the response headers arrived). The answer to a request is read in the
+// background and delivered by Read; an HTTP error on a request becomes an
+// error response delivered by Read, while on a notification or response it
+// is returned. When Write returns an error for a request, Read delivers no
+// answer to it; otherwise exactly one. ctx bounds only the wait for the
+// response headers.
+func (c *streamableClientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	var call *jsonrpc.Request
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m == nil {
+			return errors.New("writing to streamable HTTP server: nil request")
+		}
+		if m.IsCall() {
+			call = m
+		}
+	case *jsonrpc.Response:
+		if m == nil {
+			return errors.New("writing to streamable HTTP server: nil response")
+		}
+	default:
+		return fmt.Errorf("writing to streamable HTTP server: unsupported message type %T", msg)
+	}
+
+	c.mu.Lock()
+	if err := c.unusableLocked(); err != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("writing %s: %w", describeMsg(msg), err)
+	}
+	if call != nil {
+		if _, dup := c.pending[call.ID]; dup {
+			c.mu.Unlock()
+			return fmt.Errorf("writing %s: request id %v is already in flight", call.Method, call.ID.Raw())
+		}
+		if c.pending == nil {
+			c.pending = make(map[jsonrpc.ID]struct{})
+		}
+		c.pending[call.ID] = struct{}{}
+	}
+	hdr := c.postHeaderLocked()
+	sentSession := c.sessionID != ""
+	c.mu.Unlock()
+	if c.client.Jar != nil {
+		hdr = hdr.Clone() // the client adds cookies to it
+	}
+
+	out, err := newOutgoing(msg)
+	if err != nil {
+		if call != nil && !c.forget(call) {
+			return nil // answered by a failure meanwhile
+		}
+		return fmt.Errorf("writing %s: %w", describeMsg(msg), err)
+	}
+	reqCtx, cancelReq := context.WithCancel(c.ctx)
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           c.url,
+		Header:        hdr,
+		Body:          out,
+		GetBody:       out.getBody,
+		ContentLength: int64(len(*out.buf)),
+	}).WithContext(reqCtx)
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, cancelReq)
+	}
+	resp, err := c.client.Do(req)
+	out.unref()
+	if stop != nil && !stop() {
+		// ctx ended while waiting for the response headers.
+		if err == nil {
+			resp.Body.Close()
+		}
+		err = ctx.Err()
+	}
+	if err != nil {
+		cancelReq()
+		pending := c.forget(call)
+		c.mu.Lock()
+		closed, uerr := c.closed, c.unusableLocked()
+		c.mu.Unlock()
+		if call != nil && !pending && !closed {
+			// The connection failed meanwhile and answered the call: Read
+			// delivers that answer, so this Write must not report an error.
+			return nil
+		}
+		if uerr != nil {
+			err = uerr
+		}
+		return fmt.Errorf("posting %s to %s: %w", describeMsg(msg), c.url.Redacted(), err)
+	}
+	return c.handlePOSTResponse(msg, call, resp, sentSession, reqCtx, cancelReq)
+}
+
+// handlePOSTResponse handles the response to the POST of msg; call is msg
+// when it is a request with an id.
+func (c *streamableClientConn) handlePOSTResponse(msg jsonrpc.Message, call *jsonrpc.Request, resp *http.Response, sentSession bool, reqCtx context.Context, cancelReq context.CancelFunc) error {
+	code := resp.StatusCode
+	if code >= 200 && code < 300 && !sentSession {
+		if v := resp.Header[hdrSessionID]; len(v) > 0 && v[0] != "" {
+			c.mu.Lock()
+			if c.sessionID == "" {
+				c.sessionID = v[0]
+				c.postHdr = nil
+			}
+			c.mu.Unlock()
+		}
+	}
+	switch {
+	case code == http.StatusNotFound && sentSession:
+		drainClose(resp.Body)
+		cancelReq()
+		err := fmt.Errorf("streamable HTTP server %s answered %s with 404: %w", c.url.Redacted(), describeMsg(msg), ErrSessionExpired)
+		c.fail(err) // answers call, which is pending
+		if call != nil {
+			return nil
+		}
+		return err
+	case code < 200 || code >= 300:
+		defer cancelReq()
+		if call != nil {
+			c.answer(c.httpErrorResponse(call.ID, resp))
+			return nil
+		}
+		body := readSnippet(resp.Body)
+		resp.Body.Close()
+		c.logger.Warn("streamable HTTP server rejected a message", "message", describeMsg(msg), "status", code, "body", body)
+		return fmt.Errorf("posting %s: server returned HTTP %d %s: %s", describeMsg(msg), code, http.StatusText(code), body)
+	}
+
+	if call == nil {
+		drainClose(resp.Body)
+		cancelReq()
+		if m, ok := msg.(*jsonrpc.Request); ok && m.Method == "notifications/initialized" {
+			c.startStandalone()
+		}
+		return nil
+	}
+
+	isInit := call.Method == "initialize"
+	switch mediaType(resp.Header.Get("Content-Type")) {
+	case "text/event-stream":
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			resp.Body.Close()
+			cancelReq()
+			return fmt.Errorf("posting %s: %w", describeMsg(msg), ErrClosed)
+		}
+		c.wg.Add(1)
+		c.mu.Unlock()
+		st := &streamState{call: call, isInit: isInit, cancel: cancelReq}
+		go c.readResponseStream(reqCtx, st, resp.Body)
+	case "application/json":
+		c.readJSONResponse(call, isInit, resp)
+		cancelReq()
+	default:
+		drainClose(resp.Body)
+		cancelReq()
+		what := fmt.Sprintf("unsupported Content-Type %q", resp.Header.Get("Content-Type"))
+		if code == http.StatusAccepted || code == http.StatusNoContent {
+			what = "no body"
+		}
+		c.answer(errorResponse(call.ID, fmt.Sprintf("upstream answered with HTTP %d and %s", code, what)))
+	}
+	return nil
+}
+
+// readJSONResponse reads an application/json answer to call.
+func (c *streamableClientConn) readJSONResponse(call *jsonrpc.Request, isInit bool, resp *http.Response) {
+	defer resp.Body.Close()
+	var body []byte
+	var err error
+	switch n := resp.ContentLength; {
+	case n > int64(c.maxMsg):
+		c.answer(errorResponse(call.ID, fmt.Sprintf("upstream response of %d bytes exceeds the limit of %d bytes", n, c.maxMsg)))
+		return
+	case n >= 0:
+		body = make([]byte, n)
+		_, err = io.ReadFull(resp.Body, body)
+	default:
+		body, err = io.ReadAll(io.LimitReader(resp.Body, int64(c.maxMsg)+1))
+		if err == nil && len(body) > c.maxMsg {
+			c.answer(errorResponse(call.ID, fmt.Sprintf("upstream response exceeds the limit of %d bytes", c.maxMsg)))
+			return
+		}
+	}
+	if err != nil {
+		c.answer(errorResponse(call.ID, fmt.Sprintf("reading upstream response: %v", err)))
+		return
+	}
+	msg, err := wire.Decode(body)
+	if err != nil {
+		c.answer(errorResponse(call.ID, fmt.Sprintf("decoding upstream response: %v", err)))
+		return
+	}
+	if !c.handleIncoming(msg, call, isInit) {
+		c.answer(errorResponse(call.ID, "upstream response did not answer the request"))
+	}
+}
+
+// streamState is what the reader of an event stream keeps across events and
+// reconnections.
+type streamState struct {
+	call     *jsonrpc.Request // the request whose response stream it is; nil for the standalone stream
+	isInit   bool
+	cancel   context.CancelFunc // ends the stream's requests
+	lastID   string             // last event id, for Last-Event-ID
+	retry    time.Duration      // reconnection time set by the server, when > 0
+	received int                // events received on the current stream
+	answered bool
+	grace    *time.Timer
+}
+
+// readResponseStream delivers the messages of the response stream of
+// st.call, resuming it when it breaks before the answer, and answers the call
+// itself when it cannot get the server's answer.
+func (c *streamableClientConn) readResponseStream(ctx context.Context, st *streamState, body io.ReadCloser) {
+	defer c.wg.Done()
+	defer st.cancel()
+	defer func() {
+		if st.grace != nil {
+			st.grace.Stop()
+		}
+	}()
+	fails := 0
+	for {
+		before := st.lastID
+		err := c.consumeStream(body, st)
+		body.Close()
+		if st.answered || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errSSETooLarge) {
+			c.answer(errorResponse(st.call.ID, fmt.Sprintf("upstream message exceeds the limit of %d bytes", c.maxMsg)))
+			return
+		}
+		if st.received > 0 || st.lastID != before {
+			fails = 0
+		}
+		for {
+			fails++
+			if st.lastID == "" || fails > maxResumeAttempts {
+				c.answer(errorResponse(st.call.ID, "upstream closed the response stream before answering"))
+				return
+			}
+			delay := st.retry
+			if delay <= 0 {
+				delay = resumeBackoff.delay(fails)
+			}
+			if !sleepCtx(ctx, delay) {
+				return
+			}
+			resp, err := c.openStream(ctx, st.lastID)
+			if err == nil {
+				body = resp.Body
+				break
+			}
+			if ctx.Err() != nil || errors.Is(err, ErrSessionExpired) {
+				return
+			}
+			c.logger.Debug("resuming a response stream failed", "request", st.call.Method, "attempt", fails, "err", err)
+			if se := (*statusError)(nil); errors.As(err, &se) && se.permanent() {
+				c.answer(errorResponse(st.call.ID, "upstream closed the response stream before answering"))
+				return
+			}
+		}
+	}
+}
+
+// runStandalone keeps the standalone GET stream open until Close.
+func (c *streamableClientConn) runStandalone() {
+	defer c.wg.Done()
+	st := &streamState{}
+	fails := 0
+	for {
+		resp, err := c.openStream(c.ctx, st.lastID)
+		if err == nil {
+			before := st.lastID
+			err = c.consumeStream(resp.Body, st)
+			resp.Body.Close()
+			if st.received > 0 || st.lastID != before {
+				fails = 0
+			}
+		}
+		if c.ctx.Err() != nil || errors.Is(err, ErrSessionExpired) {
+			return
+		}
+		var se *statusError
+		if errors.As(err, &se) && se.permanent() {
+			if se.code != http.StatusMethodNotAllowed {
+				c.logger.Warn("streamable HTTP server refused the standalone stream", "err", err)
+			}
+			return
+		}
+		c.logger.Debug("standalone stream ended; reconnecting", "err", err)
+		fails++
+		delay := st.retry
+		if delay <= 0 {
+			delay = standaloneBackoff.delay(fails)
+		}
+		if !sleepCtx(c.ctx, delay) {
+			return
+		}
+	}
+}
+
+// consumeStream delivers the messages of one event stream until it ends,
+// and returns the error that ended it (io.EOF at a clean end).
+func (c *streamableClientConn) consumeStream(body io.Reader, st *streamState) error {
+	sr := newSSEReader(body, c.maxMsg)
+	defer sr.release()
+	sr.lastID = append(sr.lastID, st.lastID...) // the last event id outlives a connection
+	st.received = 0
+	for {
+		ev, err := sr.next()
+		if id := sr.lastEventID(); string(id) != st.lastID {
+			st.lastID = string(id)
+		}
+		if d, ok := sr.reconnectTime(); ok {
+			st.retry = d
+		}
+		if err != nil {
+			return err
+		}
+		st.received++
+		if len(ev.data) == 0 || (len(ev.name) > 0 && string(ev.name) != "message") {
+			continue
+		}
+		msg, err := wire.Decode(ev.data)
+		if err != nil {
+			c.logger.Warn("dropping an undecodable message from the streamable HTTP server", "err", err)
+			continue
+		}
+		if c.handleIncoming(msg, st.call, st.isInit) && !st.answered {
+			// The server should end the stream now; don't wait forever.
+			st.answered = true
+			st.grace = time.AfterFunc(answeredGrace, st.cancel)
+		}
+	}
+}
+
+// handleIncoming delivers msg, which arrived on the response stream of call
+// (nil: on the standalone stream), and reports whether it answers call.
+func (c *streamableClientConn) handleIncoming(msg jsonrpc.Message, call *jsonrpc.Request, isInit bool) bool {
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if call != nil {
+			SetRelated(m, call.ID)
+		}
+		c.mu.Lock()
+		if !c.closed && c.failErr == nil {
+			c.pushLocked(m)
+		}
+		c.mu.Unlock()
+	case *jsonrpc.Response:
+		isAnswer := call != nil && m.ID == call.ID
+		if isAnswer && isInit && m.Error == nil {
+			if v, ok := wire.String(m.Result, "protocolVersion"); ok && v != "" {
+				c.mu.Lock()
+				if c.version != v {
+					c.version, c.postHdr = v, nil
+				}
+				c.mu.Unlock()
+			}
+		}
+		c.answer(m)
+		return isAnswer
+	}
+	return false
+}
+
+// answer delivers resp when its request is still waiting for an answer, and
+// drops it otherwise, so that every request gets exactly one.
+func (c *streamableClientConn) answer(resp *jsonrpc.Response) {
+	c.mu.Lock()
+	_, ok := c.pending[resp.ID]
+	if ok {
+		delete(c.pending, resp.ID)
+		c.pushLocked(resp)
+	}
+	c.mu.Unlock()
+	if !ok {
+		c.logger.Debug("dropping a response to no request in flight", "id", resp.ID.Raw())
+	}
+}
+
+// pushLocked queues msg for Read; c.mu is held.
+func (c *streamableClientConn) pushLocked(msg jsonrpc.Message) {
+	if c.head > 64 && 2*c.head >= len(c.queue) {
+		n := copy(c.queue, c.queue[c.head:])
+		clear(c.queue[n:])
+		c.queue, c.head = c.queue[:n], 0
+	}
+	c.queue = append(c.queue, msg)
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// forget removes a call whose POST failed from the calls in flight, and
+// reports whether it was still there (not answered yet).
+func (c *streamableClientConn) forget(call *jsonrpc.Request) bool {
+	if call == nil {
+		return false
+	}
+	c.mu.Lock()
+	_, ok := c.pending[call.ID]
+	delete(c.pending, call.ID)
+	c.mu.Unlock()
+	return ok
+}
+
+// fail breaks the connection: every call in flight is answered with an
+// error, background requests end, and Read returns err once the queue is
+// drained.
+func (c *streamableClientConn) fail(err error) {
+	c.mu.Lock()
+	if c.closed || c.failErr != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.failErr = err
+	for id := range c.pending {
+		c.pushLocked(errorResponse(id, "upstream session expired"))
+	}
+	clear(c.pending)
+	c.mu.Unlock()
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+	c.cancel()
+}
+
+// unusableLocked returns why the connection cannot send, or nil.
+func (c *streamableClientConn) unusableLocked() error {
+	if c.closed {
+		return ErrClosed
+	}
+	return c.failErr
+}
+
+// startStandalone opens the standalone stream once the session is set up.
+func (c *streamableClientConn) startStandalone() {
+	c.mu.Lock()
+	if c.getOn || c.closed || c.failErr != nil || c.sessionID == "" {
+		c.mu.Unlock()
+		return
+	}
+	c.getOn = true
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go c.runStandalone()
+}
+
+// Close ends the connection: requests in flight and the standalone stream
+// are cancelled, the session is deleted on the server (best effort, for at
+// most 2 s) and pending and later Reads fail. Close waits for the
+// connection's goroutines to end; it may be called more than once.
+func (c *streamableClientConn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	sid, failed := c.sessionID, c.failErr != nil
+	hdr := c.baseHeaderLocked()
+	c.queue, c.head = nil, 0
+	clear(c.pending)
+	c.mu.Unlock()
+	close(c.done)
+	c.cancel()
+	if sid != "" && !failed {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), deleteTimeout)
+		req := (&http.Request{Method: http.MethodDelete, URL: c.url, Header: hdr}).WithContext(ctx)
+		if resp, err := c.client.Do(req); err != nil {
+			c.logger.Debug("deleting the upstream session", "err", err)
+		} else {
+			drainClose(resp.Body)
+		}
+		cancel()
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// openStream GETs an event stream: the standalone stream, or with lastID the
+// resumption of a stream. A 404 while a session is set fails the connection.
+func (c *streamableClientConn) openStream(ctx context.Context, lastID string) (*http.Response, error) {
+	c.mu.Lock()
+	hdr := c.baseHeaderLocked()
+	sentSession := c.sessionID != ""
+	c.mu.Unlock()
+	hdr["Accept"] = []string{"text/event-stream"}
+	if lastID != "" {
+		hdr[hdrLastEventID] = []string{lastID}
+	}
+	req := (&http.Request{Method: http.MethodGet, URL: c.url, Header: hdr}).WithContext(ctx)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("opening an event stream: %w", err)
+	}
+	code := resp.StatusCode
+	if code >= 200 && code < 300 && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" {
+		return resp, nil
+	}
+	body := readSnippet(resp.Body)
+	resp.Body.Close()
+	if code == http.StatusNotFound && sentSession {
+		err := fmt.Errorf("streamable HTTP server %s answered GET with 404: %w", c.url.Redacted(), ErrSessionExpired)
+		c.fail(err)
+		return nil, err
+	}
+	return nil, &statusError{code: code, contentType: resp.Header.Get("Content-Type"), body: body}
+}
+
+// statusError is an unusable answer to a GET.
+type statusError struct {
+	code        int
+	contentType string
+	body        string
+}
+
+func (e *statusError) Error() string {
+	if e.code >= 200 && e.code < 300 {
+		return fmt.Sprintf("event stream request answered with Content-Type %q", e.contentType)
+	}
+	return fmt.Sprintf("event stream request answered with HTTP %d %s: %s", e.code, http.StatusText(e.code), e.body)
+}
+
+// permanent reports whether retrying the request is pointless.
+func (e *statusError) permanent() bool {
+	switch {
+	case e.code >= 200 && e.code < 300:
+		return true // not an event stream
+	case e.code == http.StatusRequestTimeout, e.code == http.StatusConflict, e.code == http.StatusTooManyRequests:
+		return false
+	default:
+		return e.code >= 400 && e.code < 500
+	}
+}
+
+// postHeaderLocked returns the headers of a POST. The map is shared and must
+// not be modified. c.mu is held.
+func (c *streamableClientConn) postHeaderLocked() http.Header {
+	if c.postHdr == nil {
+		h := c.baseHeaderLocked()
+		h["Content-Type"] = []string{"application/json"}
+		h["Accept"] = []string{"application/json, text/event-stream"}
+		c.postHdr = h
+	}
+	return c.postHdr
+}
+
+// baseHeaderLocked returns a new map of the configured headers with the
+// session id and protocol version. c.mu is held.
+func (c *streamableClientConn) baseHeaderLocked() http.Header {
+	h := make(http.Header, len(c.header)+4)
+	for k, v := range c.header {
+		h[k] = v
+	}
+	if c.sessionID != "" {
+		h[hdrSessionID] = []string{c.sessionID}
+	}
+	if c.version != "" {
+		h[hdrProtocolVersion] = []string{c.version}
+	}
+	return h
+}
+
+// httpErrorResponse turns a non-2xx answer to the POST of request id into
+// its error response: the JSON-RPC error the server sent, or one naming the
+// status and quoting the start of the body.
+func (c *streamableClientConn) httpErrorResponse(id jsonrpc.ID, resp *http.Response) *jsonrpc.Response {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	// The id of such an error may be missing or null (the server could not
+	// tell which request failed), so only its "error" member is looked at.
+	if raw, ok, err := wire.Field(body, "error"); err == nil && ok {
+		var e jsonrpc.Error
+		if json.Unmarshal(raw, &e) == nil && (e.Code != 0 || e.Message != "") {
+			return &jsonrpc.Response{ID: id, Error: &e}
+		}
+	}
+	text := fmt.Sprintf("upstream returned HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	if s := snippet(body); s != "" {
+		text += ": " + s
+	}
+	return errorResponse(id, text)
+}
+
+// errorResponse makes up the answer to request id when the server cannot
+// give one; it is marked with SetLocal.
+func errorResponse(id jsonrpc.ID, message string) *jsonrpc.Response {
+	resp := &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: message}}
+	SetLocal(resp)
+	return resp
+}
+
+// readSnippet reads the start of an error body for a message.
+func readSnippet(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, maxErrorSnippet))
+	return snippet(b)
+}
+
+// snippet returns at most maxErrorSnippet bytes of b as valid, trimmed text.
+func snippet(b []byte) string {
+	if len(b) > maxErrorSnippet {
+		b = b[:maxErrorSnippet]
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
+// drainClose reads a little of body, so that the connection can be reused,
+// and closes it.
+func drainClose(body io.ReadCloser) {
+	io.Copy(io.Discard, io.LimitReader(body, 4<<10))
+	body.Close()
+}
+
+// mediaType returns the media type of a Content-Type value, lower case.
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = strings.TrimSpace(ct)
+	for i := 0; i < len(ct); i++ {
+		if 'A' <= ct[i] && ct[i] <= 'Z' {
+			return strings.ToLower(ct)
+		}
+	}
+	return ct
+}
+
+// describeMsg names msg in errors and logs.
+func describeMsg(msg jsonrpc.Message) string {
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m != nil {
+			return m.Method
+		}
+	case *jsonrpc.Response:
+		if m != nil {
+			return fmt.Sprintf("response to %v", m.ID.Raw())
+		}
+	}
+	return "message"
+}
+
+// backoff computes reconnection delays: base doubling per attempt up to max,
+// with jitter.
+type backoff struct{ base, max time.Duration }
+
+func (b backoff) delay(attempt int) time.Duration {
+	d := b.base << min(attempt-1, 20)
+	if d <= 0 || d > b.max {
+		d = b.max
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleepCtx waits for d or until ctx ends, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// encodeBufs recycles the buffers messages are encoded into.
+var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+const maxPooledEncodeBuf = 64 << 10
+
+// outgoing is the encoded body of one POST and the first reader of it. The
+// buffer returns to the pool when the Write and every reader handed to the
+// HTTP client are done with it (the client may read and close the body after
+// Do returns, and may ask for copies with GetBody).
+type outgoing struct {
+	buf  *[]byte
+	refs atomic.Int32
+	body postBody
+}
+
+// postBody reads an outgoing buffer. Read and Close exclude each other, so a
+// buffer is never read after its release.
+type postBody struct {
+	o      *outgoing
+	mu     sync.Mutex
+	off    int
+	closed bool
+}
+
+func newOutgoing(msg jsonrpc.Message) (*outgoing, error) {
+	bp := encodeBufs.Get().(*[]byte)
+	b, err := wire.Append((*bp)[:0], msg)
+	if err != nil {
+		encodeBufs.Put(bp)
+		return nil, fmt.Errorf("encoding: %w", err)
+	}
+	*bp = b
+	o := &outgoing{buf: bp}
+	o.body.o = o
+	o.refs.Store(2) // the Write and o.body
+	return o, nil
+}
+
+func (o *outgoing) Read(p []byte) (int, error) { return o.body.Read(p) }
+func (o *outgoing) Close() error               { return o.body.Close() }
+
+// getBody returns a new reader of the body, for the HTTP client's retries.
+func (o *outgoing) getBody() (io.ReadCloser, error) {
+	if o.refs.Add(1) <= 1 {
+		return nil, errors.New("request body already released")
+	}
+	return &postBody{o: o}, nil
+}
+
+func (o *outgoing) unref() {
+	if o.refs.Add(-1) == 0 {
+		if cap(*o.buf) <= maxPooledEncodeBuf {
+			encodeBufs.Put(o.buf)
+		}
+	}
+}
+
+func (b *postBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, errors.New("read of a closed request body")
+	}
+	buf := *b.o.buf
+	if b.off >= len(buf) {
+		return 0, io.EOF
+	}
+	n := copy(p, buf[b.off:])
+	b.off += n
+	return n, nil
+}
+
+func (b *postBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		b.o.unref()
+	}
+	return nil
+}
+
+var _ io.ReadCloser = (*outgoing)(nil)
