@@ -1,0 +1,165 @@
+// Command edge-mcp is a small, fast MCP gateway: one MCP endpoint in front of
+// many MCP servers.
+//
+// Usage:
+//
+//	edge-mcp                                  serve the built-in demo on 127.0.0.1:8080
+//	edge-mcp serve --config FILE [--listen ADDR]
+//	edge-mcp status [--url URL]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	gateway "github.com/edge-mcp/edge-mcp/runtime"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "edge-mcp:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, stdout, stderr)
+	case "status":
+		return status(ctx, args, stdout)
+	case "version":
+		fmt.Fprintln(stdout, "edge-mcp", gateway.Version)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (want serve, status or version)", cmd)
+	}
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "config file (JSON); none: the built-in demo")
+	listen := fs.String("listen", "", "listen address (overrides the config's listen; default 127.0.0.1:8080)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	var (
+		cfg  *gateway.Config
+		opts gateway.Options
+		err  error
+	)
+	if *configPath == "" {
+		cfg, opts = gateway.DemoConfig("127.0.0.1:8080")
+	} else if cfg, err = gateway.LoadConfig(*configPath); err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil && cfg.LogLevel != "" {
+		return fmt.Errorf("log level %q: %w", cfg.LogLevel, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	opts.Logger = log
+
+	g, err := gateway.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g.Start(ctx)
+
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String() + "/mcp"
+	if *configPath == "" {
+		fmt.Fprintln(stdout, "edge-mcp: no --config given; serving the built-in demo (servers demo-math and demo-text)")
+	}
+	fmt.Fprintf(stdout, "edge-mcp %s listening on %s\n", gateway.Version, url)
+	fmt.Fprintf(stdout, "  connect an MCP client (streamable HTTP) to %s\n", url)
+	fmt.Fprintf(stdout, "  e.g. claude mcp add --transport http edge %s\n", url)
+	fmt.Fprintf(stdout, "  status: curl http://%s/status\n", ln.Addr())
+
+	select {
+	case err := <-errc:
+		g.Close()
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdownCtx)
+	return g.Close()
+}
+
+func status(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080", "base URL of a running edge-mcp")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url+"/status", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("asking %s for its status: %w", *url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("asking %s for its status: HTTP %s", *url, resp.Status)
+	}
+	var doc struct {
+		Servers []gateway.ServerStatus `json:"servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return fmt.Errorf("decoding status: %w", err)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tSTATE\tPROTOCOL\tTOOLS\tPROMPTS\tRESOURCES\tTEMPLATES\tRETRIES\tLAST ERROR")
+	var tools, connected int
+	for _, s := range doc.Servers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Name, s.Transport, s.State, s.ProtocolVersion,
+			s.Tools, s.Prompts, s.Resources, s.Templates, s.Retries, s.LastError)
+		tools += s.Tools
+		if s.State == gateway.StateConnected {
+			connected++
+		}
+	}
+	fmt.Fprintf(tw, "TOTAL\t\t%d/%d connected\t\t%d\n", connected, len(doc.Servers), tools)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(doc.Servers) == 0 {
+		return errors.New("no servers configured")
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestDefaultServesDemoTools runs the command as a newcomer does, with no
+// config: a client must see the demo servers' tools aggregated at once.
+func TestDefaultServesDemoTools(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--listen", "127.0.0.1:0"}, pw, io.Discard); pw.Close() }()
+
+	url := ""
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		if m := regexp.MustCompile(`listening on (http://\S+/mcp)`).FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if url == "" {
+		t.Fatal("edge-mcp did not print where it listens")
+	}
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "newcomer", Version: "1"}, nil)
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ccancel()
+	cs, err := c.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tool, err := range cs.Tools(cctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	want := []string{"add", "echo", "text_upper", "text_word_count", "time"}
+	if !slices.Equal(names, want) {
+		t.Errorf("demo tools = %v, want %v", names, want)
+	}
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "text_upper", Arguments: map[string]any{"text": "edge"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "EDGE" {
+		t.Fatalf("text_upper: %v %+v", err, res)
+	}
+	cs.Close()
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run returned %v after shutdown", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("edge-mcp did not shut down")
+	}
+}
+
+func TestBadConfigNamesFileKeyAndReason(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gw.json")
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"weather": {"url": "http://127.0.0.1:1/mcp", "timeout": "fast"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"serve", "--config", path}, io.Discard, io.Discard)
+	if err == nil {
+		t.Fatal("a bad config was accepted")
+	}
+	for _, want := range []string{"gw.json", "mcpServers.weather.timeout"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}

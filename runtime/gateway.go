@@ -1,0 +1,446 @@
+// Package gateway is the core of edge-mcp: it keeps one connection to every
+// configured upstream MCP server, merges what they offer into one catalogue,
+// and serves that catalogue to any number of downstream client sessions,
+// forwarding each request to the server that owns it.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/transports"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Version is the edge-mcp version reported to peers.
+var Version = "0.1.0-dev"
+
+// Options are the run-time knobs of a Gateway that are not part of the
+// operator's config file.
+type Options struct {
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// PageSize is the number of items per page of the downstream list
+	// results; 0 means 1000.
+	PageSize int
+	// Transports overrides how named upstreams are reached (for in-process
+	// servers such as the built-in demo, and tests).
+	Transports map[string]mcp.Transport
+	// Health configures the upstream health checks; zero fields take the
+	// defaults.
+	Health HealthOptions
+}
+
+// HealthOptions configure how connected upstreams are checked with MCP ping.
+type HealthOptions struct {
+	Interval time.Duration // between pings; default 30 s
+	Timeout  time.Duration // for one ping; default 10 s
+	Misses   int           // consecutive unanswered pings that fail a server; default 3
+}
+
+// Gateway is one running edge-mcp instance. Create it with New, then Start;
+// Close stops it.
+type Gateway struct {
+	cfg  *Config
+	opts Options
+	log  *slog.Logger
+
+	upstreams []*upstream
+	byName    map[string]*upstream
+	reserved  [numKinds]map[string]string
+
+	cat atomic.Pointer[catalogue]
+
+	mu       sync.Mutex // guards the fields below
+	offers   []*upstreamLists
+	gen      uint64
+	sessions map[*session]struct{}
+	subs     map[string]map[*session]struct{} // resource URI → subscribed sessions
+
+	http   *transports.StreamableServer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New validates cfg against opts and prepares a gateway; nothing is
+// connected until Start.
+func New(cfg *Config, opts Options) (*Gateway, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = 1000
+	}
+	if opts.Health.Interval <= 0 {
+		opts.Health.Interval = 30 * time.Second
+	}
+	if opts.Health.Timeout <= 0 {
+		opts.Health.Timeout = 10 * time.Second
+	}
+	if opts.Health.Misses <= 0 {
+		opts.Health.Misses = 3
+	}
+	g := &Gateway{
+		cfg: cfg, opts: opts, log: opts.Logger,
+		byName:   make(map[string]*upstream),
+		sessions: make(map[*session]struct{}),
+		subs:     make(map[string]map[*session]struct{}),
+	}
+	g.reserved[kindTools] = cfg.Reserved.Tools
+	g.reserved[kindPrompts] = cfg.Reserved.Prompts
+	for i, sc := range cfg.Servers {
+		t, err := g.transportFor(sc)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: %w", sc.Name, err)
+		}
+		u := &upstream{
+			g: g, index: i, name: sc.Name, prefix: sc.Prefix, cfg: sc, transport: t,
+			log: g.log.With("server_name", sc.Name), state: StateDisconnected,
+		}
+		if u.cfg.Timeout <= 0 {
+			u.cfg.Timeout = 60 * time.Second
+		}
+		g.upstreams = append(g.upstreams, u)
+		g.byName[sc.Name] = u
+	}
+	g.offers = make([]*upstreamLists, len(g.upstreams))
+	g.cat.Store(buildCatalogue(0, g.upstreams, g.offers, g.reserved, g.opts.PageSize, g.log))
+	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
+		Logger:         g.log,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		AllowedOrigins: cfg.AllowedOrigins,
+		AllowedHosts:   cfg.AllowedHosts,
+	})
+	return g, nil
+}
+
+// transportFor picks the client transport for a configured server.
+func (g *Gateway) transportFor(sc ServerConfig) (mcp.Transport, error) {
+	if t, ok := g.opts.Transports[sc.Name]; ok {
+		return t, nil
+	}
+	header := http.Header{}
+	for k, v := range sc.Headers {
+		header.Set(k, v)
+	}
+	if sc.BearerToken != "" {
+		header.Set("Authorization", "Bearer "+sc.BearerToken)
+	}
+	switch sc.Type {
+	case "streamable-http":
+		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name)}, nil
+	case "sse":
+		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: &http.Client{Transport: headerRoundTripper{header, http.DefaultTransport}}}, nil
+	case "stdio":
+		return newCommandTransport(sc), nil
+	default:
+		return nil, fmt.Errorf("transport type %q is not supported yet", sc.Type)
+	}
+}
+
+// headerRoundTripper adds configured headers to every upstream request.
+type headerRoundTripper struct {
+	header http.Header
+	next   http.RoundTripper
+}
+
+func (h headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.header {
+		r.Header[k] = v
+	}
+	return h.next.RoundTrip(r)
+}
+
+// Start connects every upstream in the background and returns at once: the
+// gateway serves (an empty catalogue, at first) even when every upstream is
+// down.
+func (g *Gateway) Start(ctx context.Context) {
+	g.ctx, g.cancel = context.WithCancel(ctx)
+	for _, u := range g.upstreams {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			u.run(g.ctx)
+		}()
+	}
+}
+
+// WaitReady blocks until every upstream has connected or failed at least
+// once, or ctx ends.
+func (g *Gateway) WaitReady(ctx context.Context) error {
+	for {
+		ready := true
+		for _, u := range g.upstreams {
+			u.mu.Lock()
+			if u.state == StateConnecting || u.state == StateDisconnected {
+				ready = false
+			}
+			u.mu.Unlock()
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Handler returns the downstream HTTP handler: streamable HTTP at /mcp and
+// the status document at /status.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", g.http)
+	mux.HandleFunc("GET /status", g.serveStatus)
+	return mux
+}
+
+// Close disconnects every session and upstream and waits for the gateway's
+// goroutines to end.
+func (g *Gateway) Close() error {
+	err := g.http.Close()
+	g.mu.Lock()
+	sessions := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		sessions = append(sessions, s)
+	}
+	g.mu.Unlock()
+	for _, s := range sessions {
+		s.conn.Close()
+	}
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.wg.Wait()
+	return err
+}
+
+// catalogue returns the current snapshot.
+func (g *Gateway) catalogue() *catalogue { return g.cat.Load() }
+
+// setOffer replaces everything upstream u offers (nil: it is gone) and
+// publishes a new catalogue snapshot.
+func (g *Gateway) setOffer(u *upstream, offer *upstreamLists) {
+	g.mu.Lock()
+	g.offers[u.index] = offer
+	g.publishLocked()
+}
+
+// updateOffer replaces the lists named by kinds of upstream u.
+func (g *Gateway) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists) {
+	g.mu.Lock()
+	next := &upstreamLists{}
+	if cur := g.offers[u.index]; cur != nil {
+		*next = *cur
+	}
+	for _, k := range kinds {
+		next[k] = fresh[k]
+	}
+	g.offers[u.index] = next
+	g.publishLocked()
+}
+
+// publishLocked builds and swaps in a new snapshot, then tells every
+// initialized session which lists changed. It unlocks g.mu.
+func (g *Gateway) publishLocked() {
+	g.gen++
+	old := g.cat.Load()
+	next := buildCatalogue(g.gen, g.upstreams, g.offers, g.reserved, g.opts.PageSize, g.log)
+	g.cat.Store(next)
+	sessions := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		sessions = append(sessions, s)
+	}
+	g.mu.Unlock()
+
+	var changed []string
+	for _, k := range []listKind{kindTools, kindPrompts} {
+		if !sameList(old, next, k) {
+			changed = append(changed, listKinds[k].changed)
+		}
+	}
+	if !sameList(old, next, kindResources) || !sameList(old, next, kindTemplates) {
+		changed = append(changed, listKinds[kindResources].changed)
+	}
+	for _, s := range sessions {
+		for _, m := range changed {
+			s.listChanged(m)
+		}
+	}
+}
+
+// accept is called by the server transport for every new client session.
+func (g *Gateway) accept(conn transports.Connection) {
+	s := newSession(g, conn)
+	g.mu.Lock()
+	g.sessions[s] = struct{}{}
+	g.mu.Unlock()
+	go s.run()
+}
+
+func (g *Gateway) removeSession(s *session) {
+	g.mu.Lock()
+	delete(g.sessions, s)
+	var unsub []string
+	for uri, set := range g.subs {
+		if _, ok := set[s]; ok {
+			delete(set, s)
+			if len(set) == 0 {
+				delete(g.subs, uri)
+				unsub = append(unsub, uri)
+			}
+		}
+	}
+	g.mu.Unlock()
+	for _, uri := range unsub {
+		if u := g.catalogue().resource(uri); u != nil {
+			if l := u.current(); l != nil {
+				go l.call(l.ctx, "resources/unsubscribe", uriParams(uri)) //nolint:errcheck // best effort
+			}
+		}
+	}
+}
+
+// anySession returns the most recently active initialized session, for
+// upstream requests that belong to no call in flight.
+func (g *Gateway) anySession() *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var best *session
+	for s := range g.sessions {
+		if !s.initialized.Load() {
+			continue
+		}
+		if best == nil || s.lastActive.Load() > best.lastActive.Load() {
+			best = s
+		}
+	}
+	return best
+}
+
+// broadcastLog sends a log message that belongs to no call to every session
+// whose level admits it.
+func (g *Gateway) broadcastLog(params json.RawMessage) {
+	g.mu.Lock()
+	sessions := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		sessions = append(sessions, s)
+	}
+	g.mu.Unlock()
+	for _, s := range sessions {
+		s.log(noID, params)
+	}
+}
+
+// subscribe records that s wants updates for uri and reports whether it is
+// the first subscriber (so the upstream must be told).
+func (g *Gateway) subscribe(s *session, uri string) (first bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	set := g.subs[uri]
+	if set == nil {
+		set = make(map[*session]struct{})
+		g.subs[uri] = set
+	}
+	first = len(set) == 0
+	set[s] = struct{}{}
+	return first
+}
+
+// unsubscribe removes s from uri's subscribers and reports whether it was
+// the last one.
+func (g *Gateway) unsubscribe(s *session, uri string) (last bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	set := g.subs[uri]
+	if _, ok := set[s]; !ok {
+		return false
+	}
+	delete(set, s)
+	if len(set) == 0 {
+		delete(g.subs, uri)
+		return true
+	}
+	return false
+}
+
+// resourceUpdated forwards notifications/resources/updated to the sessions
+// subscribed to uri.
+func (g *Gateway) resourceUpdated(u *upstream, uri string, params json.RawMessage) {
+	g.mu.Lock()
+	var targets []*session
+	for s := range g.subs[uri] {
+		targets = append(targets, s)
+	}
+	g.mu.Unlock()
+	for _, s := range targets {
+		s.notify(noID, "notifications/resources/updated", params)
+	}
+}
+
+func uriParams(uri string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		URI string `json:"uri"`
+	}{uri})
+	return b
+}
+
+// ServerStatus is one upstream's entry in the status document.
+type ServerStatus struct {
+	Name            string    `json:"name"`
+	Transport       string    `json:"transport"`
+	State           State     `json:"state"`
+	ProtocolVersion string    `json:"protocol_version,omitempty"`
+	Tools           int       `json:"tools"`
+	Prompts         int       `json:"prompts"`
+	Resources       int       `json:"resources"`
+	Templates       int       `json:"resource_templates"`
+	Retries         int       `json:"retries"`
+	NextRetry       time.Time `json:"next_retry,omitzero"`
+	LastError       string    `json:"last_error,omitempty"`
+}
+
+// Status reports every upstream, in config order.
+func (g *Gateway) Status() []ServerStatus {
+	g.mu.Lock()
+	offers := append([]*upstreamLists(nil), g.offers...)
+	g.mu.Unlock()
+	out := make([]ServerStatus, 0, len(g.upstreams))
+	for i, u := range g.upstreams {
+		u.mu.Lock()
+		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: u.state, Retries: u.retries, LastError: u.lastErr}
+		if u.state == StateFailed {
+			st.NextRetry = u.nextRetry
+		}
+		u.mu.Unlock()
+		if l := u.current(); l != nil {
+			st.ProtocolVersion = l.protocolVersion
+		}
+		if o := offers[i]; o != nil {
+			st.Tools, st.Prompts, st.Resources, st.Templates = len(o[kindTools]), len(o[kindPrompts]), len(o[kindResources]), len(o[kindTemplates])
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(struct {
+		Servers []ServerStatus `json:"servers"`
+	}{g.Status()})
+}
+
+// errNotConnected is the error for calls routed to an upstream that is down.
+var errNotConnected = errors.New("not connected")
