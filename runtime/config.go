@@ -89,6 +89,23 @@ type ServerConfig struct {
 	Env map[string]string
 	// Cwd is the program's working directory ("" for the gateway's).
 	Cwd string
+	// TypeInferred is set when the type came from "url" alone: the gateway
+	// then falls back from streamable HTTP to legacy SSE, as the spec's
+	// backwards-compatibility section describes.
+	TypeInferred bool
+	// HealthInterval is the time between health pings ("health_interval",
+	// seconds; default 30 s).
+	HealthInterval time.Duration
+	// HealthTimeout bounds one health ping ("health_timeout", seconds;
+	// default 10 s).
+	HealthTimeout time.Duration
+	// HealthMisses is the number of consecutive unanswered pings that fail
+	// the server ("health_misses"; default 3).
+	HealthMisses int
+	// RetryInitial and RetryMax bound the exponential backoff between
+	// reconnect attempts ("retry_initial", "retry_max", seconds; defaults 1 s
+	// and 300 s; ±50% jitter).
+	RetryInitial, RetryMax time.Duration
 }
 
 // ExposedName returns the name a server's tool or prompt has downstream:
@@ -178,7 +195,7 @@ var configTypeAliases = map[string]string{
 
 var (
 	configTopKeys      = []string{"listen", "max_body_bytes", "allowed_origins", "allowed_hosts", "reserved", "mcpServers", "log_level"}
-	configServerKeys   = []string{"type", "url", "headers", "bearer_token", "timeout", "sse_read_timeout", "active", "description", "prefix", "command", "args", "env", "cwd"}
+	configServerKeys   = []string{"type", "url", "headers", "bearer_token", "timeout", "sse_read_timeout", "active", "description", "prefix", "command", "args", "env", "cwd", "health_interval", "health_timeout", "health_misses", "retry_initial", "retry_max"}
 	configReservedKeys = []string{"tools", "prompts"}
 	configRemoteOnly   = []string{"url", "headers", "bearer_token", "sse_read_timeout"}
 	configStdioOnly    = []string{"command", "args", "env", "cwd"}
@@ -228,6 +245,9 @@ type configRawServer struct {
 	args                                         []configString
 	hasHeaders, hasArgs, hasEnv                  bool
 	timeout, sseReadTimeout                      configDuration
+	healthInterval, healthTimeout                configDuration
+	retryInitial, retryMax                       configDuration
+	healthMisses                                 int
 	active                                       bool
 }
 
@@ -663,6 +683,28 @@ func (d *configDecoder) server(name, path string) (*configRawServer, *ConfigErro
 			rs.sseReadTimeout.d, cerr = d.seconds(p)
 		case "active":
 			rs.active, cerr = d.boolean(p)
+		case "health_interval":
+			rs.healthInterval.set = true
+			rs.healthInterval.d, cerr = d.seconds(p)
+		case "health_timeout":
+			rs.healthTimeout.set = true
+			rs.healthTimeout.d, cerr = d.seconds(p)
+		case "retry_initial":
+			rs.retryInitial.set = true
+			rs.retryInitial.d, cerr = d.seconds(p)
+		case "retry_max":
+			rs.retryMax.set = true
+			rs.retryMax.d, cerr = d.seconds(p)
+		case "health_misses":
+			var t json.Token
+			if t, cerr = d.token(p); cerr == nil {
+				n, ok := t.(json.Number)
+				v, exact, inRange := configScaled(string(n), 0)
+				if !ok || !exact || !inRange || v < 1 || v > 1000 {
+					cerr = d.fail(p, "must be a whole number from 1 to 1000, got %s", configShow(t))
+				}
+				rs.healthMisses = int(v)
+			}
 		default:
 			reason, ok := configKeyHints[k]
 			if !ok {
@@ -719,6 +761,7 @@ func (d *configDecoder) finishServer(rs *configRawServer) (ServerConfig, *Config
 		sc.Type = configTypeStdio
 	case rs.url.set:
 		sc.Type = configTypeStreamableHTTP
+		sc.TypeInferred = true
 	default:
 		return sc, d.fail(rs.path, `needs "url" (a remote server) or "command" (a stdio server)`)
 	}
@@ -761,6 +804,11 @@ func (d *configDecoder) finishServer(rs *configRawServer) (ServerConfig, *Config
 	}
 	if rs.sseReadTimeout.set {
 		sc.SSEReadTimeout = rs.sseReadTimeout.d
+	}
+	sc.HealthInterval, sc.HealthTimeout, sc.HealthMisses = rs.healthInterval.d, rs.healthTimeout.d, rs.healthMisses
+	sc.RetryInitial, sc.RetryMax = rs.retryInitial.d, rs.retryMax.d
+	if rs.retryInitial.set && rs.retryMax.set && sc.RetryMax < sc.RetryInitial {
+		return sc, d.fail(configJoin(rs.path, "retry_max"), "must not be less than retry_initial")
 	}
 	return sc, nil
 }

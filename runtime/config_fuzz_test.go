@@ -118,7 +118,18 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `%s:{"type":%s,"timeout":%s`, key(s.Name), str(s.Type), seconds(s.Timeout))
+		fmt.Fprintf(&b, `%s:{"timeout":%s`, key(s.Name), seconds(s.Timeout))
+		if !s.TypeInferred {
+			fmt.Fprintf(&b, `,"type":%s`, str(s.Type))
+		}
+		for k, d := range map[string]time.Duration{"health_interval": s.HealthInterval, "health_timeout": s.HealthTimeout, "retry_initial": s.RetryInitial, "retry_max": s.RetryMax} {
+			if d != 0 {
+				fmt.Fprintf(&b, `,%q:%s`, k, seconds(d))
+			}
+		}
+		if s.HealthMisses != 0 {
+			fmt.Fprintf(&b, `,"health_misses":%d`, s.HealthMisses)
+		}
 		if s.Type == "stdio" {
 			fmt.Fprintf(&b, `,"command":%s`, str(s.Command))
 			if s.Args != nil {

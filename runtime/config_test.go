@@ -54,7 +54,12 @@ func TestParseConfigAccepts(t *testing.T) {
 		{"empty args and env are nil", `{"mcpServers": {"s": {"command": "x", "args": [], "env": {}}}}`,
 			configWant(configStdioDefaults("s", "x"))},
 		{"url infers streamable-http", `{"mcpServers": {"r": {"url": "https://h.example/mcp"}}}`,
-			configWant(configRemoteDefaults("r", "streamable-http", "https://h.example/mcp"))},
+			configWant(withServer(configRemoteDefaults("r", "streamable-http", "https://h.example/mcp"), func(s *ServerConfig) { s.TypeInferred = true }))},
+		{"health and retry settings", `{"mcpServers": {"r": {"type": "sse", "url": "http://h/sse", "health_interval": 5, "health_timeout": 0.5, "health_misses": 2, "retry_initial": 0.1, "retry_max": 10}}}`,
+			configWant(withServer(configRemoteDefaults("r", "sse", "http://h/sse"), func(s *ServerConfig) {
+				s.HealthInterval, s.HealthTimeout, s.HealthMisses = 5*time.Second, 500*time.Millisecond, 2
+				s.RetryInitial, s.RetryMax = 100*time.Millisecond, 10*time.Second
+			}))},
 		{"type streamable-http", `{"mcpServers": {"r": {"type": "streamable-http", "url": "http://h/mcp"}}}`,
 			configWant(configRemoteDefaults("r", "streamable-http", "http://h/mcp"))},
 		{"alias http", `{"mcpServers": {"r": {"type": "http", "url": "http://h/mcp"}}}`,
@@ -79,6 +84,7 @@ func TestParseConfigAccepts(t *testing.T) {
 				s.SSEReadTimeout = time.Millisecond
 				s.Prefix = "wx"
 				s.Description = "Weather"
+				s.TypeInferred = true
 			}))},
 		{"timeout forms", `{"mcpServers": {"a": {"command": "x", "timeout": 1}, "b": {"command": "x", "timeout": 1e-9}, "c": {"command": "x", "timeout": 15E-1},
 			"d": {"command": "x", "timeout": 0.0000000015}, "e": {"command": "x", "timeout": 9223372036.854775807}}}`,
@@ -350,6 +356,8 @@ func TestLoadConfigExample(t *testing.T) {
 				Description: "Local files over stdio; the Claude Desktop form (command, args, env) works unchanged."},
 			{Name: "docs", Type: "streamable-http", URL: "https://docs.example.com/mcp", Headers: map[string]string{"X-Api-Key": "docs-key"},
 				Timeout: 12500 * time.Millisecond, SSEReadTimeout: 300 * time.Second, Active: true,
+				HealthInterval: 30 * time.Second, HealthTimeout: 10 * time.Second, HealthMisses: 3,
+				RetryInitial: time.Second, RetryMax: 300 * time.Second,
 				Description: `A streamable HTTP server; "type" may be omitted when "url" is set.`},
 			{Name: "legacy", Type: "sse", URL: "http://127.0.0.1:9000/sse", BearerToken: "dev-token", Prefix: "legacy",
 				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true,

@@ -56,7 +56,8 @@ type Gateway struct {
 	byName    map[string]*upstream
 	reserved  [numKinds]map[string]string
 
-	cat atomic.Pointer[catalogue]
+	cat    atomic.Pointer[catalogue]
+	events *events
 
 	mu       sync.Mutex // guards the fields below
 	offers   []*upstreamLists
@@ -89,7 +90,7 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		opts.Health.Misses = 3
 	}
 	g := &Gateway{
-		cfg: cfg, opts: opts, log: opts.Logger,
+		cfg: cfg, opts: opts, log: opts.Logger, events: &events{log: opts.Logger},
 		byName:   make(map[string]*upstream),
 		sessions: make(map[*session]struct{}),
 		subs:     make(map[string]map[*session]struct{}),
@@ -107,6 +108,25 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		}
 		if u.cfg.Timeout <= 0 {
 			u.cfg.Timeout = 60 * time.Second
+		}
+		u.health = g.opts.Health
+		if sc.HealthInterval > 0 {
+			u.health.Interval = sc.HealthInterval
+		}
+		if sc.HealthTimeout > 0 {
+			u.health.Timeout = sc.HealthTimeout
+		}
+		if sc.HealthMisses > 0 {
+			u.health.Misses = sc.HealthMisses
+		}
+		if sc.TypeInferred && sc.Type == "streamable-http" {
+			if _, overridden := g.opts.Transports[sc.Name]; !overridden {
+				sse := sc
+				sse.Type = "sse"
+				if u.fallback, err = g.transportFor(sse); err != nil {
+					return nil, fmt.Errorf("server %q: %w", sc.Name, err)
+				}
+			}
 		}
 		g.upstreams = append(g.upstreams, u)
 		g.byName[sc.Name] = u
@@ -406,6 +426,7 @@ type ServerStatus struct {
 	Prompts         int       `json:"prompts"`
 	Resources       int       `json:"resources"`
 	Templates       int       `json:"resource_templates"`
+	LastHealthCheck time.Time `json:"last_health_check,omitzero"`
 	Retries         int       `json:"retries"`
 	NextRetry       time.Time `json:"next_retry,omitzero"`
 	LastError       string    `json:"last_error,omitempty"`
@@ -419,7 +440,7 @@ func (g *Gateway) Status() []ServerStatus {
 	out := make([]ServerStatus, 0, len(g.upstreams))
 	for i, u := range g.upstreams {
 		u.mu.Lock()
-		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: u.state, Retries: u.retries, LastError: u.lastErr}
+		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: u.state, Retries: u.retries, LastError: u.lastErr, LastHealthCheck: u.lastHealth}
 		if u.state == StateFailed {
 			st.NextRetry = u.nextRetry
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -127,3 +128,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 func serversJSON(entries ...string) string {
 	return fmt.Sprintf(`{"mcpServers": {%s}}`, strings.Join(entries, ","))
 }
+
+// testenvEverything starts a go-sdk conformance everything-server over
+// streamable HTTP and returns its URL.
+func testenvEverything(t testing.TB) string { return testenv.StartEverythingServerHTTP(t) }

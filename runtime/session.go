@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -285,9 +286,17 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
 	s.write(s.ctx, out)
-	if c.tool != "" {
-		s.g.log.Debug("tool_executed", "tool_name", c.tool, "success", resp.Error == nil,
-			"duration_ms", float64(time.Since(c.start).Microseconds())/1000, "content_length", len(resp.Result))
+	if c.tool != "" && s.g.events.wanted(slog.LevelInfo) {
+		ev := Event{Type: EventToolExecuted, Server: c.server, Tool: c.tool, Success: true,
+			Duration: time.Since(c.start), ContentLength: len(resp.Result)}
+		if e, ok := resp.Error.(*jsonrpc.Error); ok {
+			ev.Success, ev.ErrorMessage = false, e.Message
+		} else if resp.Error != nil {
+			ev.Success, ev.ErrorMessage = false, resp.Error.Error()
+		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
+			ev.Success, ev.ErrorMessage = false, "the tool reported an error (isError)"
+		}
+		s.g.events.emit(slog.LevelInfo, ev)
 	}
 }
 
@@ -551,7 +560,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
 		return
 	}
-	c := &call{method: req.Method, start: time.Now(), sess: s, origID: req.ID, tool: tool}
+	c := &call{method: req.Method, start: time.Now(), sess: s, origID: req.ID, tool: tool, server: u.name}
 	id, ok := l.register(c)
 	if !ok {
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)

@@ -46,15 +46,18 @@ type upstream struct {
 	prefix    string
 	cfg       ServerConfig
 	transport mcp.Transport
+	fallback  mcp.Transport // legacy SSE, tried when streamable HTTP fails for a URL without a type
+	health    HealthOptions
 	log       *slog.Logger
 
 	cur atomic.Pointer[link]
 
-	mu        sync.Mutex // guards the fields below
-	state     State
-	lastErr   string
-	retries   int
-	nextRetry time.Time
+	mu         sync.Mutex // guards the fields below
+	state      State
+	lastErr    string
+	retries    int
+	nextRetry  time.Time
+	lastHealth time.Time
 
 	refreshMu sync.Mutex // serializes catalogue refreshes of this upstream
 }
@@ -72,22 +75,33 @@ func (u *upstream) setState(s State, err error) {
 func (u *upstream) current() *link { return u.cur.Load() }
 
 // run keeps the upstream connected until ctx ends, retrying with exponential
-// backoff and jitter (1 s doubling to 5 min, ±50%).
+// backoff and ±50% jitter (by default 1 s doubling to 5 min). An expired
+// session is re-initialized at once.
 func (u *upstream) run(ctx context.Context) {
-	const minBackoff, maxBackoff = time.Second, 5 * time.Minute
+	minBackoff, maxBackoff := u.cfg.RetryInitial, u.cfg.RetryMax
+	if minBackoff <= 0 {
+		minBackoff = time.Second
+	}
+	if maxBackoff <= 0 {
+		maxBackoff = 5 * time.Minute
+	}
+	maxBackoff = max(maxBackoff, minBackoff)
 	backoff := minBackoff
 	for ctx.Err() == nil {
 		u.setState(StateConnecting, nil)
 		started := time.Now()
-		err := u.serveOnce(ctx)
+		wasUp, err := u.serveOnce(ctx)
 		if ctx.Err() != nil {
 			u.setState(StateDisconnected, nil)
 			return
 		}
-		if time.Since(started) > time.Minute {
+		if wasUp && time.Since(started) > time.Minute {
 			backoff = minBackoff // it was up for a while: start over
 		}
 		delay := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
+		if wasUp && errors.Is(err, transports.ErrSessionExpired) {
+			delay = 0 // the server forgot the session: re-initialize now
+		}
 		u.mu.Lock()
 		u.state = StateFailed
 		u.lastErr = err.Error()
@@ -99,41 +113,63 @@ func (u *upstream) run(ctx context.Context) {
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
-		backoff = min(backoff*2, maxBackoff)
+		if delay > 0 {
+			backoff = min(backoff*2, maxBackoff)
+		}
 	}
 }
 
-// serveOnce connects, initializes and discovers, then serves until the link
-// fails or ctx ends.
-func (u *upstream) serveOnce(ctx context.Context) error {
-	conn, err := u.transport.Connect(ctx)
+// open connects over t, initializes and discovers.
+func (u *upstream) open(ctx context.Context, t mcp.Transport) (*link, upstreamLists, error) {
+	conn, err := t.Connect(ctx)
 	if err != nil {
-		return fmt.Errorf("connecting: %w", err)
+		return nil, upstreamLists{}, fmt.Errorf("connecting: %w", err)
 	}
 	l := newLink(ctx, u, conn)
-	defer l.close(errors.New("upstream connection closed"))
-
 	initCtx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	defer cancel()
 	err = l.initialize(initCtx)
+	var offer upstreamLists
 	if err == nil {
-		var offer upstreamLists
 		offer, err = l.discover(initCtx, allKinds)
-		if err == nil {
+	}
+	if err != nil {
+		l.close(err)
+		return nil, offer, err
+	}
+	return l, offer, nil
+}
+
+// serveOnce connects, initializes and discovers, then serves until the link
+// fails or ctx ends. wasUp reports whether the server got connected.
+func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
+	l, offer, err := u.open(ctx, u.transport)
+	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && ctx.Err() == nil {
+		// A URL without a type: the server may speak only the legacy
+		// HTTP+SSE transport (2024-11-05).
+		u.log.Info("streamable HTTP failed; trying legacy HTTP+SSE", "err", err)
+		if sl, soffer, serr := u.open(ctx, u.fallback); serr == nil {
+			u.transport, u.fallback = u.fallback, nil
 			u.mu.Lock()
-			u.state, u.lastErr, u.retries = StateConnected, "", 0
+			u.cfg.Type = "sse"
 			u.mu.Unlock()
-			u.cur.Store(l)
-			go l.health(u.g.opts.Health)
-			u.g.setOffer(u, &offer)
-			u.log.Info("server_connected", "transport", u.cfg.Type,
-				"protocol_version", l.protocolVersion, "tools", len(offer[kindTools]), "prompts", len(offer[kindPrompts]),
-				"resources", len(offer[kindResources]), "templates", len(offer[kindTemplates]))
+			l, offer, err = sl, soffer, nil
 		}
 	}
-	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
+	u.mu.Lock()
+	u.state, u.lastErr, u.retries = StateConnected, "", 0
+	transport := u.cfg.Type
+	u.mu.Unlock()
+	u.cur.Store(l)
+	go l.health(u.health)
+	u.g.setOffer(u, &offer)
+	u.g.events.emit(slog.LevelInfo, Event{Type: EventServerConnected, Server: u.name, Transport: transport,
+		ProtocolVersion: l.protocolVersion, Tools: len(offer[kindTools]), Prompts: len(offer[kindPrompts]),
+		Resources: len(offer[kindResources]), Templates: len(offer[kindTemplates])})
+
 	select {
 	case <-l.done:
 	case <-ctx.Done():
@@ -146,9 +182,9 @@ func (u *upstream) serveOnce(ctx context.Context) error {
 	if ctx.Err() != nil {
 		level = slog.LevelInfo // shutting down
 	}
-	u.log.Log(ctx, level, "server_disconnected", "transport", u.cfg.Type,
-		"reason", reason, "had_session", conn.SessionID() != "")
-	return reason
+	u.g.events.emit(level, Event{Type: EventServerDisconnected, Server: u.name, Transport: transport,
+		Reason: reason.Error(), HadSession: l.conn.SessionID() != ""})
+	return true, reason
 }
 
 var allKinds = []listKind{kindTools, kindPrompts, kindResources, kindTemplates}
@@ -184,6 +220,7 @@ type call struct {
 	origID        jsonrpc.ID
 	progressToken json.RawMessage // the client's token, when the call carries one
 	tool          string          // exposed tool name, for tools/call
+	server        string          // the upstream's name, for events
 	timer         atomic.Pointer[time.Timer]
 }
 
@@ -256,6 +293,9 @@ func (l *link) health(h HealthOptions) {
 		ctx, cancel := context.WithTimeout(l.ctx, h.Timeout)
 		_, err := l.call(ctx, "ping", nil)
 		cancel()
+		l.u.mu.Lock()
+		l.u.lastHealth = time.Now()
+		l.u.mu.Unlock()
 		var rpcErr *jsonrpc.Error
 		switch {
 		case err == nil, errors.As(err, &rpcErr) && !errors.Is(err, errUnreachable):

@@ -92,6 +92,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	g.Start(ctx)
+	// Give the upstreams a moment, so the first clients see a full
+	// catalogue; the slow ones join later with list_changed.
+	readyCtx, readyCancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := g.WaitReady(readyCtx); err != nil {
+		log.Warn("not every upstream is connected yet; serving anyway", "err", err)
+	}
+	readyCancel()
 
 	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

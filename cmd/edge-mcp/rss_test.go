@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gateway "github.com/edge-mcp/edge-mcp/runtime"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkIdleRSS measures the resident memory of the real edge-mcp binary
+// (built as `go tool task build` builds it) once it is up and idle: "config"
+// fronts one small go-sdk server reached over HTTP, "demo" serves the
+// built-in demo. Each op reads VmRSS once; rss-MiB is the last reading.
+func BenchmarkIdleRSS(b *testing.B) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		b.Skip("needs /proc (Linux)")
+	}
+	bin := buildEdgeMCP(b)
+
+	up := mcp.NewServer(&mcp.Implementation{Name: "rss-upstream", Version: "1"}, nil)
+	type echoArgs struct {
+		Text string `json:"text" jsonschema:"the text to send back"`
+	}
+	mcp.AddTool(up, &mcp.Tool{Name: "echo", Description: "Returns its text argument unchanged."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	b.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	config := filepath.Join(b.TempDir(), "edge-mcp.json")
+	doc := fmt.Sprintf(`{"log_level": "warn", "mcpServers": {"up": {"url": %q}}}`, srv.URL)
+	if err := os.WriteFile(config, []byte(doc), 0o600); err != nil {
+		b.Fatalf("writing the config: %v", err)
+	}
+
+	for _, c := range []struct {
+		name    string
+		args    []string
+		servers int
+	}{
+		{"config", []string{"serve", "--config", config, "--listen", "127.0.0.1:0"}, 1},
+		{"demo", []string{"serve", "--listen", "127.0.0.1:0"}, 2},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			pid := startIdle(b, bin, c.args, c.servers)
+			var rss float64
+			for b.Loop() {
+				var err error
+				if rss, err = vmRSSMiB(pid); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(rss, "rss-MiB")
+		})
+	}
+}
+
+// buildEdgeMCP builds the command into a temporary directory the way the
+// build task does (static, trimmed, stripped) and returns its path.
+func buildEdgeMCP(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "edge-mcp")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building edge-mcp: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startIdle starts bin with args, waits until its /status lists `servers`
+// upstreams, all connected, then lets it settle for a second. The process
+// is killed when the benchmark ends.
+func startIdle(b *testing.B, bin string, args []string, servers int) int {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatalf("piping edge-mcp's stdout: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting edge-mcp: %v", err)
+	}
+	b.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+
+	base, err := listenURL(stdout)
+	if err != nil {
+		b.Fatalf("edge-mcp did not say where it listens: %v\nstderr:\n%s", err, stderr.String())
+	}
+	go io.Copy(io.Discard, stdout) // keep the pipe drained
+
+	ctx, cancel := context.WithTimeout(b.Context(), 20*time.Second)
+	defer cancel()
+	if err := waitConnected(ctx, base, servers); err != nil {
+		b.Fatalf("edge-mcp: %v\nstderr:\n%s", err, stderr.String())
+	}
+	time.Sleep(time.Second)
+	return cmd.Process.Pid
+}
+
+// listenURL reads the command's banner up to the "listening on URL/mcp" line
+// and returns the base URL.
+func listenURL(r io.Reader) (string, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		_, rest, ok := strings.Cut(sc.Text(), " listening on ")
+		if ok {
+			return strings.TrimSuffix(strings.TrimSpace(rest), "/mcp"), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("reading stdout: %w", err)
+	}
+	return "", errors.New("stdout ended before the listening line")
+}
+
+// waitConnected polls base/status until it lists n upstreams, all connected.
+func waitConnected(ctx context.Context, base string, n int) error {
+	var last string
+	for {
+		st, err := fetchStatus(ctx, base)
+		if err != nil {
+			last = err.Error()
+		} else {
+			connected := 0
+			for _, s := range st {
+				if s.State == gateway.StateConnected {
+					connected++
+				}
+			}
+			if len(st) == n && connected == n {
+				return nil
+			}
+			last = fmt.Sprintf("%d of %d upstreams connected", connected, len(st))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the upstreams to connect (%s): %w", last, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func fetchStatus(ctx context.Context, base string) ([]gateway.ServerStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the status request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("getting /status: %w", err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Servers []gateway.ServerStatus `json:"servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decoding /status: %w", err)
+	}
+	return doc.Servers, nil
+}
+
+// vmRSSMiB reads the resident set size of process pid from /proc.
+func vmRSSMiB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the status of process %d: %w", pid, err)
+	}
+	for line := range strings.Lines(string(data)) {
+		rest, ok := strings.CutPrefix(line, "VmRSS:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing VmRSS %q: %w", strings.TrimSpace(rest), err)
+		}
+		return kb / 1024, nil
+	}
+	return 0, fmt.Errorf("process %d: no VmRSS in /proc status", pid)
+}
