@@ -300,13 +300,18 @@ func (g *Gateway) publishLocked() {
 	}
 }
 
-// accept is called by the server transport for every new client session.
-func (g *Gateway) accept(conn transports.Connection) {
+// accept is called by the server transports for every new client session.
+func (g *Gateway) accept(conn transports.Connection) { go g.ServeConn(conn) }
+
+// ServeConn serves one downstream client session over conn (for example
+// stdin/stdout) and returns when the session ends. Start must have been
+// called.
+func (g *Gateway) ServeConn(conn transports.Connection) {
 	s := newSession(g, conn)
 	g.mu.Lock()
 	g.sessions[s] = struct{}{}
 	g.mu.Unlock()
-	go s.run()
+	s.run()
 }
 
 func (g *Gateway) removeSession(s *session) {

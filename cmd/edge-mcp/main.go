@@ -5,6 +5,7 @@
 //
 //	edge-mcp                                  serve the built-in demo on 127.0.0.1:8080
 //	edge-mcp serve --config FILE [--listen ADDR]
+//	edge-mcp stdio [--config FILE]            serve one client on stdin/stdout
 //	edge-mcp status [--url URL]
 package main
 
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	gateway "github.com/edge-mcp/edge-mcp/runtime"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
@@ -42,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, stdout, stderr)
+	case "stdio":
+		return serveStdio(ctx, args, os.Stdin, stdout, stderr)
 	case "status":
 		return status(ctx, args, stdout)
 	case "version":
@@ -52,6 +56,66 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// setup loads the config (or the demo), makes the logger (always on
+// stderr) and builds the gateway.
+func setup(configPath string, stderr io.Writer) (*gateway.Gateway, *gateway.Config, *slog.Logger, error) {
+	var (
+		cfg  *gateway.Config
+		opts gateway.Options
+		err  error
+	)
+	if configPath == "" {
+		cfg, opts = gateway.DemoConfig("127.0.0.1:8080")
+	} else if cfg, err = gateway.LoadConfig(configPath); err != nil {
+		return nil, nil, nil, err
+	}
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil && cfg.LogLevel != "" {
+		return nil, nil, nil, fmt.Errorf("log level %q: %w", cfg.LogLevel, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	opts.Logger = log
+	g, err := gateway.New(cfg, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return g, cfg, log, nil
+}
+
+// serveStdio serves one client on stdin/stdout, so a desktop client can
+// launch edge-mcp as a local server. Logs go to stderr only.
+func serveStdio(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writer, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "config file (JSON); none: the built-in demo")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	g, _, log, err := setup(*configPath, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g.Start(ctx)
+	defer g.Close()
+	readyCtx, readyCancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := g.WaitReady(readyCtx); err != nil {
+		log.Warn("not every upstream is connected yet; serving anyway", "err", err)
+	}
+	readyCancel()
+	conn, err := (&mcp.IOTransport{Reader: stdin, Writer: nopWriteCloser{stdout}}).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	g.ServeConn(conn)
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -60,30 +124,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-
-	var (
-		cfg  *gateway.Config
-		opts gateway.Options
-		err  error
-	)
-	if *configPath == "" {
-		cfg, opts = gateway.DemoConfig("127.0.0.1:8080")
-	} else if cfg, err = gateway.LoadConfig(*configPath); err != nil {
+	g, cfg, log, err := setup(*configPath, stderr)
+	if err != nil {
 		return err
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
-	}
-	level := slog.LevelInfo
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil && cfg.LogLevel != "" {
-		return fmt.Errorf("log level %q: %w", cfg.LogLevel, err)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	opts.Logger = log
-
-	g, err := gateway.New(cfg, opts)
-	if err != nil {
-		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,4 +87,72 @@ func TestBadConfigNamesFileKeyAndReason(t *testing.T) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
+}
+
+// TestStdioServesOneClient runs `edge-mcp stdio` with the demo and talks to
+// it over its stdin/stdout with a real go-sdk client; every line on stdout
+// must be JSON-RPC (logs go to stderr).
+func TestStdioServesOneClient(t *testing.T) {
+	stdinR, stdinW := io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		done <- serveStdio(context.Background(), nil, stdinR, stdoutW, &lockedWriter{w: &stderr})
+		stdoutW.Close()
+	}()
+
+	// Tee stdout so the test can check every line the client saw.
+	linesR, linesW := io.Pipe()
+	var lines []string
+	linesDone := make(chan struct{})
+	go func() {
+		defer close(linesDone)
+		sc := bufio.NewScanner(io.TeeReader(stdoutR, linesW))
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		linesW.Close()
+	}()
+
+	c := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: linesR, Writer: stdinW}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "over stdio"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "over stdio" {
+		t.Fatalf("echo over stdio: %v %+v", err, res)
+	}
+	cs.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("stdio returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("edge-mcp stdio did not end when its client closed stdin")
+	}
+	<-linesDone
+	for _, l := range lines {
+		if !strings.HasPrefix(l, `{"jsonrpc":"2.0"`) {
+			t.Errorf("stdout carried a line that is not JSON-RPC: %q", l)
+		}
+	}
+	if !strings.Contains(stderr.String(), "server_connected") {
+		t.Errorf("logs did not reach stderr: %q", stderr.String())
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
