@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,8 @@ type Gateway struct {
 	subs     map[string]map[*session]struct{} // resource URI → subscribed sessions
 
 	http   *transports.StreamableServer
+	sse    *transports.SSEServer
+	ws     *transports.WebSocketServer
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -139,6 +142,18 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		AllowedOrigins: cfg.AllowedOrigins,
 		AllowedHosts:   cfg.AllowedHosts,
 	})
+	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
+		Logger:         g.log,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		AllowedOrigins: cfg.AllowedOrigins,
+		AllowedHosts:   cfg.AllowedHosts,
+	})
+	g.ws = transports.NewWebSocketServer(g.accept, transports.WebSocketServerOptions{
+		Logger:          g.log,
+		MaxMessageBytes: max(cfg.MaxBodyBytes, 64<<20),
+		AllowedOrigins:  cfg.AllowedOrigins,
+		AllowedHosts:    cfg.AllowedHosts,
+	})
 	return g, nil
 }
 
@@ -159,8 +174,15 @@ func (g *Gateway) transportFor(sc ServerConfig) (mcp.Transport, error) {
 		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name)}, nil
 	case "sse":
 		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: &http.Client{Transport: headerRoundTripper{header, http.DefaultTransport}}}, nil
+	case "websocket":
+		return &transports.WebSocketClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name)}, nil
 	case "stdio":
-		return newCommandTransport(sc), nil
+		env := os.Environ()
+		for k, v := range sc.Env {
+			env = append(env, k+"="+v)
+		}
+		return &transports.CommandTransport{Command: sc.Command, Args: sc.Args, Env: env, Dir: sc.Cwd,
+			Name: sc.Name, Logger: g.log}, nil
 	default:
 		return nil, fmt.Errorf("transport type %q is not supported yet", sc.Type)
 	}
@@ -217,11 +239,14 @@ func (g *Gateway) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Handler returns the downstream HTTP handler: streamable HTTP at /mcp and
-// the status document at /status.
+// Handler returns the downstream HTTP handler: streamable HTTP at /mcp,
+// legacy HTTP+SSE at /sse (its POST endpoint too), WebSocket (subprotocol
+// mcp) at /ws, and the status document at /status.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.http)
+	mux.Handle("/sse", g.sse)
+	mux.Handle("/ws", g.ws)
 	mux.HandleFunc("GET /status", g.serveStatus)
 	return mux
 }
@@ -229,7 +254,7 @@ func (g *Gateway) Handler() http.Handler {
 // Close disconnects every session and upstream and waits for the gateway's
 // goroutines to end.
 func (g *Gateway) Close() error {
-	err := g.http.Close()
+	err := errors.Join(g.http.Close(), g.sse.Close(), g.ws.Close())
 	g.mu.Lock()
 	sessions := make([]*session, 0, len(g.sessions))
 	for s := range g.sessions {

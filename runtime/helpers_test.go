@@ -132,3 +132,14 @@ func serversJSON(entries ...string) string {
 // testenvEverything starts a go-sdk conformance everything-server over
 // streamable HTTP and returns its URL.
 func testenvEverything(t testing.TB) string { return testenv.StartEverythingServerHTTP(t) }
+
+// serveHandler serves h on 127.0.0.1 and returns its URL.
+func serveHandler(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.URL
+}

@@ -197,11 +197,23 @@ func status(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("decoding status: %w", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tSTATE\tPROTOCOL\tTOOLS\tPROMPTS\tRESOURCES\tTEMPLATES\tRETRIES\tLAST ERROR")
+	fmt.Fprintln(tw, "SERVER\tTRANSPORT\tSTATE\tPROTOCOL\tTOOLS\tPROMPTS\tRESOURCES\tTEMPLATES\tHEALTH CHECK\tRETRIES\tNEXT RETRY\tLAST ERROR")
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return time.Since(t).Round(time.Second).String() + " ago"
+	}
+	in := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return "in " + time.Until(t).Round(time.Second).String()
+	}
 	var tools, connected int
 	for _, s := range doc.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Name, s.Transport, s.State, s.ProtocolVersion,
-			s.Tools, s.Prompts, s.Resources, s.Templates, s.Retries, s.LastError)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Name, s.Transport, s.State, s.ProtocolVersion,
+			s.Tools, s.Prompts, s.Resources, s.Templates, ago(s.LastHealthCheck), s.Retries, in(s.NextRetry), s.LastError)
 		tools += s.Tools
 		if s.State == gateway.StateConnected {
 			connected++

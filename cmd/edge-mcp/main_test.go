@@ -156,3 +156,32 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestStatusTable reads /status of a running gateway and prints the table.
+func TestStatusTable(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--listen", "127.0.0.1:0"}, pw, io.Discard); pw.Close() }()
+	base := ""
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		if m := regexp.MustCompile(`listening on (http://\S+)/mcp`).FindStringSubmatch(sc.Text()); m != nil {
+			base = m[1]
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	var out strings.Builder
+	if err := run(ctx, []string{"status", "--url", base}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SERVER", "demo-math", "demo-text", "connected", "2/2 connected"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status table lacks %q:\n%s", want, out.String())
+		}
+	}
+	cancel()
+	<-done
+}

@@ -22,14 +22,14 @@ import (
 )
 
 // BenchmarkIdleRSS measures the resident memory of the real edge-mcp binary
-// (built as `go tool task build` builds it) once it is up and idle: "config"
+// once it is up and idle. build=release is the binary `go tool task build`
+// ships (static, stripped); build=plain is a plain `go build`. "config"
 // fronts one small go-sdk server reached over HTTP, "demo" serves the
 // built-in demo. Each op reads VmRSS once; rss-MiB is the last reading.
 func BenchmarkIdleRSS(b *testing.B) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		b.Skip("needs /proc (Linux)")
 	}
-	bin := buildEdgeMCP(b)
 
 	up := mcp.NewServer(&mcp.Implementation{Name: "rss-upstream", Version: "1"}, nil)
 	type echoArgs struct {
@@ -50,35 +50,48 @@ func BenchmarkIdleRSS(b *testing.B) {
 		b.Fatalf("writing the config: %v", err)
 	}
 
-	for _, c := range []struct {
-		name    string
-		args    []string
-		servers int
+	for _, build := range []struct {
+		name  string
+		flags []string
+		env   []string
 	}{
-		{"config", []string{"serve", "--config", config, "--listen", "127.0.0.1:0"}, 1},
-		{"demo", []string{"serve", "--listen", "127.0.0.1:0"}, 2},
+		{"release", []string{"-trimpath", "-ldflags=-s -w"}, []string{"CGO_ENABLED=0"}},
+		{"plain", nil, nil},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			pid := startIdle(b, bin, c.args, c.servers)
-			var rss float64
-			for b.Loop() {
-				var err error
-				if rss, err = vmRSSMiB(pid); err != nil {
-					b.Fatal(err)
-				}
+		b.Run("build="+build.name, func(b *testing.B) {
+			bin := buildEdgeMCP(b, build.flags, build.env)
+			for _, c := range []struct {
+				name    string
+				args    []string
+				servers int
+			}{
+				{"config", []string{"serve", "--config", config, "--listen", "127.0.0.1:0"}, 1},
+				{"demo", []string{"serve", "--listen", "127.0.0.1:0"}, 2},
+			} {
+				b.Run(c.name, func(b *testing.B) {
+					pid := startIdle(b, bin, c.args, c.servers)
+					var rss float64
+					for b.Loop() {
+						var err error
+						if rss, err = vmRSSMiB(pid); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(rss, "rss-MiB")
+				})
 			}
-			b.ReportMetric(rss, "rss-MiB")
 		})
 	}
 }
 
-// buildEdgeMCP builds the command into a temporary directory the way the
-// build task does (static, trimmed, stripped) and returns its path.
-func buildEdgeMCP(b *testing.B) string {
+// buildEdgeMCP builds the command with the given go build flags and extra
+// environment into a temporary directory and returns the binary's path.
+func buildEdgeMCP(b *testing.B, flags, env []string) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "edge-mcp")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	args := append(append([]string{"build"}, flags...), "-o", bin, ".")
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("building edge-mcp: %v\n%s", err, out)
 	}

@@ -1,0 +1,656 @@
+package transports
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+)
+
+// WebSocket is in no MCP specification revision. The framing used here is
+// the de-facto one of the TypeScript and Python SDKs (and of the SEP-1288
+// draft): the subprotocol "mcp", one JSON-RPC message per text frame. A
+// binary frame closes the connection with status 1003 (unsupported data).
+
+const (
+	wsSubprotocol = "mcp"
+	// wsDefaultMaxMessage is the default read limit of one message.
+	wsDefaultMaxMessage = 64 << 20
+	// wsDefaultPing is the default keepalive interval.
+	wsDefaultPing = 30 * time.Second
+	// wsWriteTimeout bounds one message write; a peer that does not take a
+	// message for this long has its connection closed.
+	wsWriteTimeout = 30 * time.Second
+	// wsCloseTimeout bounds the close handshake of Close, after which the
+	// socket is closed without waiting for the peer.
+	wsCloseTimeout = 2 * time.Second
+	// wsIncomingQueue is the capacity of the queue between the read loop
+	// and Read.
+	wsIncomingQueue = 16
+	// wsReadBufStart is the initial capacity of a connection's read buffer;
+	// wsReadBufKeep is the largest read buffer a connection keeps between
+	// messages.
+	wsReadBufStart = 4 << 10
+	wsReadBufKeep  = 1 << 20
+	// wsWriteBufKeep is the largest encode buffer a connection keeps between
+	// writes.
+	wsWriteBufKeep = 1 << 20
+)
+
+// errWSBinary is wrapped by the Read error of a connection whose peer sent
+// a binary frame.
+var errWSBinary = errors.New("binary WebSocket frames are not supported")
+
+// wsEpoch is the origin of the monotonic times stored in atomics.
+var wsEpoch = time.Now()
+
+func wsNow() int64 { return int64(time.Since(wsEpoch)) }
+
+// WebSocketClientTransport connects to an MCP server over WebSocket
+// (subprotocol "mcp", one JSON-RPC message per text frame).
+type WebSocketClientTransport struct {
+	// URL is the server's endpoint, ws:// or wss:// (http:// and https://
+	// are accepted as synonyms).
+	URL string
+	// Header is sent with the opening handshake (e.g. Authorization).
+	Header http.Header
+	// HTTPClient performs the opening handshake; nil means
+	// http.DefaultClient. A Timeout on it bounds the handshake only.
+	HTTPClient *http.Client
+	// Logger receives warnings and debug messages; nil discards them.
+	Logger *slog.Logger
+	// MaxMessageBytes caps one incoming message; 0 means 64 MiB. A larger
+	// message closes the connection with status 1009.
+	MaxMessageBytes int64
+	// PingInterval is how long the connection may receive nothing before a
+	// ping is sent; a pong must come back within the same interval or the
+	// connection is closed. Zero means 30 s; negative disables pings.
+	PingInterval time.Duration
+	// DisableCompression stops offering permessage-deflate.
+	DisableCompression bool
+}
+
+// Connect performs the opening handshake, bounded by ctx, and returns the
+// connection. It fails when the server does not select the "mcp"
+// subprotocol. Cancelling ctx after Connect returned does not affect the
+// connection.
+//
+// Writes are serialized and bounded by an internal timeout, never by the
+// context passed to Write (an expiring context would close the whole
+// WebSocket). Messages arrive in order through Read; a message that is not
+// a valid JSON-RPC message is logged and dropped.
+func (t *WebSocketClientTransport) Connect(ctx context.Context) (Connection, error) {
+	u, err := url.Parse(t.URL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to WebSocket server: parsing URL: %w", err)
+	}
+	switch u.Scheme {
+	case "ws", "wss", "http", "https":
+	default:
+		return nil, fmt.Errorf("connecting to WebSocket server: URL %q is not ws, wss, http or https", t.URL)
+	}
+	log := t.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := &websocket.DialOptions{
+		HTTPClient:      t.HTTPClient,
+		HTTPHeader:      t.Header,
+		Subprotocols:    []string{wsSubprotocol},
+		CompressionMode: websocket.CompressionContextTakeover,
+	}
+	if t.DisableCompression {
+		opts.CompressionMode = websocket.CompressionDisabled
+	}
+	ws, resp, err := websocket.Dial(ctx, t.URL, opts)
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			if s := readSnippet(resp.Body); s != "" {
+				return nil, fmt.Errorf("connecting to WebSocket server %s: %w (response: %s)", u.Redacted(), err, s)
+			}
+		}
+		return nil, fmt.Errorf("connecting to WebSocket server %s: %w", u.Redacted(), err)
+	}
+	if p := ws.Subprotocol(); p != wsSubprotocol {
+		_ = ws.Close(websocket.StatusProtocolError, "subprotocol mcp required")
+		return nil, fmt.Errorf("connecting to WebSocket server %s: the server did not select the %q subprotocol (selected %q)",
+			u.Redacted(), wsSubprotocol, p)
+	}
+	c := newWSConn(ws, log, true, "", t.MaxMessageBytes, t.PingInterval)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.readLoop()
+	}()
+	return c, nil
+}
+
+// WebSocketServerOptions configures a [WebSocketServer].
+type WebSocketServerOptions struct {
+	// Logger receives warnings and debug messages; nil discards them.
+	Logger *slog.Logger
+	// MaxMessageBytes caps one incoming message; 0 means 64 MiB. A larger
+	// message closes the connection with status 1009.
+	MaxMessageBytes int64
+	// PingInterval is how long a connection may receive nothing before a
+	// keepalive ping is sent; a pong must come back within the same
+	// interval or the connection is closed. Zero means 30 s; negative
+	// disables pings.
+	PingInterval time.Duration
+	// AllowedOrigins lists Origin header values accepted besides loopback
+	// origins (for loopback hosts) and same-origin requests. "*" accepts any
+	// Origin. The rules are those of [StreamableServerOptions].
+	AllowedOrigins []string
+	// AllowedHosts lists Host header values (with or without port) accepted
+	// on a loopback listener besides loopback names. "*" accepts any Host.
+	AllowedHosts []string
+	// DisableCompression stops accepting permessage-deflate.
+	DisableCompression bool
+}
+
+// WebSocketServer accepts MCP clients over WebSocket at one endpoint. It is
+// an [http.Handler]: a GET upgrade request offering the "mcp" subprotocol
+// becomes a [Connection]; a request that does not offer it gets 400.
+//
+// A text frame that is not a JSON-RPC message is answered with a JSON-RPC
+// error (id null; -32700 for malformed JSON, -32600 otherwise) and the
+// connection stays open; a binary frame closes the connection with status
+// 1003.
+type WebSocketServer struct {
+	accept      func(Connection)
+	log         *slog.Logger
+	maxMsg      int64
+	ping        time.Duration
+	guard       sseSrvGuard
+	compression websocket.CompressionMode
+	closed      atomic.Bool
+
+	mu    sync.Mutex
+	conns map[*wsConn]struct{}
+}
+
+// NewWebSocketServer returns a handler for one WebSocket endpoint. accept
+// (not nil) is called synchronously in the HTTP handler with the Connection
+// of every new WebSocket, before any of its messages is read; the caller
+// reads from it until Read returns an error (io.EOF after a normal close by
+// the client). The handler returns when the connection has ended.
+func NewWebSocketServer(accept func(Connection), opts WebSocketServerOptions) *WebSocketServer {
+	s := &WebSocketServer{
+		accept:      accept,
+		log:         opts.Logger,
+		maxMsg:      opts.MaxMessageBytes,
+		ping:        opts.PingInterval,
+		guard:       newSSESrvGuard(opts.AllowedOrigins, opts.AllowedHosts),
+		compression: websocket.CompressionNoContextTakeover,
+		conns:       make(map[*wsConn]struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.DisableCompression {
+		s.compression = websocket.CompressionDisabled
+	}
+	return s
+}
+
+// Close closes every connection with status 1001 (going away) and makes
+// later requests fail with 503.
+func (s *WebSocketServer) Close() error {
+	s.closed.Store(true)
+	s.mu.Lock()
+	all := make([]*wsConn, 0, len(s.conns))
+	for c := range s.conns {
+		all = append(all, c)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.closeWith(websocket.StatusGoingAway, "server shutting down")
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// ServeHTTP implements [http.Handler]. It returns when the WebSocket has
+// ended.
+func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg := s.guard.check(r); msg != "" {
+		http.Error(w, msg, http.StatusForbidden)
+		return
+	}
+	if s.closed.Load() {
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if wsHeaderHasToken(r.Header, "Upgrade", "websocket") && !wsHeaderHasToken(r.Header, "Sec-Websocket-Protocol", wsSubprotocol) {
+		http.Error(w, `Bad Request: the WebSocket subprotocol "mcp" is required (send Sec-WebSocket-Protocol: mcp)`,
+			http.StatusBadRequest)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols: []string{wsSubprotocol},
+		// The origin was checked above, with the rules of the other
+		// server transports.
+		InsecureSkipVerify: true,
+		CompressionMode:    s.compression,
+	})
+	if err != nil {
+		// Accept has written the error response.
+		s.log.Debug("rejected WebSocket handshake", "remote", r.RemoteAddr, "error", err)
+		return
+	}
+	log := s.log.With("remote", r.RemoteAddr)
+	c := newWSConn(ws, log, false, rand.Text(), s.maxMsg, s.ping)
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		c.end(ErrClosed)
+		c.cancel()
+		_ = ws.CloseNow()
+		c.wg.Wait()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	log.Debug("WebSocket connection opened", "session", c.id)
+
+	s.accept(c)
+	c.readLoop()
+	c.wg.Wait()
+
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	log.Debug("WebSocket connection closed", "session", c.id)
+}
+
+// wsHeaderHasToken reports whether a comma-separated header contains token
+// (case-insensitively).
+func wsHeaderHasToken(h http.Header, key, token string) bool {
+	for _, v := range h[key] {
+		for v != "" {
+			var t string
+			t, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wsConn is the Connection of both WebSocket transports.
+type wsConn struct {
+	ws     *websocket.Conn
+	log    *slog.Logger
+	client bool
+	id     string
+	maxMsg int64
+
+	// ctx is passed to every coder/websocket call made on behalf of the
+	// connection; cancelling it closes the socket at once (coder/websocket
+	// closes the connection when the context of a pending read or write
+	// ends).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the client's read loop and the ping loop
+
+	in      chan jsonrpc.Message
+	done    chan struct{} // closed by end
+	endOnce sync.Once
+	err     error // why the connection ended; written before done is closed
+
+	closeOnce sync.Once
+
+	lastRead   atomic.Int64 // wsNow of the last message start or end
+	delivering atomic.Bool  // the read loop waits for Read to take a message
+	rbuf       []byte       // read loop only
+
+	wmu       sync.Mutex
+	wbuf      []byte
+	wdeadline atomic.Int64 // wsNow deadline of the write in progress, 0 if none
+	wtimer    *time.Timer
+}
+
+func newWSConn(ws *websocket.Conn, log *slog.Logger, client bool, id string, maxMsg int64, ping time.Duration) *wsConn {
+	if maxMsg <= 0 {
+		maxMsg = wsDefaultMaxMessage
+	}
+	if ping == 0 {
+		ping = wsDefaultPing
+	}
+	ws.SetReadLimit(maxMsg)
+	c := &wsConn{
+		ws:     ws,
+		log:    log,
+		client: client,
+		id:     id,
+		maxMsg: maxMsg,
+		in:     make(chan jsonrpc.Message, wsIncomingQueue),
+		done:   make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.lastRead.Store(wsNow())
+	c.wtimer = time.AfterFunc(time.Hour, c.writeWatchdog)
+	c.wtimer.Stop()
+	if ping > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.pingLoop(ping)
+		}()
+	}
+	return c
+}
+
+// SessionID returns a random id for server connections (for logs; MCP over
+// WebSocket has no session header) and "" for client connections.
+func (c *wsConn) SessionID() string { return c.id }
+
+// Read returns the next message from the peer, in order. After the peer
+// closed the connection normally it returns io.EOF; after Close it returns
+// [ErrClosed]; after a failure, an error describing it.
+func (c *wsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		select {
+		case <-c.done:
+			if c.err == ErrClosed {
+				return nil, ErrClosed
+			}
+			// Messages that arrived before the peer went away come first.
+			select {
+			case msg := <-c.in:
+				return msg, nil
+			default:
+				return nil, c.err
+			}
+		default:
+		}
+		select {
+		case msg := <-c.in:
+			return msg, nil
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Write sends msg as one text frame. Writes are serialized; ctx is not used
+// for the write itself (its expiry would close the WebSocket): a write that
+// the peer does not take within 30 s closes the connection instead.
+func (c *wsConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	select {
+	case <-c.done:
+		return c.closedErr()
+	default:
+	}
+	c.wmu.Lock()
+	b, err := wire.Append(c.wbuf[:0], msg)
+	if err != nil {
+		c.wmu.Unlock()
+		return fmt.Errorf("writing to WebSocket: encoding message: %w", err)
+	}
+	err = c.writeLocked(b)
+	if cap(b) <= wsWriteBufKeep {
+		c.wbuf = b[:0]
+	} else {
+		c.wbuf = nil
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		select {
+		case <-c.done:
+			return c.closedErr()
+		default:
+		}
+		c.fail(fmt.Errorf("writing to WebSocket: %w", err))
+		return fmt.Errorf("writing to WebSocket: %w", err)
+	}
+	return nil
+}
+
+// closedErr is the error of a Write on an ended connection: it wraps
+// [ErrClosed] and, when the connection failed or the peer closed it, why.
+func (c *wsConn) closedErr() error {
+	if c.err == ErrClosed {
+		return fmt.Errorf("writing to WebSocket: %w", ErrClosed)
+	}
+	return fmt.Errorf("writing to WebSocket: %w: %w", ErrClosed, c.err)
+}
+
+// writeLocked writes one text message under wmu, guarded by the write
+// watchdog.
+func (c *wsConn) writeLocked(b []byte) error {
+	c.wdeadline.Store(wsNow() + int64(wsWriteTimeout))
+	c.wtimer.Reset(wsWriteTimeout)
+	err := c.ws.Write(c.ctx, websocket.MessageText, b)
+	c.wdeadline.Store(0)
+	c.wtimer.Stop()
+	return err
+}
+
+// writeWatchdog runs on the write timer: it closes the connection when a
+// write has been blocked past its deadline.
+func (c *wsConn) writeWatchdog() {
+	d := c.wdeadline.Load()
+	if d == 0 {
+		return
+	}
+	if rem := d - wsNow(); rem > 0 {
+		c.wtimer.Reset(time.Duration(rem))
+		return
+	}
+	c.log.Warn("WebSocket peer did not take a message: closing the connection", "timeout", wsWriteTimeout)
+	c.fail(fmt.Errorf("writing to WebSocket: the peer did not take a message within %v", wsWriteTimeout))
+}
+
+// Close closes the connection with status 1000 (normal closure). It waits
+// at most a few seconds for the peer to complete the close handshake, and
+// for the connection's goroutines to end. Read returns [ErrClosed].
+func (c *wsConn) Close() error {
+	c.closeWith(websocket.StatusNormalClosure, "")
+	return nil
+}
+
+func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
+	c.closeOnce.Do(func() {
+		c.end(ErrClosed)
+		// The read loop keeps reading (and discarding) until the peer's
+		// close frame arrives; if it does not arrive in time, cancelling
+		// ctx closes the socket under the pending read.
+		t := time.AfterFunc(wsCloseTimeout, c.cancel)
+		_ = c.ws.Close(code, reason)
+		t.Stop()
+		c.cancel()
+		c.wg.Wait()
+		c.wtimer.Stop()
+	})
+}
+
+// end records why the connection ended and unblocks Read.
+func (c *wsConn) end(err error) {
+	c.endOnce.Do(func() {
+		c.err = err
+		close(c.done)
+	})
+}
+
+// fail ends the connection after an error and closes the socket at once.
+func (c *wsConn) fail(err error) {
+	c.end(err)
+	c.cancel()
+}
+
+func (c *wsConn) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// readLoop reads messages until the socket fails or closes. It runs on its
+// own goroutine for client connections and in the HTTP handler for server
+// connections.
+func (c *wsConn) readLoop() {
+	defer func() {
+		// The socket must not outlive the loop (e.g. after a close frame
+		// was sent but not answered).
+		c.cancel()
+		_ = c.ws.CloseNow()
+	}()
+	for {
+		typ, r, err := c.ws.Reader(c.ctx)
+		if err != nil {
+			c.end(c.readErr(err))
+			return
+		}
+		c.lastRead.Store(wsNow())
+		if typ != websocket.MessageText {
+			c.log.Warn("WebSocket peer sent a binary frame: closing the connection with status 1003")
+			c.end(fmt.Errorf("reading from WebSocket: %w", errWSBinary))
+			t := time.AfterFunc(wsCloseTimeout, c.cancel)
+			_ = c.ws.Close(websocket.StatusUnsupportedData, "binary frames are not supported; send JSON-RPC messages as text")
+			t.Stop()
+			return
+		}
+		data, err := c.readMessage(r)
+		c.lastRead.Store(wsNow())
+		if err != nil {
+			c.end(c.readErr(err))
+			return
+		}
+		if c.ended() {
+			continue // closing: drain until the peer's close frame
+		}
+		msg, _, code, reason := srvDecode(data)
+		if msg == nil {
+			c.badMessage(data, code, reason)
+			continue
+		}
+		c.delivering.Store(true)
+		select {
+		case c.in <- msg:
+		case <-c.done:
+		}
+		c.delivering.Store(false)
+	}
+}
+
+// readMessage reads one message into the connection's read buffer and
+// returns an exactly sized copy, which decoded messages may alias.
+func (c *wsConn) readMessage(r io.Reader) ([]byte, error) {
+	buf := c.rbuf[:0]
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, wsReadBufStart)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			nb := make([]byte, len(buf), 2*cap(buf))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]byte, len(buf))
+	copy(out, buf)
+	if cap(buf) <= wsReadBufKeep {
+		c.rbuf = buf[:0]
+	} else {
+		c.rbuf = nil
+	}
+	return out, nil
+}
+
+// badMessage handles a text frame that is not a JSON-RPC message: a server
+// answers it with a JSON-RPC error (id null), a client drops it.
+func (c *wsConn) badMessage(data []byte, code int64, reason string) {
+	if c.client {
+		c.log.Warn("dropping invalid message from WebSocket server", "error", reason, "message", snippet(data))
+		return
+	}
+	c.log.Debug("invalid message from WebSocket client", "error", reason, "message", snippet(data))
+	resp := &jsonrpc.Response{Error: &jsonrpc.Error{Code: code, Message: reason}}
+	c.wmu.Lock()
+	b, err := wire.Append(c.wbuf[:0], resp)
+	if err == nil {
+		err = c.writeLocked(b)
+		c.wbuf = b[:0]
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(fmt.Errorf("writing to WebSocket: %w", err))
+	}
+}
+
+// readErr translates the error that ended the read loop into the error
+// Read returns.
+func (c *wsConn) readErr(err error) error {
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusNormalClosure, websocket.StatusGoingAway:
+		return io.EOF
+	case -1:
+		if errors.Is(err, websocket.ErrMessageTooBig) {
+			return fmt.Errorf("reading from WebSocket: message larger than %d bytes: %w", c.maxMsg, err)
+		}
+		return fmt.Errorf("reading from WebSocket: %w", err)
+	default:
+		return fmt.Errorf("reading from WebSocket: peer closed the connection: %w", err)
+	}
+}
+
+// pingLoop sends a ping whenever nothing was received for a whole interval
+// (and the read loop is not waiting on a slow reader), and fails the
+// connection when no pong comes back within the interval.
+func (c *wsConn) pingLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if c.delivering.Load() || wsNow()-c.lastRead.Load() < int64(interval) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, interval)
+		err := c.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			if c.ended() {
+				return
+			}
+			c.log.Warn("WebSocket peer did not answer a keepalive ping: closing the connection", "error", err)
+			c.fail(fmt.Errorf("WebSocket keepalive: no pong within %v: %w", interval, err))
+			return
+		}
+		c.lastRead.Store(wsNow())
+	}
+}
