@@ -1,0 +1,232 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/edge-mcp/edge-mcp/policy/internal/meter"
+)
+
+// The policy ABI version this host implements (see ABI.md). A module is
+// accepted when its major version equals ABIMajor and its minor version is
+// not newer than ABIMinor.
+const (
+	ABIMajor = 1
+	ABIMinor = 0
+)
+
+// Hook names one of the points at which a module can act.
+type Hook uint8
+
+// The hooks of ABI 1.0, in bit order of edge_hooks.
+const (
+	HookToolsList Hook = iota
+	HookToolCall
+	HookToolResult
+	HookResourceResult
+	HookPromptResult
+	HookEvent
+	numHooks
+)
+
+var hookNames = [numHooks]string{"tools_list", "tool_call", "tool_result", "resource_result", "prompt_result", "event"}
+
+// String returns the hook's ABI name, e.g. "tool_call".
+func (h Hook) String() string {
+	if h < numHooks {
+		return hookNames[h]
+	}
+	return fmt.Sprintf("hook(%d)", uint8(h))
+}
+
+func (h Hook) export() string { return "edge_hook_" + h.String() }
+
+// HookSet is a bit set of hooks, as returned by edge_hooks.
+type HookSet uint32
+
+// Has reports whether h is in the set.
+func (s HookSet) Has(h Hook) bool { return s&(1<<h) != 0 }
+
+// String lists the hooks in the set, e.g. "tool_call,tool_result".
+func (s HookSet) String() string {
+	var names []string
+	for h := Hook(0); h < numHooks; h++ {
+		if s.Has(h) {
+			names = append(names, h.String())
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// Export names of the ABI.
+const (
+	exportMemory     = "memory"
+	exportVersion    = "edge_abi_version"
+	exportHooks      = "edge_hooks"
+	exportAlloc      = "edge_alloc"
+	exportConfigure  = "edge_configure"
+	exportInitialize = "_initialize"
+	exportStart      = "_start"
+)
+
+const i32, i64 = api.ValueTypeI32, api.ValueTypeI64
+
+type signature struct{ params, results []api.ValueType }
+
+var (
+	sigVersion  = signature{nil, []api.ValueType{i32}}
+	sigAlloc    = signature{[]api.ValueType{i32}, []api.ValueType{i32}}
+	sigBuffer   = signature{[]api.ValueType{i32, i32}, []api.ValueType{i64}}
+	sigNullary  = signature{nil, nil}
+	allowedWASI = map[string]bool{
+		// What a Go, Rust or C guest pulls in for its runtime. With no
+		// preopened directories, no sockets, no arguments and no environment
+		// (see ModuleConfig in module.go) none of these reaches the host's
+		// files or network.
+		"args_get": true, "args_sizes_get": true,
+		"environ_get": true, "environ_sizes_get": true,
+		"clock_res_get": true, "clock_time_get": true,
+		"fd_write": true, "fd_close": true, "fd_fdstat_get": true, "fd_fdstat_set_flags": true,
+		"fd_prestat_get": true, "fd_prestat_dir_name": true, "fd_read": true, "fd_seek": true,
+		"poll_oneoff": true, "proc_exit": true, "random_get": true, "sched_yield": true,
+	}
+)
+
+func (s signature) String() string {
+	return fmt.Sprintf("(%s) -> (%s)", typeList(s.params), typeList(s.results))
+}
+
+func typeList(ts []api.ValueType) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = api.ValueTypeName(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s signature) matches(def api.FunctionDefinition) bool {
+	return equalTypes(def.ParamTypes(), s.params) && equalTypes(def.ResultTypes(), s.results)
+}
+
+func equalTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// moduleShape is what checkShape learns from a compiled module's imports
+// and exports.
+type moduleShape struct {
+	exported   HookSet // hooks with an edge_hook_* export
+	hasHooks   bool    // edge_hooks is exported
+	configure  bool
+	initialize bool
+}
+
+// checkShape validates a compiled module against the ABI without running
+// it: imports must be WASI preview1 functions from the allow list, and the
+// mandatory exports must exist with the right signatures.
+func checkShape(cm wazero.CompiledModule, metered bool) (moduleShape, error) {
+	var shape moduleShape
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if metered && mod == meter.ImportModule && name == meter.ImportName {
+			continue // added by the engine (see internal/meter)
+		}
+		if mod != wasi_snapshot_preview1.ModuleName || !allowedWASI[name] {
+			return shape, fmt.Errorf("imports %s.%s, which policy modules may not import (allowed: %s functions %s)",
+				mod, name, wasi_snapshot_preview1.ModuleName, allowedList())
+		}
+	}
+	for _, m := range cm.ImportedMemories() {
+		mod, name, _ := m.Import()
+		return shape, fmt.Errorf("imports memory %s.%s; a policy module must define and export its own memory", mod, name)
+	}
+	if _, ok := cm.ExportedMemories()[exportMemory]; !ok {
+		return shape, fmt.Errorf("does not export its memory as %q", exportMemory)
+	}
+	fns := cm.ExportedFunctions()
+	need := func(name string, sig signature) error {
+		def, ok := fns[name]
+		if !ok {
+			return fmt.Errorf("does not export %s %s: not a policy module for ABI %d", name, sig, ABIMajor)
+		}
+		if !sig.matches(def) {
+			return fmt.Errorf("exports %s with signature %s, want %s", name, signature{def.ParamTypes(), def.ResultTypes()}, sig)
+		}
+		return nil
+	}
+	if err := need(exportVersion, sigVersion); err != nil {
+		return shape, err
+	}
+	if err := need(exportAlloc, sigAlloc); err != nil {
+		return shape, err
+	}
+	if _, ok := fns[exportStart]; ok {
+		if _, ok := fns[exportInitialize]; !ok {
+			return shape, fmt.Errorf("exports %s (a WASI command); build it as a reactor (Go: -buildmode=c-shared)", exportStart)
+		}
+	}
+	if _, ok := fns[exportInitialize]; ok {
+		if err := need(exportInitialize, sigNullary); err != nil {
+			return shape, err
+		}
+		shape.initialize = true
+	}
+	if _, ok := fns[exportHooks]; ok {
+		if err := need(exportHooks, sigVersion); err != nil {
+			return shape, err
+		}
+		shape.hasHooks = true
+	}
+	if _, ok := fns[exportConfigure]; ok {
+		if err := need(exportConfigure, sigBuffer); err != nil {
+			return shape, err
+		}
+		shape.configure = true
+	}
+	for h := Hook(0); h < numHooks; h++ {
+		if _, ok := fns[h.export()]; ok {
+			if err := need(h.export(), sigBuffer); err != nil {
+				return shape, err
+			}
+			shape.exported |= 1 << h
+		}
+	}
+	if shape.exported == 0 {
+		return shape, fmt.Errorf("exports no hook (edge_hook_tools_list, edge_hook_tool_call, ...)")
+	}
+	return shape, nil
+}
+
+func allowedList() string {
+	names := make([]string, 0, len(allowedWASI))
+	for n := range allowedWASI {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// checkVersion validates the value returned by edge_abi_version.
+func checkVersion(v uint32) error {
+	major, minor := v>>16, v&0xffff
+	if major != ABIMajor {
+		return fmt.Errorf("speaks policy ABI %d.%d; this gateway supports ABI %d.%d (major versions must match)", major, minor, ABIMajor, ABIMinor)
+	}
+	if minor > ABIMinor {
+		return fmt.Errorf("speaks policy ABI %d.%d, newer than this gateway's %d.%d; upgrade the gateway or rebuild the module with an older SDK", major, minor, ABIMajor, ABIMinor)
+	}
+	return nil
+}

@@ -1,0 +1,667 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/edge-mcp/edge-mcp/policy/internal/jsonx"
+	"github.com/edge-mcp/edge-mcp/policy/internal/meter"
+)
+
+// Defaults applied by Load to zero ModuleOptions fields.
+const (
+	DefaultTimeout           = 50 * time.Millisecond
+	DefaultMemoryMB          = 64
+	DefaultMaxInput          = 4 << 20
+	DefaultMaxOutput         = 4 << 20
+	DefaultRecycleAfterCalls = 100_000
+	DefaultMaxWait           = time.Second
+	DefaultFailureThreshold  = 5
+
+	// initTimeout bounds instantiation, _initialize and configure, which
+	// start a guest runtime and can take a few milliseconds.
+	initTimeout = 10 * time.Second
+	// probeInterval is how often an unhealthy module gets a trial call.
+	probeInterval = time.Second
+	// minMemoryMB: a Go guest needs about 37 pages (2.3 MiB) to start.
+	minMemoryMB = 4
+	maxMemoryMB = 4096
+)
+
+// Grants lists the optional capabilities an operator gives a module. The
+// zero value grants nothing beyond the sandbox defaults: no files, no
+// network, no arguments or environment, a fake clock that starts at a fixed
+// date and advances 1 ms per reading, sleeps that return at once, random
+// bytes from crypto/rand, and stdout/stderr lines sent to the host log.
+type Grants struct {
+	// Clock gives the guest the real wall clock and monotonic clock.
+	Clock bool
+}
+
+// ModuleOptions configures one loaded module. Zero fields take the
+// documented defaults.
+type ModuleOptions struct {
+	// Config is handed to the guest's edge_configure on every instance
+	// ({} when empty). It must be a JSON object.
+	Config json.RawMessage
+	// Timeout bounds every hook call (default 50 ms). A guest still running
+	// at the deadline is stopped and its instance replaced.
+	Timeout time.Duration
+	// MemoryMB caps the guest's linear memory (default 64, minimum 4).
+	MemoryMB int
+	// MaxInput and MaxOutput cap hook input and output sizes in bytes
+	// (default 4 MiB each).
+	MaxInput, MaxOutput int
+	// PoolSize is the number of instances, i.e. how many calls run at once
+	// (default GOMAXPROCS, at most 8).
+	PoolSize int
+	// RecycleAfterCalls replaces an instance after this many calls (default
+	// 100000; negative never). Instances are also replaced when their
+	// memory passes three quarters of MemoryMB.
+	RecycleAfterCalls int
+	// MaxWait bounds how long a call waits for a free instance (default 1 s).
+	MaxWait time.Duration
+	// FailureThreshold is the number of consecutive failed calls after which
+	// the module is marked unhealthy; an unhealthy module fails calls at once
+	// (ErrUnhealthy) except for one trial call per second (default 5).
+	FailureThreshold int
+	// Grants lists optional capabilities.
+	Grants Grants
+}
+
+func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = DefaultMemoryMB
+	}
+	if o.MaxInput == 0 {
+		o.MaxInput = DefaultMaxInput
+	}
+	if o.MaxOutput == 0 {
+		o.MaxOutput = DefaultMaxOutput
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = min(runtime.GOMAXPROCS(0), 8)
+	}
+	if o.RecycleAfterCalls == 0 {
+		o.RecycleAfterCalls = DefaultRecycleAfterCalls
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = DefaultMaxWait
+	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = DefaultFailureThreshold
+	}
+	switch {
+	case o.Timeout < 0:
+		return o, fmt.Errorf("timeout %v is negative", o.Timeout)
+	case o.MemoryMB < minMemoryMB || o.MemoryMB > maxMemoryMB:
+		return o, fmt.Errorf("memory_mb %d out of range [%d, %d]", o.MemoryMB, minMemoryMB, maxMemoryMB)
+	case o.MaxInput < 0 || o.MaxOutput < 0:
+		return o, errors.New("max input/output sizes must not be negative")
+	case o.PoolSize < 0 || o.PoolSize > 1024:
+		return o, fmt.Errorf("pool size %d out of range [1, 1024]", o.PoolSize)
+	case o.MaxWait < 0:
+		return o, fmt.Errorf("max wait %v is negative", o.MaxWait)
+	case o.FailureThreshold < 0:
+		return o, fmt.Errorf("failure threshold %d is negative", o.FailureThreshold)
+	}
+	if len(bytes.TrimSpace(o.Config)) == 0 {
+		o.Config = json.RawMessage("{}")
+	} else if !json.Valid(o.Config) || jsonx.Kind(o.Config) != '{' {
+		return o, errors.New("config must be a JSON object")
+	}
+	return o, nil
+}
+
+// Module is a loaded, configured policy module: a compiled binary and a
+// pool of initialized instances that run one call at a time each. A Module
+// is safe for concurrent use. Close it when done; nothing is released
+// implicitly.
+type Module struct {
+	name   string
+	eng    *Engine
+	rc     *runtimeClass
+	ent    *compiledEntry
+	key    compileKey
+	opts   ModuleOptions
+	hooks  HookSet
+	abi    uint32
+	limit  uint64 // memory limit in bytes
+	high   uint32 // recycle above this memory size
+	modCfg wazero.ModuleConfig
+
+	free      chan *instance // idle instances; nil marks an empty slot
+	done      chan struct{}  // closed by Close
+	bgCtx     context.Context
+	bgCancel  context.CancelFunc
+	refills   sync.WaitGroup
+	closed    atomic.Bool
+	closeOnce sync.Once
+
+	calls       atomic.Uint64
+	failures    atomic.Uint64
+	consecutive atomic.Int64
+	lastProbe   atomic.Int64
+	live        atomic.Int64
+	recycled    atomic.Uint64
+	peakMemory  atomic.Uint64
+	lastErr     atomic.Pointer[string]
+}
+
+type instance struct {
+	mod  api.Module
+	mem  api.Memory
+	fuel api.MutableGlobal // metered engines only
+	// deadline is the current call's deadline in Unix nanoseconds (0:
+	// none), read by the meter's tick.
+	deadline int64
+	alloc    api.Function
+	hooks    [numHooks]api.Function
+	log      *guestLog
+	inPtr    uint32
+	inCap    uint32
+	calls    int
+	stack    [2]uint64
+}
+
+// Load compiles wasm (once per distinct binary and memory limit), checks it
+// against the ABI, starts PoolSize instances and configures each one. name
+// identifies the module in errors, logs and stats.
+func (e *Engine) Load(ctx context.Context, name string, wasm []byte, opts ModuleOptions) (*Module, error) {
+	if name == "" {
+		return nil, errors.New("loading policy module: empty name")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+	}
+	pages := uint32(opts.MemoryMB) * 16
+	rc, err := e.runtime(ctx, pages)
+	if err != nil {
+		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+	}
+	start := time.Now()
+	ent, key, err := e.compile(ctx, rc, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+	}
+	m := &Module{
+		name:  name,
+		eng:   e,
+		rc:    rc,
+		ent:   ent,
+		key:   key,
+		opts:  opts,
+		limit: uint64(pages) * 65536,
+		high:  uint32(uint64(pages) * 65536 * 3 / 4),
+		free:  make(chan *instance, opts.PoolSize),
+		done:  make(chan struct{}),
+	}
+	m.bgCtx, m.bgCancel = context.WithCancel(context.Background())
+	m.modCfg = wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions().
+		WithRandSource(rand.Reader)
+	if opts.Grants.Clock {
+		m.modCfg = m.modCfg.WithSysWalltime().WithSysNanotime()
+	}
+	compiled := time.Since(start)
+
+	first, err := m.newInstance(ctx, true)
+	if err != nil {
+		m.bgCancel()
+		e.release(key)
+		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+	}
+	m.free <- first
+	for i := 1; i < opts.PoolSize; i++ {
+		inst, err := m.newInstance(ctx, false)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("loading policy %q: starting instance %d: %w", name, i+1, err)
+		}
+		m.free <- inst
+	}
+	e.log.LogAttrs(ctx, slog.LevelInfo, "policy module loaded",
+		slog.String("module", name), slog.String("digest", digestString(key.digest)),
+		slog.String("hooks", m.hooks.String()), slog.Int("pool", opts.PoolSize),
+		slog.Duration("compile", compiled), slog.Duration("total", time.Since(start)))
+	return m, nil
+}
+
+// Name returns the name the module was loaded under.
+func (m *Module) Name() string { return m.name }
+
+// Hooks returns the hooks the module implements.
+func (m *Module) Hooks() HookSet { return m.hooks }
+
+// Stats is a snapshot of a module's counters.
+type Stats struct {
+	Name                string
+	Digest              string // "sha256:<hex>" of the module binary
+	ABIVersion          string // e.g. "1.0"
+	Hooks               HookSet
+	Calls               uint64 // hook calls attempted
+	Failures            uint64 // hook calls that failed
+	ConsecutiveFailures int64
+	Healthy             bool
+	Instances           int64  // live instances
+	Recycled            uint64 // instances replaced (failure, age or memory)
+	PeakMemory          uint64 // largest guest memory seen after a call, in bytes
+	LastError           string
+}
+
+// Stats returns the module's counters.
+func (m *Module) Stats() Stats {
+	s := Stats{
+		Name:                m.name,
+		Digest:              digestString(m.key.digest),
+		ABIVersion:          fmt.Sprintf("%d.%d", m.abi>>16, m.abi&0xffff),
+		Hooks:               m.hooks,
+		Calls:               m.calls.Load(),
+		Failures:            m.failures.Load(),
+		ConsecutiveFailures: m.consecutive.Load(),
+		Instances:           m.live.Load(),
+		Recycled:            m.recycled.Load(),
+		PeakMemory:          m.peakMemory.Load(),
+	}
+	s.Healthy = s.ConsecutiveFailures < int64(m.opts.FailureThreshold)
+	if p := m.lastErr.Load(); p != nil {
+		s.LastError = *p
+	}
+	return s
+}
+
+// Close waits for calls in flight (each is bounded by Timeout), closes every
+// instance and releases the compiled module. It is idempotent.
+func (m *Module) Close() error {
+	m.closeOnce.Do(func() {
+		m.closed.Store(true)
+		close(m.done)
+		m.bgCancel()
+		for range m.opts.PoolSize {
+			if inst := <-m.free; inst != nil {
+				m.closeInstance(inst)
+			}
+		}
+		m.refills.Wait()
+		m.eng.release(m.key)
+	})
+	return nil
+}
+
+func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, initTimeout)
+	defer cancel()
+	glog := newGuestLog(m.eng.log, m.name)
+	cfg := m.modCfg.WithStdout(guestStream{glog, 0}).WithStderr(guestStream{glog, 1})
+	mod, err := m.rc.rt.InstantiateModule(ctx, m.ent.cm, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("instantiating: %w", err)
+	}
+	m.live.Add(1)
+	m.eng.instances.Add(1)
+	inst := &instance{
+		mod:   mod,
+		mem:   mod.ExportedMemory(exportMemory),
+		alloc: mod.ExportedFunction(exportAlloc),
+		log:   glog,
+	}
+	fail := func(err error) (*instance, error) {
+		glog.end()
+		m.closeInstance(inst)
+		return nil, err
+	}
+	if inst.mem == nil || inst.alloc == nil {
+		return fail(errors.New("instance lacks memory or edge_alloc"))
+	}
+	if m.eng.meter {
+		g, ok := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
+		if !ok {
+			return fail(errors.New("metered instance lacks its fuel global"))
+		}
+		inst.fuel = g
+		m.eng.byModule.Store(mod, inst)
+		if dl, ok := ctx.Deadline(); ok {
+			inst.deadline = dl.UnixNano()
+		}
+	}
+	if m.ent.shape.initialize {
+		if _, err := mod.ExportedFunction(exportInitialize).Call(ctx); err != nil {
+			return fail(fmt.Errorf("running %s: %w", exportInitialize, err))
+		}
+	}
+	if first {
+		res, err := mod.ExportedFunction(exportVersion).Call(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("calling %s: %w", exportVersion, err))
+		}
+		m.abi = uint32(res[0])
+		if err := checkVersion(m.abi); err != nil {
+			return fail(err)
+		}
+		m.hooks = m.ent.shape.exported
+		if m.ent.shape.hasHooks {
+			res, err := mod.ExportedFunction(exportHooks).Call(ctx)
+			if err != nil {
+				return fail(fmt.Errorf("calling %s: %w", exportHooks, err))
+			}
+			m.hooks &= HookSet(res[0])
+		}
+		if m.hooks == 0 {
+			return fail(errors.New("implements no hook (edge_hooks reported none of its exported hooks)"))
+		}
+	}
+	for h := Hook(0); h < numHooks; h++ {
+		if m.hooks.Has(h) {
+			inst.hooks[h] = mod.ExportedFunction(h.export())
+		}
+	}
+	if m.ent.shape.configure {
+		out, err := m.invoke(ctx, inst, mod.ExportedFunction(exportConfigure), m.opts.Config, initTimeout)
+		if err != nil {
+			return fail(fmt.Errorf("configure: %w", err))
+		}
+		if len(out) > 0 {
+			if msg, ok := guestError(out); ok {
+				return fail(fmt.Errorf("configure rejected the config: %s", msg))
+			}
+			return fail(fmt.Errorf("configure returned unexpected output %.200q", out))
+		}
+	}
+	glog.end()
+	return inst, nil
+}
+
+func (m *Module) closeInstance(inst *instance) {
+	m.eng.byModule.Delete(inst.mod)
+	_ = inst.mod.Close(context.Background())
+	m.live.Add(-1)
+	m.eng.instances.Add(-1)
+}
+
+// call runs one hook on a free instance and returns the guest's output (nil
+// for "no change"), already checked to be a JSON object in valid UTF-8 that
+// is not a guest error report. Failures come back as *CallError.
+func (m *Module) call(ctx context.Context, hook Hook, input []byte) ([]byte, error) {
+	m.calls.Add(1)
+	out, err := m.doCall(ctx, hook, input)
+	if err != nil {
+		m.noteFailure(ctx, hook, err)
+		return nil, err
+	}
+	m.consecutive.Store(0)
+	return out, nil
+}
+
+func (m *Module) doCall(ctx context.Context, hook Hook, input []byte) ([]byte, error) {
+	cerr := func(kind, detail error) error {
+		return &CallError{Module: m.name, Hook: hook.String(), Kind: kind, Err: detail}
+	}
+	if m.closed.Load() {
+		return nil, cerr(ErrClosed, nil)
+	}
+	if !m.hooks.Has(hook) {
+		return nil, nil
+	}
+	if len(input) > m.opts.MaxInput {
+		return nil, cerr(ErrInputTooLarge, fmt.Errorf("%d bytes, limit %d", len(input), m.opts.MaxInput))
+	}
+	if !m.admit() {
+		return nil, cerr(ErrUnhealthy, fmt.Errorf("%d consecutive failures", m.consecutive.Load()))
+	}
+	inst, err := m.acquire(ctx)
+	if err != nil {
+		var ce *CallError
+		if errors.As(err, &ce) {
+			ce.Hook = hook.String()
+		}
+		return nil, err
+	}
+	inst.calls++
+	out, err := m.invoke(ctx, inst, inst.hooks[hook], input, m.opts.Timeout)
+	if err != nil {
+		var ce *CallError
+		if errors.As(err, &ce) {
+			ce.Hook = hook.String()
+		}
+		m.release(inst, true)
+		return nil, err
+	}
+	if len(out) > 0 {
+		if kind, detail := validateOutput(out); kind != nil {
+			// A guest error report leaves the instance healthy; garbage
+			// output does not.
+			m.release(inst, kind != ErrGuest)
+			return nil, cerr(kind, detail)
+		}
+	}
+	m.release(inst, false)
+	return out, nil
+}
+
+// invoke writes input into the instance, calls fn and copies the output
+// out. Any error means the instance must be discarded.
+func (m *Module) invoke(ctx context.Context, inst *instance, fn api.Function, input []byte, timeout time.Duration) ([]byte, error) {
+	cerr := func(kind, detail error) error {
+		return &CallError{Module: m.name, Kind: kind, Err: detail}
+	}
+	parent := ctx
+	if m.eng.meter {
+		// The meter's tick checks the deadline and ctx; no timer needed.
+		inst.deadline = time.Now().Add(timeout).UnixNano()
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	inst.log.begin()
+	defer inst.log.end()
+	n := uint32(len(input))
+	if inst.inCap == 0 || n > inst.inCap {
+		want := max((n+4095)&^4095, 4096)
+		inst.stack[0] = uint64(want)
+		if err := inst.alloc.CallWithStack(ctx, inst.stack[:]); err != nil {
+			return nil, cerr(m.classify(parent, ctx, inst, err), fmt.Errorf("%s: %w", exportAlloc, err))
+		}
+		ptr := uint32(inst.stack[0])
+		if ptr == 0 || uint64(ptr)+uint64(want) > uint64(inst.mem.Size()) {
+			return nil, cerr(ErrBadOutput, fmt.Errorf("%s(%d) returned out-of-bounds pointer %#x (memory is %d bytes)", exportAlloc, want, ptr, inst.mem.Size()))
+		}
+		inst.inPtr, inst.inCap = ptr, want
+	}
+	if n > 0 && !inst.mem.Write(inst.inPtr, input) {
+		return nil, cerr(ErrBadOutput, errors.New("input buffer out of bounds"))
+	}
+	inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(n)
+	if err := fn.CallWithStack(ctx, inst.stack[:]); err != nil {
+		return nil, cerr(m.classify(parent, ctx, inst, err), err)
+	}
+	res := inst.stack[0]
+	ptr, size := uint32(res>>32), uint32(res)
+	if size == 0 {
+		return nil, nil
+	}
+	if int64(size) > int64(m.opts.MaxOutput) {
+		return nil, cerr(ErrOutputTooLarge, fmt.Errorf("%d bytes, limit %d", size, m.opts.MaxOutput))
+	}
+	buf, ok := inst.mem.Read(ptr, size)
+	if !ok {
+		return nil, cerr(ErrBadOutput, fmt.Errorf("output [%#x, +%d) is outside guest memory (%d bytes)", ptr, size, inst.mem.Size()))
+	}
+	return bytes.Clone(buf), nil
+}
+
+// classify maps a wazero call error to one of the sentinel kinds. parent
+// is the caller's context, ctx the one carrying the module's deadline.
+func (m *Module) classify(parent, ctx context.Context, inst *instance, err error) error {
+	if parent.Err() != nil {
+		return ErrCanceled // the caller gave up (or its own deadline passed)
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return ErrTimeout
+		case sys.ExitCodeContextCanceled:
+			return ErrCanceled
+		}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || (inst.deadline != 0 && time.Now().UnixNano() > inst.deadline) {
+		return ErrTimeout
+	}
+	if inst.log.sawOOM() || uint64(inst.mem.Size()) >= m.limit*9/10 {
+		return ErrMemoryLimit
+	}
+	return ErrTrap
+}
+
+// guestError recognises the {"error":"..."} report of a valid JSON object.
+func guestError(out []byte) (string, bool) {
+	var msg string
+	found := false
+	_ = jsonx.Members(out, func(k, v []byte) error {
+		if jsonx.KeyIs(k, "error") {
+			found = true
+			if s, err := jsonx.Unquote(v); err == nil {
+				msg = s
+			} else {
+				msg = string(v)
+			}
+			return errStop
+		}
+		return nil
+	})
+	if found && msg == "" {
+		msg = "unspecified error"
+	}
+	return msg, found
+}
+
+var errStop = errors.New("stop")
+
+func (m *Module) admit() bool {
+	if m.consecutive.Load() < int64(m.opts.FailureThreshold) {
+		return true
+	}
+	now := time.Now().UnixNano()
+	last := m.lastProbe.Load()
+	return now-last >= int64(probeInterval) && m.lastProbe.CompareAndSwap(last, now)
+}
+
+func (m *Module) noteFailure(ctx context.Context, hook Hook, err error) {
+	if errors.Is(err, ErrCanceled) || errors.Is(err, ErrClosed) {
+		return // the caller went away; says nothing about the module
+	}
+	m.failures.Add(1)
+	msg := err.Error()
+	m.lastErr.Store(&msg)
+	if errors.Is(err, ErrUnhealthy) || errors.Is(err, ErrBusy) {
+		return
+	}
+	if n := m.consecutive.Add(1); n == int64(m.opts.FailureThreshold) {
+		m.lastProbe.Store(time.Now().UnixNano())
+		m.eng.log.LogAttrs(ctx, slog.LevelError, "policy module marked unhealthy",
+			slog.String("module", m.name), slog.Int64("consecutive_failures", n), slog.String("error", msg))
+		return
+	}
+	m.eng.log.LogAttrs(ctx, slog.LevelWarn, "policy module call failed",
+		slog.String("module", m.name), slog.String("hook", hook.String()), slog.String("error", msg))
+}
+
+// acquire takes an instance from the pool, waiting at most MaxWait, and
+// starts a fresh one when it gets an empty slot.
+func (m *Module) acquire(ctx context.Context) (*instance, error) {
+	var inst *instance
+	select {
+	case inst = <-m.free:
+	default:
+		t := time.NewTimer(m.opts.MaxWait)
+		select {
+		case inst = <-m.free:
+			t.Stop()
+		case <-t.C:
+			return nil, &CallError{Module: m.name, Kind: ErrBusy, Err: fmt.Errorf("no free instance within %v (pool size %d)", m.opts.MaxWait, m.opts.PoolSize)}
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &CallError{Module: m.name, Kind: ErrCanceled, Err: ctx.Err()}
+		case <-m.done:
+			t.Stop()
+			return nil, &CallError{Module: m.name, Kind: ErrClosed}
+		}
+	}
+	if m.closed.Load() {
+		m.free <- inst
+		return nil, &CallError{Module: m.name, Kind: ErrClosed}
+	}
+	if inst == nil {
+		fresh, err := m.newInstance(ctx, false)
+		if err != nil {
+			m.free <- nil
+			return nil, &CallError{Module: m.name, Kind: ErrTrap, Err: fmt.Errorf("replacing instance: %w", err)}
+		}
+		inst = fresh
+	}
+	return inst, nil
+}
+
+// release returns an instance to the pool, or replaces it (in the
+// background) when it failed, is old, or holds too much memory.
+func (m *Module) release(inst *instance, failed bool) {
+	size := inst.mem.Size()
+	for {
+		peak := m.peakMemory.Load()
+		if uint64(size) <= peak || m.peakMemory.CompareAndSwap(peak, uint64(size)) {
+			break
+		}
+	}
+	recycle := failed ||
+		(m.opts.RecycleAfterCalls > 0 && inst.calls >= m.opts.RecycleAfterCalls) ||
+		size > m.high
+	if !recycle {
+		m.free <- inst
+		return
+	}
+	m.closeInstance(inst)
+	m.recycled.Add(1)
+	if m.closed.Load() {
+		m.free <- nil
+		return
+	}
+	m.refills.Add(1)
+	go m.refill()
+}
+
+func (m *Module) refill() {
+	defer m.refills.Done()
+	if m.closed.Load() {
+		m.free <- nil
+		return
+	}
+	inst, err := m.newInstance(m.bgCtx, false)
+	if err != nil {
+		if !m.closed.Load() {
+			m.eng.log.LogAttrs(context.Background(), slog.LevelWarn, "policy module instance restart failed",
+				slog.String("module", m.name), slog.String("error", err.Error()))
+		}
+		m.free <- nil
+		return
+	}
+	m.free <- inst
+}
