@@ -10,10 +10,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/edge-mcp/edge-mcp/policy"
 )
 
 // Config is one validated configuration generation.
@@ -43,6 +46,9 @@ type Config struct {
 	// Servers are the active upstream servers ("mcpServers") in file order,
 	// which decides name conflicts. Inactive servers are left out.
 	Servers []ServerConfig
+	// Policies are the Wasm policy attachments ("policies"), applied in
+	// order; module paths are resolved against the config file's folder.
+	Policies []policy.Spec
 	// LogLevel is "debug", "info", "warn" or "error" ("log_level"), default
 	// "info".
 	LogLevel string
@@ -194,7 +200,7 @@ var configTypeAliases = map[string]string{
 }
 
 var (
-	configTopKeys      = []string{"listen", "max_body_bytes", "allowed_origins", "allowed_hosts", "reserved", "mcpServers", "log_level"}
+	configTopKeys      = []string{"listen", "max_body_bytes", "allowed_origins", "allowed_hosts", "reserved", "mcpServers", "log_level", "policies"}
 	configServerKeys   = []string{"type", "url", "headers", "bearer_token", "timeout", "sse_read_timeout", "active", "description", "prefix", "command", "args", "env", "cwd", "health_interval", "health_timeout", "health_misses", "retry_initial", "retry_max"}
 	configReservedKeys = []string{"tools", "prompts"}
 	configRemoteOnly   = []string{"url", "headers", "bearer_token", "sse_read_timeout"}
@@ -574,6 +580,38 @@ func (d *configDecoder) parse() (*Config, *ConfigError) {
 				servers = append(servers, rs)
 				return nil
 			})
+		case "policies":
+			var raw json.RawMessage
+			if err := d.dec.Decode(&raw); err != nil {
+				return d.fail(path, "must be a list of policy attachments: %v", err)
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			var specs []policy.Spec
+			if err := dec.Decode(&specs); err != nil {
+				return d.fail(path, "must be a list of policy attachments ({\"name\", \"module\", \"tools\", \"servers\", \"config\", \"on_error\", \"timeout_ms\", \"memory_mb\"}): %v", err)
+			}
+			names := map[string]bool{}
+			for i := range specs {
+				sp := &specs[i]
+				ipath := fmt.Sprintf("%s[%d]", path, i)
+				if err := sp.Validate(); err != nil {
+					return d.fail(ipath, "%v", err)
+				}
+				if names[sp.Name] {
+					return d.fail(ipath+".name", "duplicate policy name %s", configQuote(sp.Name))
+				}
+				names[sp.Name] = true
+				if len(sp.Config) > 0 {
+					var c bytes.Buffer
+					json.Compact(&c, sp.Config) // valid: it was just decoded
+					sp.Config = c.Bytes()
+				}
+				if !filepath.IsAbs(sp.Module) && d.file != "" {
+					sp.Module = filepath.Join(filepath.Dir(d.file), sp.Module)
+				}
+			}
+			cfg.Policies = specs
 		case "log_level":
 			s, cerr := d.expanded(path)
 			if cerr != nil {

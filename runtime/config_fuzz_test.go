@@ -111,6 +111,13 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		fmt.Fprintf(&b, `,"allowed_hosts":%s`, list(cfg.AllowedHosts))
 	}
 	fmt.Fprintf(&b, `,"reserved":{"tools":%s,"prompts":%s}`, object(cfg.Reserved.Tools), object(cfg.Reserved.Prompts))
+	if cfg.Policies != nil {
+		p, err := json.Marshal(cfg.Policies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, `,"policies":%s`, p)
+	}
 	b.WriteString(`,"mcpServers":{`)
 	active := map[string]bool{}
 	for i, s := range cfg.Servers {

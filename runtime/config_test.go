@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edge-mcp/edge-mcp/policy"
 )
 
 // configStdioDefaults returns a stdio server with the default timeouts.
@@ -349,6 +351,8 @@ func TestLoadConfigExample(t *testing.T) {
 		AllowedOrigins: []string{"http://localhost:6274", "https://app.example.com"},
 		AllowedHosts:   []string{"localhost:8080", "127.0.0.1:8080"},
 		Reserved:       ReservedNames{Tools: map[string]string{"fs_read_file": "fs"}, Prompts: map[string]string{"summarize": "docs"}},
+		Policies: []policy.Spec{{Name: "redact", Module: "testdata/config/wasm/redact-secrets.wasm", Tools: []string{"*"}, Servers: []string{"docs", "legacy"},
+			Config: json.RawMessage(`{"replacement":"[REDACTED]"}`), OnError: "deny", TimeoutMS: 50, MemoryMB: 64}},
 		Servers: []ServerConfig{
 			{Name: "fs", Type: "stdio", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/u/projects"},
 				Env: map[string]string{"NODE_OPTIONS": "--max-old-space-size=256"}, Cwd: "/home/u", Prefix: "fs",
@@ -452,5 +456,32 @@ func TestConfigScaled(t *testing.T) {
 				t.Errorf("configScaled(%q, %d) = %d, %v, %v; want %d, %v, %v", tt.in, tt.scale, v, exact, inRange, tt.v, tt.exact, tt.inRange)
 			}
 		})
+	}
+}
+
+func TestParseConfigRejectsBadPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		name, policies, key, reason string
+	}{
+		{"not a list", `{"name": "x"}`, "policies", "list of policy attachments"},
+		{"unknown field", `[{"name": "x", "module": "m.wasm", "tool": ["*"]}]`, "policies", `unknown field "tool"`},
+		{"no module", `[{"name": "x"}]`, "policies[0]", "module"},
+		{"bad on_error", `[{"name": "x", "module": "m.wasm", "on_error": "maybe"}]`, "policies[0]", "on_error"},
+		{"duplicate name", `[{"name": "x", "module": "a.wasm"}, {"name": "x", "module": "b.wasm"}]`, "policies[1].name", "duplicate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("gw.json", []byte(`{"policies": `+tc.policies+`}`))
+			var cerr *ConfigError
+			if !errors.As(err, &cerr) || cerr.Key != tc.key || !strings.Contains(cerr.Reason, tc.reason) {
+				t.Fatalf("err = %v, want key %s and a reason with %q", err, tc.key, tc.reason)
+			}
+		})
+	}
+	cfg, err := ParseConfig("/etc/edge/gw.json", []byte(`{"policies": [{"name": "r", "module": "mods/r.wasm"}, {"name": "a", "module": "/abs/a.wasm"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Policies[0].Module != "/etc/edge/mods/r.wasm" || cfg.Policies[1].Module != "/abs/a.wasm" {
+		t.Errorf("module paths not resolved against the config file: %q %q", cfg.Policies[0].Module, cfg.Policies[1].Module)
 	}
 }

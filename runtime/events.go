@@ -50,12 +50,16 @@ type events struct {
 	subs    map[chan Event]struct{}
 	n       atomic.Int32 // number of subscribers, read without the lock
 	dropped atomic.Int64
+	// observe, when set, also receives every event (policy modules with an
+	// event hook); wants reports whether it would use them.
+	observe func(Event)
+	wants   func() bool
 }
 
 // wanted reports whether anybody would see an event at level: callers skip
 // building events (and scanning results) otherwise.
 func (e *events) wanted(level slog.Level) bool {
-	return e.n.Load() > 0 || e.log.Enabled(context.Background(), level)
+	return e.n.Load() > 0 || e.log.Enabled(context.Background(), level) || (e.wants != nil && e.wants())
 }
 
 func (e *events) emit(level slog.Level, ev Event) {
@@ -76,6 +80,9 @@ func (e *events) emit(level slog.Level, ev Event) {
 			}
 		}
 		e.log.LogAttrs(context.Background(), level, ev.Type, attrs...)
+	}
+	if e.observe != nil {
+		e.observe(ev)
 	}
 	if e.n.Load() == 0 {
 		return

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/transports"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -37,6 +38,9 @@ type Options struct {
 	// Health configures the upstream health checks; zero fields take the
 	// defaults.
 	Health HealthOptions
+	// PolicyCacheDir holds compiled policy modules across restarts; empty
+	// means <user cache dir>/edge-mcp/wasm.
+	PolicyCacheDir string
 }
 
 // HealthOptions configure how connected upstreams are checked with MCP ping.
@@ -59,6 +63,10 @@ type Gateway struct {
 
 	cat    atomic.Pointer[catalogue]
 	events *events
+	// senders write forwarded requests upstream.
+	senders *workers
+	engine  *policy.Engine
+	chain   atomic.Pointer[policy.Chain] // nil: no policies
 
 	mu       sync.Mutex // guards the fields below
 	offers   []*upstreamLists
@@ -93,7 +101,7 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		opts.Health.Misses = 3
 	}
 	g := &Gateway{
-		cfg: cfg, opts: opts, log: opts.Logger, events: &events{log: opts.Logger},
+		cfg: cfg, opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 		byName:   make(map[string]*upstream),
 		sessions: make(map[*session]struct{}),
 		subs:     make(map[string]map[*session]struct{}),
@@ -134,6 +142,11 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		g.upstreams = append(g.upstreams, u)
 		g.byName[sc.Name] = u
 	}
+	if err := g.loadPolicies(cfg); err != nil {
+		return nil, err
+	}
+	g.events.observe = g.observe
+	g.events.wants = func() bool { return g.chain.Load().Hooks().Has(policy.HookEvent) }
 	g.offers = make([]*upstreamLists, len(g.upstreams))
 	g.cat.Store(buildCatalogue(0, g.upstreams, g.offers, g.reserved, g.opts.PageSize, g.log))
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
@@ -268,7 +281,8 @@ func (g *Gateway) Close() error {
 		g.cancel()
 	}
 	g.wg.Wait()
-	return err
+	g.senders.close()
+	return errors.Join(err, g.closePolicies())
 }
 
 // catalogue returns the current snapshot.
@@ -486,11 +500,34 @@ func (g *Gateway) Status() []ServerStatus {
 	return out
 }
 
+// PolicyStatus is one policy module's entry in the status document.
+type PolicyStatus struct {
+	Name       string `json:"name"`
+	Digest     string `json:"digest"`
+	ABIVersion string `json:"abi_version"`
+	Healthy    bool   `json:"healthy"`
+	Calls      uint64 `json:"calls"`
+	Failures   uint64 `json:"failures"`
+	Instances  int64  `json:"instances"`
+	LastError  string `json:"last_error,omitempty"`
+}
+
+// PolicyStatus reports every attached policy module, in chain order.
+func (g *Gateway) PolicyStatus() []PolicyStatus {
+	var out []PolicyStatus
+	for _, st := range g.chain.Load().Stats() {
+		out = append(out, PolicyStatus{Name: st.Name, Digest: st.Digest, ABIVersion: st.ABIVersion, Healthy: st.Healthy,
+			Calls: st.Calls, Failures: st.Failures, Instances: st.Instances, LastError: st.LastError})
+	}
+	return out
+}
+
 func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(struct {
-		Servers []ServerStatus `json:"servers"`
-	}{g.Status()})
+		Servers  []ServerStatus `json:"servers"`
+		Policies []PolicyStatus `json:"policies,omitempty"`
+	}{g.Status(), g.PolicyStatus()})
 }
 
 // errNotConnected is the error for calls routed to an upstream that is down.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/transports"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -37,8 +38,10 @@ type session struct {
 	caps        struct{ sampling, elicitation, roots bool }
 
 	nextOut atomic.Int64
+	client  policy.Client // who is calling, as policy modules see it
 
 	mu       sync.Mutex
+	view     *sessionView                     // policy-filtered tools list, when a module filters
 	inflight map[jsonrpc.ID]inflight          // downstream id → upstream call
 	out      map[int64]chan *jsonrpc.Response // our requests to the client
 	closed   bool
@@ -285,7 +288,12 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 	delete(s.inflight, c.origID)
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
-	s.write(s.ctx, out)
+	if c.chain != nil && resp.Error == nil {
+		// Result policies may take a while: off the upstream's read loop.
+		go func() { s.write(s.ctx, s.filterResult(c, out)) }()
+	} else {
+		s.write(s.ctx, out)
+	}
 	if c.tool != "" && s.g.events.wanted(slog.LevelInfo) {
 		ev := Event{Type: EventToolExecuted, Server: c.server, Tool: c.tool, Success: true,
 			Duration: time.Since(c.start), ContentLength: len(resp.Result)}
@@ -344,7 +352,10 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 func (s *session) initialize(req *jsonrpc.Request) {
 	var p struct {
 		ProtocolVersion string `json:"protocolVersion"`
-		Capabilities    struct {
+		ClientInfo      struct {
+			Name string `json:"name"`
+		} `json:"clientInfo"`
+		Capabilities struct {
 			Sampling    json.RawMessage `json:"sampling"`
 			Elicitation json.RawMessage `json:"elicitation"`
 			Roots       json.RawMessage `json:"roots"`
@@ -354,6 +365,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "invalid initialize params: %v", err)
 		return
 	}
+	s.client.Name = p.ClientInfo.Name
 	s.caps.sampling = p.Capabilities.Sampling != nil
 	s.caps.elicitation = p.Capabilities.Elicitation != nil
 	s.caps.roots = p.Capabilities.Roots != nil
@@ -388,7 +400,11 @@ func (s *session) initialize(req *jsonrpc.Request) {
 
 func (s *session) list(req *jsonrpc.Request, k listKind) {
 	cursor, _ := wire.String(req.Params, "cursor")
-	page, err := s.g.catalogue().page(k, cursor, s.g.opts.PageSize)
+	cat := s.g.catalogue()
+	if k == kindTools {
+		cat = s.toolView(cat)
+	}
+	page, err := cat.page(k, cursor, s.g.opts.PageSize)
 	if err != nil {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 		return
@@ -403,13 +419,22 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
 		return
 	}
-	it := s.g.catalogue().index[k][name]
+	cat := s.g.catalogue()
+	if k == kindTools {
+		cat = s.toolView(cat)
+	}
+	it := cat.index[k][name]
 	if it == nil {
 		what := "tool"
 		if k == kindPrompts {
 			what = "prompt"
 		}
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
+		return
+	}
+	ch := s.g.chain.Load()
+	if k == kindTools && len(ch.Match(it.up.name, it.name)) > 0 {
+		go s.callTool(req, it, req.Params, ch) // modules may take a while: off the read loop
 		return
 	}
 	params := req.Params
@@ -420,11 +445,15 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 			return
 		}
 	}
-	tool := ""
+	info := forwardInfo{kind: k, upName: it.name}
 	if k == kindTools {
-		tool = name
+		info.tool = name
 	}
-	s.forward(req, it.up, params, tool)
+	if resultPolicy(ch, k, it.up.name, it.name) {
+		info.chain = ch
+		info.args, _, _ = wire.Field(params, "arguments")
+	}
+	s.forward(req, it.up, params, info)
 }
 
 // forwardURI routes resources/read by params.uri.
@@ -439,7 +468,11 @@ func (s *session) forwardURI(req *jsonrpc.Request) {
 		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
 		return
 	}
-	s.forward(req, u, req.Params, "")
+	info := forwardInfo{kind: kindResources, upName: uri}
+	if ch := s.g.chain.Load(); resultPolicy(ch, kindResources, u.name, uri) {
+		info.chain = ch
+	}
+	s.forward(req, u, req.Params, info)
 }
 
 func (s *session) subscribe(req *jsonrpc.Request) {
@@ -457,7 +490,7 @@ func (s *session) subscribe(req *jsonrpc.Request) {
 		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
 		return
 	}
-	s.forward(req, u, req.Params, "")
+	s.forward(req, u, req.Params, forwardInfo{})
 }
 
 func (s *session) unsubscribe(req *jsonrpc.Request) {
@@ -471,7 +504,7 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
 	}
-	s.forward(req, u, req.Params, "")
+	s.forward(req, u, req.Params, forwardInfo{})
 }
 
 // complete routes completion/complete by the prompt or resource template it
@@ -499,7 +532,7 @@ func (s *session) complete(req *jsonrpc.Request) {
 				return
 			}
 		}
-		s.forward(req, it.up, params, "")
+		s.forward(req, it.up, params, forwardInfo{})
 	case "ref/resource":
 		uri, _ := wire.String(ref, "uri")
 		u := (*upstream)(nil)
@@ -512,7 +545,7 @@ func (s *session) complete(req *jsonrpc.Request) {
 			s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
 			return
 		}
-		s.forward(req, u, req.Params, "")
+		s.forward(req, u, req.Params, forwardInfo{})
 	default:
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "completion/complete: unknown ref type %q", typ)
 	}
@@ -554,13 +587,25 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 
 // forward sends the client's request to upstream u. The answer comes back
 // through the link's read loop (link.finish → session.finish).
-func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, tool string) {
+// forwardInfo is what a forwarded call carries besides its params: the
+// exposed tool name (for events) and, when result policies apply, the chain
+// and what they need to see.
+type forwardInfo struct {
+	tool   string
+	kind   listKind
+	upName string          // upstream tool or prompt name, or resource URI
+	args   json.RawMessage // the call's arguments, for result policies
+	chain  *policy.Chain   // non-nil when the result passes through policies
+}
+
+func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
 	l := u.current()
 	if l == nil {
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
 		return
 	}
-	c := &call{method: req.Method, start: time.Now(), sess: s, origID: req.ID, tool: tool, server: u.name}
+	c := &call{method: req.Method, start: time.Now(), sess: s, origID: req.ID, tool: info.tool, server: u.name,
+		kind: info.kind, upName: info.upName, args: info.args, chain: info.chain}
 	id, ok := l.register(c)
 	if !ok {
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
@@ -592,7 +637,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
 		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
 	}))
-	go func() {
+	s.g.senders.submit(func() {
 		err := l.conn.Write(l.ctx, &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: params})
 		if err != nil {
 			if c := l.take(id); c != nil {
@@ -600,7 +645,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 			}
 			l.suspect()
 		}
-	}()
+	})
 }
 
 // rewriteMeta replaces the client's progress token with the upstream request

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/transports"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -221,6 +222,10 @@ type call struct {
 	progressToken json.RawMessage // the client's token, when the call carries one
 	tool          string          // exposed tool name, for tools/call
 	server        string          // the upstream's name, for events
+	kind          listKind        // what the call reads: a tool, prompt or resource
+	upName        string          // upstream tool or prompt name, or resource URI
+	args          json.RawMessage // the call's arguments, for result policies
+	chain         *policy.Chain   // non-nil when the result passes through policies
 	timer         atomic.Pointer[time.Timer]
 }
 
