@@ -9,9 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,7 +189,7 @@ func (g *Gateway) transportFor(sc ServerConfig) (mcp.Transport, error) {
 	case "streamable-http":
 		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name)}, nil
 	case "sse":
-		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: &http.Client{Transport: headerRoundTripper{header, http.DefaultTransport}}}, nil
+		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: sseHTTPClient(sc, header)}, nil
 	case "websocket":
 		return &transports.WebSocketClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name)}, nil
 	case "stdio":
@@ -201,10 +204,23 @@ func (g *Gateway) transportFor(sc ServerConfig) (mcp.Transport, error) {
 	}
 }
 
-// headerRoundTripper adds configured headers to every upstream request.
+// sseHTTPClient is the HTTP client of a legacy SSE upstream: the configured
+// headers on every request, "timeout" bounding the connection and the wait
+// for response headers, and "sse_read_timeout" bounding how long the event
+// stream may stay silent before it is cut (and the upstream reconnected).
+func sseHTTPClient(sc ServerConfig, header http.Header) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: sc.Timeout, KeepAlive: 30 * time.Second}).DialContext
+	tr.ResponseHeaderTimeout = sc.Timeout
+	return &http.Client{Transport: headerRoundTripper{header: header, next: tr, readTimeout: sc.SSEReadTimeout}}
+}
+
+// headerRoundTripper adds configured headers to every upstream request and,
+// when readTimeout is set, cuts event streams silent for longer than that.
 type headerRoundTripper struct {
-	header http.Header
-	next   http.RoundTripper
+	header      http.Header
+	next        http.RoundTripper
+	readTimeout time.Duration
 }
 
 func (h headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -212,7 +228,45 @@ func (h headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.header {
 		r.Header[k] = v
 	}
-	return h.next.RoundTrip(r)
+	resp, err := h.next.RoundTrip(r)
+	if err == nil && h.readTimeout > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = newIdleBody(resp.Body, h.readTimeout)
+	}
+	return resp, err
+}
+
+// idleBody closes a response body that delivers nothing for longer than
+// timeout, so a stream whose server went silent fails instead of hanging.
+type idleBody struct {
+	io.ReadCloser
+	timer   *time.Timer
+	timeout time.Duration
+	expired atomic.Bool
+}
+
+func newIdleBody(rc io.ReadCloser, timeout time.Duration) *idleBody {
+	b := &idleBody{ReadCloser: rc, timeout: timeout}
+	b.timer = time.AfterFunc(timeout, func() {
+		b.expired.Store(true)
+		rc.Close()
+	})
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.timer.Reset(b.timeout)
+	}
+	if err != nil && b.expired.Load() {
+		err = fmt.Errorf("event stream silent for %s (sse_read_timeout): %w", b.timeout, err)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
 }
 
 // Start connects every upstream in the background and returns at once: the

@@ -178,3 +178,27 @@ func TestToolExecutedEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestSSEReadTimeout: a legacy SSE stream that stays silent longer than
+// sse_read_timeout is cut, and the upstream reconnects.
+func TestSSEReadTimeout(t *testing.T) {
+	s := newDemoMathServer()
+	hs := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
+	_, g := startGateway(t, serversJSON(fmt.Sprintf(`"legacy": {"type": "sse", "url": %q, "sse_read_timeout": 0.3, "retry_initial": 0.05}`, hs.URL)), Options{})
+	events, stop := g.Subscribe(16)
+	defer stop()
+	var seen []Event
+	deadline := time.After(10 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case ev := <-events:
+			seen = append(seen, ev)
+		case <-deadline:
+			t.Fatalf("events %+v: want the silent stream cut and the server back", seen)
+		}
+	}
+	if seen[0].Type != EventServerDisconnected || seen[1].Type != EventServerConnected {
+		t.Errorf("events %+v, want a disconnect then a reconnect", seen)
+	}
+}
