@@ -189,7 +189,7 @@ func TestClientIdentityReachesGuest(t *testing.T) {
 }
 
 func TestPoolBusy(t *testing.T) {
-	m := load(t, "gohostile", ModuleOptions{PoolSize: 1, Timeout: 2 * time.Second, MaxWait: 20 * time.Millisecond})
+	m := load(t, "gohostile", ModuleOptions{PoolSize: 1, Timeout: 300 * time.Millisecond, MaxWait: 20 * time.Millisecond})
 	done := make(chan error, 1)
 	go func() {
 		_, err := m.call(context.Background(), HookToolCall, []byte(`{"tool":"loop"}`))

@@ -233,6 +233,9 @@ func (e *Engine) Load(ctx context.Context, name string, wasm []byte, opts Module
 	for i := 1; i < opts.PoolSize; i++ {
 		inst, err := m.newInstance(ctx, false)
 		if err != nil {
+			for j := i; j < opts.PoolSize; j++ {
+				m.free <- nil // Close drains every slot
+			}
 			m.Close()
 			return nil, fmt.Errorf("loading policy %q: starting instance %d: %w", name, i+1, err)
 		}

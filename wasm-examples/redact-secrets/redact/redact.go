@@ -120,8 +120,11 @@ type token struct {
 	word   bool // must start at a word start
 }
 
-// Tile classification fields: each byte's table entry adds 1 to the
-// fields it belongs to; eight entries summed never overflow a field.
+// Tile classification: each byte's table entry adds 1 to the 5-bit fields
+// it belongs to. Eight entries summed never overflow a field, and adding
+// bias sets a field's top bit (16) exactly when the field reaches its
+// trigger threshold, so one add and one mask test a whole tile without
+// branches.
 const (
 	fDigit  = 1 << 0
 	fDash   = 1 << 5
@@ -131,6 +134,14 @@ const (
 	fSep    = 1 << 25 // token character that is not a letter, digit or _
 
 	fieldMask = 31
+
+	// Triggers: six digits (a card number), three dashes (a PEM header),
+	// an '@' (an e-mail address), a custom pattern's first byte, eight
+	// token characters (a key, token or JWT).
+	biasOther = (16-6)*fDigit | (16-3)*fDash | (16-1)*fAt | (16-1)*fCustom
+	highOther = 16*fDigit | 16*fDash | 16*fAt | 16*fCustom
+	bias      = biasOther | (16-8)*fWord
+	high      = highOther | 16*fWord
 )
 
 var (
@@ -295,11 +306,16 @@ func (r *Redactor) Redact(dst, s []byte) (out []byte, changed bool) {
 	for i+8 <= len(s) {
 		c := s[i : i+8 : i+8]
 		sum := t[c[0]] + t[c[1]] + t[c[2]] + t[c[3]] + t[c[4]] + t[c[5]] + t[c[6]] + t[c[7]]
+		if (sum+bias)&high == 0 {
+			i += 8
+			continue
+		}
 		if (sum>>20)&fieldMask == 8 {
-			// Eight token characters. Only runs of 13 or more can hold a
-			// key, token, JWT or unseparated card number; a long word is
-			// an ordinary tile. Count the token characters next to the
-			// tile without a loop or call (both are dear in the guest).
+			// Eight token characters. Keys, tokens and JWTs need runs of
+			// 15 or more, card numbers 13 or more mostly digits; a long
+			// word is an ordinary tile. Count the token characters next to
+			// the tile without a loop or call (both are dear in the guest).
+			digits := sum&fieldMask >= 6
 			long := true
 			if i >= 8 && i+16 <= len(s) {
 				l, rt := s[i-8:i:i], s[i+8:i+16:i+16]
@@ -307,18 +323,19 @@ func (r *Redactor) Redact(dst, s []byte) (out []byte, changed bool) {
 					tokBit[l[3]]<<4 | tokBit[l[2]]<<5 | tokBit[l[1]]<<6 | tokBit[l[0]]<<7
 				rm := tokBit[rt[0]] | tokBit[rt[1]]<<1 | tokBit[rt[2]]<<2 | tokBit[rt[3]]<<3 |
 					tokBit[rt[4]]<<4 | tokBit[rt[5]]<<5 | tokBit[rt[6]]<<6 | tokBit[rt[7]]<<7
-				long = bits.TrailingZeros8(^lm)+bits.TrailingZeros8(^rm) >= 5
+				n := bits.TrailingZeros8(^lm) + bits.TrailingZeros8(^rm)
+				long = n >= 7 || digits && n >= 5
 			}
 			if long {
-				if ts, re := runBounds(s, i, st.last); re-ts >= 13 {
+				if ts, re := runBounds(s, i, st.last); re-ts >= 15 || digits && re-ts >= 13 {
 					i = r.longRun(&st, ts, re)
 					continue
 				}
 			}
-		}
-		if sum&(fieldMask*fAt|fieldMask*fCustom) == 0 && sum&fieldMask < 6 && (sum>>5)&fieldMask < 3 {
-			i += 8
-			continue
+			if (sum+biasOther)&highOther == 0 {
+				i += 8
+				continue
+			}
 		}
 		i = r.scan(&st, r.backoff(&st, i), i+8)
 	}
