@@ -261,7 +261,7 @@ func (c *streamableClientConn) Write(ctx context.Context, msg jsonrpc.Message) e
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, cancelReq)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := c.send(req)
 	out.unref()
 	if stop != nil && !stop() {
 		// ctx ended while waiting for the response headers.
@@ -791,6 +791,33 @@ func (c *streamableClientConn) httpErrorResponse(id jsonrpc.ID, resp *http.Respo
 
 // errorResponse makes up the answer to request id when the server cannot
 // give one; it is marked with SetLocal.
+// send performs one POST. A plain client (no cookie jar, timeout or
+// redirect policy) goes straight to its transport: http.Client.Do would
+// copy the headers of every request for redirects, which MCP POSTs never
+// follow.
+func (c *streamableClientConn) send(req *http.Request) (*http.Response, error) {
+	if c.client.Jar != nil || c.client.Timeout != 0 || c.client.CheckRedirect != nil {
+		return c.client.Do(req)
+	}
+	rt := c.client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect) && req.GetBody != nil {
+		// Some servers redirect /mcp to /mcp/: follow as Do would.
+		resp.Body.Close()
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		again := req.Clone(req.Context())
+		again.Body = body
+		return c.client.Do(again)
+	}
+	return resp, err
+}
+
 func errorResponse(id jsonrpc.ID, message string) *jsonrpc.Response {
 	resp := &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: message}}
 	SetLocal(resp)
