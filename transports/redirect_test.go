@@ -19,7 +19,9 @@ func TestStreamableClientFollowsRedirect(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "r", Version: "1"}, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/mcp/", http.StatusTemporaryRedirect) })
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/mcp/", http.StatusTemporaryRedirect)
+	})
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
 
