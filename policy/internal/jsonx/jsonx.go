@@ -6,9 +6,9 @@ package jsonx
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"unicode/utf8"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
 
 // ErrMalformed is returned by the walkers when the input is not the JSON
@@ -202,68 +202,13 @@ func KeyIs(rawKey []byte, name string) bool {
 
 // Unquote decodes a valid JSON string literal.
 func Unquote(lit []byte) (string, error) {
-	if len(lit) < 2 || lit[0] != '"' {
-		return "", ErrMalformed
-	}
-	inner := lit[1 : len(lit)-1]
-	plain := true
-	for _, c := range inner {
-		if c == '\\' || c == '"' || c < 0x20 {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return string(inner), nil
-	}
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
+	s, ok := wire.Unquote(lit)
+	if !ok {
 		return "", ErrMalformed
 	}
 	return s, nil
 }
 
-const hexDigits = "0123456789abcdef"
-
 // AppendString appends s as a JSON string literal; invalid UTF-8 becomes
-// U+FFFD.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// U+FFFD. It is the gateway codec's (internal/wire).
+func AppendString(dst []byte, s string) []byte { return wire.AppendString(dst, s) }
