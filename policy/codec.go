@@ -70,17 +70,7 @@ func encodeToolCall(dst []byte, c Client, server, tool string, args json.RawMess
 }
 
 func encodeToolResult(dst []byte, in *ResultInput, result json.RawMessage) []byte {
-	dst = append(dst, '{')
-	dst, first := appendClient(dst, in.Client)
-	dst = appendStringMember(dst, first, "server", in.Server)
-	dst = appendStringMember(dst, false, "tool", in.Tool)
-	if len(in.Arguments) > 0 {
-		dst = appendMember(dst, false, "arguments")
-		dst = append(dst, in.Arguments...)
-	}
-	dst = appendMember(dst, false, "result")
-	dst = append(dst, result...)
-	return append(dst, '}')
+	return encodeNamedResult(dst, in.Client, in.Server, "tool", in.Tool, in.Arguments, result)
 }
 
 func encodeResourceResult(dst []byte, in *ResourceInput, result json.RawMessage) []byte {
@@ -94,13 +84,21 @@ func encodeResourceResult(dst []byte, in *ResourceInput, result json.RawMessage)
 }
 
 func encodePromptResult(dst []byte, in *PromptInput, result json.RawMessage) []byte {
+	return encodeNamedResult(dst, in.Client, in.Server, "prompt", in.Prompt, in.Arguments, result)
+}
+
+// encodeNamedResult is the input of the tool_result and prompt_result
+// hooks: who, which server, the tool or prompt (under key), the call's
+// arguments when known, and the result last (the ABI puts the bulky member
+// last).
+func encodeNamedResult(dst []byte, c Client, server, key, name string, args, result json.RawMessage) []byte {
 	dst = append(dst, '{')
-	dst, first := appendClient(dst, in.Client)
-	dst = appendStringMember(dst, first, "server", in.Server)
-	dst = appendStringMember(dst, false, "prompt", in.Prompt)
-	if len(in.Arguments) > 0 {
+	dst, first := appendClient(dst, c)
+	dst = appendStringMember(dst, first, "server", server)
+	dst = appendStringMember(dst, false, key, name)
+	if len(args) > 0 {
 		dst = appendMember(dst, false, "arguments")
-		dst = append(dst, in.Arguments...)
+		dst = append(dst, args...)
 	}
 	dst = appendMember(dst, false, "result")
 	dst = append(dst, result...)

@@ -82,12 +82,7 @@ func connect(t testing.TB, url string, opts *mcp.ClientOptions) *mcp.ClientSessi
 // serveMCP serves a go-sdk server over streamable HTTP on 127.0.0.1.
 func serveMCP(t testing.TB, s *mcp.Server) string {
 	t.Helper()
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	return srv.URL
+	return serveHandler(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 }
 
 // toolNames lists every tool the session sees, following cursors.

@@ -166,10 +166,13 @@ func toolError(text string) json.RawMessage {
 	return append(b, `}],"isError":true}`...)
 }
 
+// resultHooks is the result hook of each kind a call reads.
+var resultHooks = [numKinds]policy.Hook{kindTools: policy.HookToolResult, kindPrompts: policy.HookPromptResult,
+	kindResources: policy.HookResourceResult, kindTemplates: policy.HookResourceResult}
+
 // resultPolicy reports whether a call's result must pass through the chain.
 func resultPolicy(ch *policy.Chain, kind listKind, server, name string) bool {
-	hook := map[listKind]policy.Hook{kindTools: policy.HookToolResult, kindPrompts: policy.HookPromptResult, kindResources: policy.HookResourceResult}[kind]
-	return ch.Hooks().Has(hook) && len(ch.Match(server, name)) > 0
+	return ch.Hooks().Has(resultHooks[kind]) && len(ch.Match(server, name)) > 0
 }
 
 // filterResult runs the result policies of a finished call and returns the

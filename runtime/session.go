@@ -242,16 +242,12 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 	case "notifications/initialized":
 		s.initialized.Store(true)
 	case "notifications/cancelled":
-		rid, ok, _ := wire.Field(n.Params, "requestId")
+		id, ok := requestID(n.Params)
 		if !ok {
 			return
 		}
-		msg, err := wire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(rid) + `,"result":{}}`))
-		if err != nil {
-			return
-		}
 		reason, _ := wire.String(n.Params, "reason")
-		s.cancelCall(msg.(*jsonrpc.Response).ID, reason)
+		s.cancelCall(id, reason)
 	case "notifications/roots/list_changed":
 		for _, u := range s.g.upstreams {
 			if l := u.current(); l != nil {
@@ -306,6 +302,24 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		}
 		s.g.events.emit(slog.LevelInfo, ev)
 	}
+}
+
+// requestID decodes params.requestId of a notifications/cancelled: a JSON
+// string or integer.
+func requestID(params json.RawMessage) (jsonrpc.ID, bool) {
+	raw, ok, _ := wire.Field(params, "requestId")
+	if !ok {
+		return jsonrpc.ID{}, false
+	}
+	if s, ok := wire.Unquote(raw); ok {
+		id, err := jsonrpc.MakeID(s)
+		return id, err == nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	return intID(n), true
 }
 
 // supportedVersion negotiates the protocol version with a client.

@@ -694,16 +694,12 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/resources/list_changed":
 		go l.u.refresh(l, []listKind{kindResources, kindTemplates})
 	case "notifications/cancelled":
-		rid, ok, _ := wire.Field(n.Params, "requestId")
+		id, ok := requestID(n.Params)
 		if !ok {
 			return
 		}
-		msg, err := wire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(rid) + `,"result":{}}`))
-		if err != nil {
-			return
-		}
 		l.mu.Lock()
-		cancel := l.serverCalls[msg.(*jsonrpc.Response).ID]
+		cancel := l.serverCalls[id]
 		l.mu.Unlock()
 		if cancel != nil {
 			cancel()

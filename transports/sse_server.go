@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -288,19 +287,7 @@ func (sess *sseSrvSession) SessionID() string { return sess.id }
 // Read returns the next message the client POSTed, in the order the POSTs
 // were accepted, or io.EOF once the session has ended.
 func (sess *sseSrvSession) Read(ctx context.Context) (jsonrpc.Message, error) {
-	select {
-	case <-sess.done:
-		return nil, io.EOF
-	default:
-	}
-	select {
-	case msg := <-sess.in:
-		return msg, nil
-	case <-sess.done:
-		return nil, io.EOF
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return readInbox(ctx, sess.in, sess.done)
 }
 
 // Write queues msg for the event stream without waiting for the client. A

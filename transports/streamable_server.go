@@ -648,15 +648,22 @@ func (sess *srvSession) SessionID() string { return sess.id }
 // Read returns the next message the client sent, in arrival order, or
 // io.EOF once the session is closed.
 func (sess *srvSession) Read(ctx context.Context) (jsonrpc.Message, error) {
+	return readInbox(ctx, sess.in, sess.done)
+}
+
+// readInbox is the Read of the server sessions: the next delivered message,
+// io.EOF once done is closed (even when messages are still queued), or the
+// context's error.
+func readInbox(ctx context.Context, in <-chan jsonrpc.Message, done <-chan struct{}) (jsonrpc.Message, error) {
 	select {
-	case <-sess.done:
+	case <-done:
 		return nil, io.EOF
 	default:
 	}
 	select {
-	case msg := <-sess.in:
+	case msg := <-in:
 		return msg, nil
-	case <-sess.done:
+	case <-done:
 		return nil, io.EOF
 	case <-ctx.Done():
 		return nil, ctx.Err()
