@@ -136,6 +136,7 @@ func (u *upstream) open(ctx context.Context, t mcp.Transport) (*link, upstreamLi
 	}
 	if err != nil {
 		l.close(err)
+		<-l.done
 		return nil, offer, err
 	}
 	return l, offer, nil
@@ -178,6 +179,7 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	u.cur.CompareAndSwap(l, nil)
 	reason := l.failure()
 	l.close(reason)
+	<-l.done // closing the connection ends the read loop: it must not outlive the gateway
 	u.g.setOffer(u, nil)
 	level := slog.LevelWarn
 	if ctx.Err() != nil {

@@ -95,10 +95,10 @@ func TestBadConfigNamesFileKeyAndReason(t *testing.T) {
 func TestStdioServesOneClient(t *testing.T) {
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
-	var stderr strings.Builder
+	stderr := &lockedWriter{w: &strings.Builder{}}
 	done := make(chan error, 1)
 	go func() {
-		done <- serveStdio(context.Background(), nil, stdinR, stdoutW, &lockedWriter{w: &stderr})
+		done <- serveStdio(context.Background(), nil, stdinR, stdoutW, stderr)
 		stdoutW.Close()
 	}()
 
@@ -141,14 +141,21 @@ func TestStdioServesOneClient(t *testing.T) {
 			t.Errorf("stdout carried a line that is not JSON-RPC: %q", l)
 		}
 	}
-	if !strings.Contains(stderr.String(), "server_connected") {
-		t.Errorf("logs did not reach stderr: %q", stderr.String())
+	if logs := stderr.String(); !strings.Contains(logs, "server_connected") {
+		t.Errorf("logs did not reach stderr: %q", logs)
 	}
 }
 
+// lockedWriter collects what goroutines of the gateway log, safely.
 type lockedWriter struct {
 	mu sync.Mutex
-	w  io.Writer
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
