@@ -1,0 +1,407 @@
+// Package metrics holds the gateway's Prometheus metrics.
+//
+// A *Metrics owns its own registry (it never touches
+// prometheus.DefaultRegisterer), exposes typed helpers for every event the
+// gateway records and serves the registry with Handler. Every method is safe
+// on a nil *Metrics, which means "metrics off" and costs a nil check.
+//
+// Label values that come from outside the gateway are bounded: tool names are
+// capped at MaxToolNames distinct values (later ones are reported as
+// OtherLabel), JSON-RPC method names outside the MCP method set are reported
+// as OtherLabel, and every other label combination is capped per metric.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Namespace is the prefix of every gateway metric name.
+const Namespace = "edge_mcp"
+
+// OtherLabel replaces a label value once the cardinality cap is reached or
+// when the value is outside a known set.
+const OtherLabel = "other"
+
+// MaxToolNames is the number of distinct tool names that get their own
+// label value; further tool names are reported as OtherLabel.
+const MaxToolNames = 2000
+
+// maxSeries caps the number of label combinations of every metric other than
+// the per-tool ones; beyond it all labels are reported as OtherLabel.
+const maxSeries = 1000
+
+// Tool call outcomes, the values of the outcome label of tool_calls_total.
+// Any other outcome string is reported as OtherLabel.
+const (
+	OutcomeOK               = "ok"
+	OutcomeError            = "error"
+	OutcomeDenied           = "denied"
+	OutcomeTimeout          = "timeout"
+	OutcomeRateLimited      = "rate_limited"
+	OutcomeInvalidArguments = "invalid_arguments"
+	OutcomeUnavailable      = "unavailable"
+)
+
+// Rate-limit scopes, the values of the scope label of rate_limited_total.
+const (
+	ScopeClient = "client"
+	ScopeTool   = "tool"
+)
+
+// outcomes lists the outcome label values; the index is the outcome's slot in
+// toolSeries.calls and the last slot is OtherLabel.
+var outcomes = [...]string{
+	OutcomeOK, OutcomeError, OutcomeDenied, OutcomeTimeout,
+	OutcomeRateLimited, OutcomeInvalidArguments, OutcomeUnavailable,
+	OtherLabel,
+}
+
+// Histogram buckets, in seconds.
+var (
+	toolCallBuckets = []float64{
+		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+		1, 2.5, 5, 10, 30, 60,
+	}
+	policyBuckets = []float64{
+		0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+	}
+)
+
+// mcpMethods is the set of JSON-RPC methods that get their own value of the
+// method label of requests_total.
+var mcpMethods = map[string]struct{}{}
+
+func init() {
+	for _, m := range []string{
+		"initialize", "ping",
+		"tools/list", "tools/call",
+		"resources/list", "resources/read", "resources/templates/list",
+		"resources/subscribe", "resources/unsubscribe",
+		"prompts/list", "prompts/get",
+		"completion/complete", "logging/setLevel",
+		"roots/list", "sampling/createMessage", "elicitation/create",
+		"tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
+		"notifications/initialized", "notifications/cancelled",
+		"notifications/progress", "notifications/message",
+		"notifications/roots/list_changed",
+		"notifications/tools/list_changed",
+		"notifications/resources/list_changed",
+		"notifications/resources/updated",
+		"notifications/prompts/list_changed",
+		"notifications/tasks/status",
+		"notifications/elicitation/complete",
+	} {
+		mcpMethods[m] = struct{}{}
+	}
+}
+
+// Metrics is the gateway's set of Prometheus metrics. Create it with New; a
+// nil *Metrics disables metrics and all its methods are no-ops.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	toolCalls    *prometheus.CounterVec
+	toolDuration *prometheus.HistogramVec
+	tools        toolCache
+
+	upstreamUp         *series[string, prometheus.Gauge]
+	upstreamReconnects *series[string, prometheus.Counter]
+	policyDecisions    *series[[3]string, prometheus.Counter]
+	policyDuration     *series[[2]string, prometheus.Observer]
+	policyFailures     *series[[2]string, prometheus.Counter]
+	sessionsActive     *series[string, prometheus.Gauge]
+	rateLimited        *series[string, prometheus.Counter]
+	authFailures       *series[string, prometheus.Counter]
+	requests           *series[string, prometheus.Counter]
+}
+
+// New returns a Metrics with every gateway metric and the Go runtime and
+// process collectors registered on a fresh registry.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+
+	m := &Metrics{reg: reg}
+	m.toolCalls = counter("tool_calls_total", "Tool calls handled by the gateway, by upstream server, tool and outcome.", "server", "tool", "outcome")
+	m.toolDuration = histogram("tool_call_duration_seconds", "Duration of tool calls, by upstream server and tool.", toolCallBuckets, "server", "tool")
+	m.tools.init()
+
+	upstreamUp := gauge("upstream_up", "Whether the gateway is connected to the upstream server (1) or not (0).", "server")
+	m.upstreamUp = newSeries(func(s string) prometheus.Gauge { return upstreamUp.WithLabelValues(s) }, OtherLabel)
+	reconnects := counter("upstream_reconnects_total", "Reconnections to upstream servers.", "server")
+	m.upstreamReconnects = newSeries(func(s string) prometheus.Counter { return reconnects.WithLabelValues(s) }, OtherLabel)
+
+	decisions := counter("policy_decisions_total", "Policy decisions, by module, hook and decision.", "module", "hook", "decision")
+	m.policyDecisions = newSeries(func(k [3]string) prometheus.Counter { return decisions.WithLabelValues(k[0], k[1], k[2]) },
+		[3]string{OtherLabel, OtherLabel, OtherLabel})
+	policyDuration := histogram("policy_duration_seconds", "Duration of policy hook evaluations, by module and hook.", policyBuckets, "module", "hook")
+	m.policyDuration = newSeries(func(k [2]string) prometheus.Observer { return policyDuration.WithLabelValues(k[0], k[1]) },
+		[2]string{OtherLabel, OtherLabel})
+	failures := counter("policy_failures_total", "Policy evaluations that failed, by module and reason.", "module", "reason")
+	m.policyFailures = newSeries(func(k [2]string) prometheus.Counter { return failures.WithLabelValues(k[0], k[1]) },
+		[2]string{OtherLabel, OtherLabel})
+
+	sessions := gauge("sessions_active", "Client sessions currently open, by transport.", "transport")
+	m.sessionsActive = newSeries(func(s string) prometheus.Gauge { return sessions.WithLabelValues(s) }, OtherLabel)
+	rateLimited := counter("rate_limited_total", "Requests rejected by a rate limit, by scope (client or tool).", "scope")
+	m.rateLimited = newSeries(func(s string) prometheus.Counter { return rateLimited.WithLabelValues(s) }, OtherLabel)
+	authFailures := counter("auth_failures_total", "Failed client authentications, by reason.", "reason")
+	m.authFailures = newSeries(func(s string) prometheus.Counter { return authFailures.WithLabelValues(s) }, OtherLabel)
+	requests := counter("requests_total", "JSON-RPC requests and notifications received from clients, by method.", "method")
+	m.requests = newSeries(func(s string) prometheus.Counter { return requests.WithLabelValues(s) }, OtherLabel)
+	return m
+}
+
+// Handler returns an http.Handler serving the registry in the Prometheus
+// exposition formats. On a nil *Metrics it returns a handler that answers
+// 404 Not Found.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		Registry:      m.reg,
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// ToolCall records one tool call on server with the given outcome (one of
+// the Outcome constants) and duration.
+func (m *Metrics) ToolCall(server, tool, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	s := m.tools.get(server, tool, m.toolDuration)
+	s.observe(m.toolCalls, outcomeIndex(outcome), d)
+}
+
+// UpstreamUp records whether the gateway is connected to server.
+func (m *Metrics) UpstreamUp(server string, up bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.upstreamUp.get(server).Set(v)
+}
+
+// UpstreamReconnect records one reconnection to server.
+func (m *Metrics) UpstreamReconnect(server string) {
+	if m == nil {
+		return
+	}
+	m.upstreamReconnects.get(server).Inc()
+}
+
+// PolicyDecision records one decision of a policy module's hook and how long
+// the evaluation took.
+func (m *Metrics) PolicyDecision(module, hook, decision string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.policyDecisions.get([3]string{module, hook, decision}).Inc()
+	m.policyDuration.get([2]string{module, hook}).Observe(d.Seconds())
+}
+
+// PolicyFailure records one failed evaluation of a policy module.
+func (m *Metrics) PolicyFailure(module, reason string) {
+	if m == nil {
+		return
+	}
+	m.policyFailures.get([2]string{module, reason}).Inc()
+}
+
+// SessionOpened records a client session opened over transport.
+func (m *Metrics) SessionOpened(transport string) {
+	if m == nil {
+		return
+	}
+	m.sessionsActive.get(transport).Inc()
+}
+
+// SessionClosed records a client session over transport being closed.
+func (m *Metrics) SessionClosed(transport string) {
+	if m == nil {
+		return
+	}
+	m.sessionsActive.get(transport).Dec()
+}
+
+// RateLimited records one request rejected by a rate limit of the given
+// scope (ScopeClient or ScopeTool).
+func (m *Metrics) RateLimited(scope string) {
+	if m == nil {
+		return
+	}
+	m.rateLimited.get(scope).Inc()
+}
+
+// AuthFailure records one failed client authentication.
+func (m *Metrics) AuthFailure(reason string) {
+	if m == nil {
+		return
+	}
+	m.authFailures.get(reason).Inc()
+}
+
+// Request records one JSON-RPC request or notification received from a
+// client. Methods outside the MCP method set are reported as OtherLabel.
+func (m *Metrics) Request(method string) {
+	if m == nil {
+		return
+	}
+	if _, ok := mcpMethods[method]; !ok {
+		method = OtherLabel
+	}
+	m.requests.get(method).Inc()
+}
+
+func outcomeIndex(outcome string) int {
+	for i, o := range outcomes[:len(outcomes)-1] {
+		if o == outcome {
+			return i
+		}
+	}
+	return len(outcomes) - 1
+}
+
+// toolSeries caches the children of the per-tool metrics of one
+// (server, tool) pair so that ToolCall does not hash label values.
+type toolSeries struct {
+	server, tool string
+	duration     prometheus.Observer
+	calls        [len(outcomes)]atomic.Pointer[prometheus.Counter]
+}
+
+func (s *toolSeries) observe(vec *prometheus.CounterVec, outcome int, d time.Duration) {
+	c := s.calls[outcome].Load()
+	if c == nil {
+		// WithLabelValues returns the same child to racing callers, so a
+		// lost race only costs a second lookup.
+		child := vec.WithLabelValues(s.server, s.tool, outcomes[outcome])
+		c = &child
+		s.calls[outcome].Store(c)
+	}
+	(*c).Inc()
+	s.duration.Observe(d.Seconds())
+}
+
+type toolKey struct{ server, tool string }
+
+// toolCache maps (server, tool) pairs to their series and enforces the
+// MaxToolNames cap on distinct tool names.
+type toolCache struct {
+	mu     sync.RWMutex
+	series map[toolKey]*toolSeries
+	names  map[string]struct{}
+}
+
+func (c *toolCache) init() {
+	c.series = make(map[toolKey]*toolSeries)
+	c.names = make(map[string]struct{})
+}
+
+func (c *toolCache) get(server, tool string, durations *prometheus.HistogramVec) *toolSeries {
+	k := toolKey{server, tool}
+	c.mu.RLock()
+	s, ok := c.series[k]
+	if !ok {
+		if _, known := c.names[tool]; !known && len(c.names) >= MaxToolNames {
+			k.tool = OtherLabel
+			s, ok = c.series[k]
+		}
+	}
+	c.mu.RUnlock()
+	if ok {
+		return s
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.series[k]; ok {
+		return s
+	}
+	if k.tool != OtherLabel {
+		if _, known := c.names[k.tool]; !known {
+			if len(c.names) >= MaxToolNames {
+				k.tool = OtherLabel
+				if s, ok := c.series[k]; ok {
+					return s
+				}
+			} else {
+				c.names[k.tool] = struct{}{}
+			}
+		}
+	}
+	s = &toolSeries{server: k.server, tool: k.tool, duration: durations.WithLabelValues(k.server, k.tool)}
+	c.series[k] = s
+	return s
+}
+
+// series caches the children of one metric vector by label values, capped
+// at maxSeries label combinations; further combinations share the child of
+// the overflow key.
+type series[K comparable, V any] struct {
+	mu       sync.RWMutex
+	m        map[K]V
+	newChild func(K) V
+	overflow K
+}
+
+func newSeries[K comparable, V any](newChild func(K) V, overflow K) *series[K, V] {
+	return &series[K, V]{m: make(map[K]V), newChild: newChild, overflow: overflow}
+}
+
+func (s *series[K, V]) get(k K) V {
+	s.mu.RLock()
+	v, ok := s.m[k]
+	if !ok && len(s.m) >= maxSeries {
+		v, ok = s.m[s.overflow]
+	}
+	s.mu.RUnlock()
+	if ok {
+		return v
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[k]; ok {
+		return v
+	}
+	if len(s.m) >= maxSeries {
+		k = s.overflow
+		if v, ok := s.m[k]; ok {
+			return v
+		}
+	}
+	v = s.newChild(k)
+	s.m[k] = v
+	return v
+}

@@ -1,0 +1,166 @@
+// Package telemetry sets up OpenTelemetry tracing for the gateway and carries
+// W3C trace context through MCP messages.
+//
+// Tracing is off unless an OTLP/HTTP endpoint is configured: Setup then
+// returns a nil *Tracer, whose methods cost a nil check. The tracer provider
+// is private to the Tracer; no global OpenTelemetry state is touched.
+//
+// InjectMeta and ExtractMeta move the W3C "traceparent" and "tracestate"
+// values in and out of the "_meta" object of an MCP request's params, so a
+// client's trace continues through the gateway to the upstream server.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// DefaultServiceName is the service.name resource attribute used when
+// Config.ServiceName is empty.
+const DefaultServiceName = "edge-mcp"
+
+// instrumentationName names the gateway's tracer.
+const instrumentationName = "github.com/edge-mcp/edge-mcp"
+
+// defaultTracesPath is the OTLP/HTTP path used when the endpoint has none.
+const defaultTracesPath = "/v1/traces"
+
+var (
+	// ErrInvalidConfig is returned by Setup for a configuration it cannot
+	// use.
+	ErrInvalidConfig = errors.New("invalid telemetry configuration")
+)
+
+// Config configures tracing.
+type Config struct {
+	// Endpoint is the OTLP/HTTP collector, as "http(s)://host:port" with an
+	// optional path (default "/v1/traces"), or "host:port". Empty disables
+	// tracing.
+	Endpoint string
+	// ServiceName is the service.name resource attribute; empty means
+	// DefaultServiceName.
+	ServiceName string
+	// SampleRatio is the fraction of new traces that are sampled, in
+	// [0, 1]; 0 means 1 (sample everything). Traces started by a client
+	// follow the client's sampling decision.
+	SampleRatio float64
+	// Headers are sent with every export request, for example for
+	// authentication.
+	Headers map[string]string
+	// Insecure selects plain HTTP for an Endpoint given without a scheme;
+	// an explicit http:// or https:// scheme takes precedence.
+	Insecure bool
+}
+
+// Tracer starts spans and exports them over OTLP/HTTP. A nil *Tracer is a
+// disabled tracer: Start returns the context unchanged and a no-op span.
+type Tracer struct {
+	provider *sdktrace.TracerProvider
+	tracer   trace.Tracer
+}
+
+// Setup returns a Tracer exporting to cfg.Endpoint, or a nil *Tracer and no
+// error when cfg.Endpoint is empty. No connection is made until spans are
+// exported.
+func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
+	if cfg.Endpoint == "" {
+		return nil, nil
+	}
+	ratio := cfg.SampleRatio
+	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
+		return nil, fmt.Errorf("%w: sample ratio %v is outside [0, 1]", ErrInvalidConfig, ratio)
+	}
+	if ratio == 0 {
+		ratio = 1
+	}
+	opts, err := exporterOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating OTLP exporter for %q: %w", cfg.Endpoint, err)
+	}
+	name := cfg.ServiceName
+	if name == "" {
+		name = DefaultServiceName
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", name))),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
+	)
+	return &Tracer{provider: tp, tracer: tp.Tracer(instrumentationName)}, nil
+}
+
+func exporterOptions(cfg Config) ([]otlptracehttp.Option, error) {
+	endpoint := cfg.Endpoint
+	if !strings.Contains(endpoint, "://") {
+		scheme := "https://"
+		if cfg.Insecure {
+			scheme = "http://"
+		}
+		endpoint = scheme + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: endpoint %q: %w", ErrInvalidConfig, cfg.Endpoint, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%w: endpoint %q: scheme must be http or https", ErrInvalidConfig, cfg.Endpoint)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: endpoint %q has no host", ErrInvalidConfig, cfg.Endpoint)
+	}
+	path := u.EscapedPath()
+	if path == "" || path == "/" {
+		path = defaultTracesPath
+	}
+	opts := []otlptracehttp.Option{
+		otlptracehttp.WithEndpoint(u.Host),
+		otlptracehttp.WithURLPath(path),
+	}
+	if u.Scheme == "http" {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	if len(cfg.Headers) > 0 {
+		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
+	}
+	return opts, nil
+}
+
+// Start starts a span named name as a child of the span in ctx, if any, and
+// returns a context carrying it. The caller must End the span. On a nil
+// *Tracer it returns ctx unchanged and a no-op span, so trace context
+// extracted from a client still passes through.
+func (t *Tracer) Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	if len(attrs) == 0 {
+		return t.tracer.Start(ctx, name)
+	}
+	return t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// Shutdown exports every ended span and stops the tracer. It is a no-op on
+// a nil *Tracer.
+func (t *Tracer) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	if err := t.provider.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutting down tracer: %w", err)
+	}
+	return nil
+}
