@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -45,6 +47,16 @@ func (h Hook) String() string {
 }
 
 func (h Hook) export() string { return "edge_hook_" + h.String() }
+
+// ParseHook parses a hook's ABI name, e.g. "tool_call".
+func ParseHook(s string) (Hook, error) {
+	for h := Hook(0); h < numHooks; h++ {
+		if hookNames[h] == s {
+			return h, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown hook %q (want one of %s)", s, strings.Join(hookNames[:], ", "))
+}
 
 // HookSet is a bit set of hooks, as returned by edge_hooks.
 type HookSet uint32
@@ -144,26 +156,25 @@ func checkShape(cm wazero.CompiledModule, metered bool) (moduleShape, error) {
 		if metered && mod == meter.ImportModule && name == meter.ImportName {
 			continue // added by the engine (see internal/meter)
 		}
-		if mod != wasi_snapshot_preview1.ModuleName || !allowedWASI[name] {
-			return shape, fmt.Errorf("imports %s.%s, which policy modules may not import (allowed: %s functions %s)",
-				mod, name, wasi_snapshot_preview1.ModuleName, allowedList())
+		if err := checkImport(mod, name, importFunc); err != nil {
+			return shape, err
 		}
 	}
 	for _, m := range cm.ImportedMemories() {
 		mod, name, _ := m.Import()
-		return shape, fmt.Errorf("imports memory %s.%s; a policy module must define and export its own memory", mod, name)
+		return shape, checkImport(mod, name, importMemory)
 	}
 	if _, ok := cm.ExportedMemories()[exportMemory]; !ok {
-		return shape, fmt.Errorf("does not export its memory as %q", exportMemory)
+		return shape, staged(ErrMissingExport, fmt.Errorf("does not export its memory as %q", exportMemory))
 	}
 	fns := cm.ExportedFunctions()
 	need := func(name string, sig signature) error {
 		def, ok := fns[name]
 		if !ok {
-			return fmt.Errorf("does not export %s %s: not a policy module for ABI %d", name, sig, ABIMajor)
+			return staged(ErrMissingExport, fmt.Errorf("does not export %s %s: not a policy module for ABI %d", name, sig, ABIMajor))
 		}
 		if !sig.matches(def) {
-			return fmt.Errorf("exports %s with signature %s, want %s", name, signature{def.ParamTypes(), def.ResultTypes()}, sig)
+			return staged(ErrMissingExport, fmt.Errorf("exports %s with signature %s, want %s", name, signature{def.ParamTypes(), def.ResultTypes()}, sig))
 		}
 		return nil
 	}
@@ -175,7 +186,7 @@ func checkShape(cm wazero.CompiledModule, metered bool) (moduleShape, error) {
 	}
 	if _, ok := fns[exportStart]; ok {
 		if _, ok := fns[exportInitialize]; !ok {
-			return shape, fmt.Errorf("exports %s (a WASI command); build it as a reactor (Go: -buildmode=c-shared)", exportStart)
+			return shape, staged(ErrMissingExport, fmt.Errorf("exports %s (a WASI command); build it as a reactor (Go: -buildmode=c-shared)", exportStart))
 		}
 	}
 	if _, ok := fns[exportInitialize]; ok {
@@ -205,7 +216,7 @@ func checkShape(cm wazero.CompiledModule, metered bool) (moduleShape, error) {
 		}
 	}
 	if shape.exported == 0 {
-		return shape, fmt.Errorf("exports no hook (edge_hook_tools_list, edge_hook_tool_call, ...)")
+		return shape, staged(ErrMissingExport, errors.New("exports no hook (edge_hook_tools_list, edge_hook_tool_call, ...)"))
 	}
 	return shape, nil
 }
@@ -223,10 +234,134 @@ func allowedList() string {
 func checkVersion(v uint32) error {
 	major, minor := v>>16, v&0xffff
 	if major != ABIMajor {
-		return fmt.Errorf("speaks policy ABI %d.%d; this gateway supports ABI %d.%d (major versions must match)", major, minor, ABIMajor, ABIMinor)
+		return staged(ErrABIVersion, fmt.Errorf("speaks policy ABI %d.%d; this gateway supports ABI %d.%d (major versions must match)", major, minor, ABIMajor, ABIMinor))
 	}
 	if minor > ABIMinor {
-		return fmt.Errorf("speaks policy ABI %d.%d, newer than this gateway's %d.%d; upgrade the gateway or rebuild the module with an older SDK", major, minor, ABIMajor, ABIMinor)
+		return staged(ErrABIVersion, fmt.Errorf("speaks policy ABI %d.%d, newer than this gateway's %d.%d; upgrade the gateway or rebuild the module with an older SDK", major, minor, ABIMajor, ABIMinor))
 	}
 	return nil
+}
+
+// Import kinds of the WebAssembly binary format.
+const (
+	importFunc   byte = 0x00
+	importTable  byte = 0x01
+	importMemory byte = 0x02
+	importGlobal byte = 0x03
+)
+
+// checkImport reports whether a policy module may import mod.name: only the
+// allowed WASI preview1 functions. The error names the import.
+func checkImport(mod, name string, kind byte) error {
+	switch {
+	case kind == importMemory:
+		return staged(ErrForbiddenImport, fmt.Errorf("imports memory %s.%s; a policy module must define and export its own memory", mod, name))
+	case kind != importFunc:
+		return staged(ErrForbiddenImport, fmt.Errorf("imports %s.%s (a table or global), which policy modules may not import", mod, name))
+	case mod != wasi_snapshot_preview1.ModuleName || !allowedWASI[name]:
+		return staged(ErrForbiddenImport, fmt.Errorf("imports %s.%s, which policy modules may not import (allowed: %s functions %s)",
+			mod, name, wasi_snapshot_preview1.ModuleName, allowedList()))
+	}
+	return nil
+}
+
+// checkImports scans the import section of a WebAssembly binary and checks
+// every import with checkImport, before the engine rewrites or compiles the
+// module (the rewrite refuses the host's own import module with a less
+// helpful message). A binary it cannot parse passes: the compiler reports
+// what is wrong with it.
+func checkImports(wasm []byte) error {
+	if !bytes.HasPrefix(wasm, wasmMagic) {
+		return nil
+	}
+	r := wasmReader{b: wasm, off: len(wasmMagic)}
+	for r.ok() && r.off < len(r.b) {
+		id := r.byte()
+		size := r.u32()
+		payload := r.bytes(size)
+		if !r.ok() {
+			return nil
+		}
+		if id != 2 { // import section
+			continue
+		}
+		p := wasmReader{b: payload}
+		for n := p.u32(); p.ok() && n > 0; n-- {
+			mod := string(p.bytes(p.u32()))
+			name := string(p.bytes(p.u32()))
+			kind := p.byte()
+			switch kind {
+			case importFunc:
+				p.u32()
+			case importTable:
+				p.byte()
+				p.limits()
+			case importMemory:
+				p.limits()
+			case importGlobal:
+				p.bytes(2)
+			default:
+				return nil
+			}
+			if !p.ok() {
+				return nil
+			}
+			if err := checkImport(mod, name, kind); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+// wasmReader reads the WebAssembly binary format; after the first error
+// every read returns zero values and ok reports false.
+type wasmReader struct {
+	b   []byte
+	off int
+	bad bool
+}
+
+func (r *wasmReader) ok() bool { return !r.bad }
+
+func (r *wasmReader) byte() byte {
+	if r.bad || r.off >= len(r.b) {
+		r.bad = true
+		return 0
+	}
+	r.off++
+	return r.b[r.off-1]
+}
+
+func (r *wasmReader) u32() uint32 {
+	var v uint32
+	for shift := 0; shift < 35; shift += 7 {
+		c := r.byte()
+		if r.bad {
+			return 0
+		}
+		v |= uint32(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v
+		}
+	}
+	r.bad = true
+	return 0
+}
+
+func (r *wasmReader) bytes(n uint32) []byte {
+	if r.bad || uint64(n) > uint64(len(r.b)-r.off) {
+		r.bad = true
+		return nil
+	}
+	r.off += int(n)
+	return r.b[r.off-int(n) : r.off]
+}
+
+func (r *wasmReader) limits() {
+	if flag := r.byte(); flag&1 != 0 {
+		r.u32()
+	}
+	r.u32()
 }

@@ -56,6 +56,10 @@ type Attachment struct {
 	Tools   []string
 	Servers []string
 	OnError OnError
+	// Shadow runs the module without letting it change any outcome: it
+	// sees the input the chain received, off the request path, and its
+	// decision is compared with the enforced one (see package doc).
+	Shadow bool
 }
 
 // Attached is an attachment as compiled into a Chain.
@@ -72,9 +76,11 @@ func (a *Attached) matches(server, name string) bool {
 // through the modules that match, in order. A Chain is immutable and safe
 // for concurrent use; build a new one to change the configuration.
 type Chain struct {
-	atts  []*Attached
-	hooks HookSet // union of the attached modules' hooks
-	owned []*Module
+	atts     []*Attached
+	hooks    HookSet // union of the attached modules' hooks
+	owned    []*Module
+	shadowed bool // some attachment is a shadow
+	shadows  gate // shadow runs in flight
 
 	mu    sync.RWMutex
 	cache map[matchKey][]*Attached
@@ -109,15 +115,19 @@ func NewChain(atts ...Attachment) (*Chain, error) {
 		}
 		c.atts = append(c.atts, &Attached{Attachment: a, tools: tools, servers: servers})
 		c.hooks |= a.Module.Hooks()
+		c.shadowed = c.shadowed || a.Shadow
 	}
 	return c, nil
 }
 
-// Close closes the modules the chain owns (those loaded by LoadChain).
+// Close waits for the chain's shadow runs in flight, then closes the
+// modules the chain owns (those loaded by LoadChain). Shadow runs are not
+// started once Close has begun.
 func (c *Chain) Close() error {
 	if c == nil {
 		return nil
 	}
+	c.shadows.close()
 	var errs []error
 	for _, m := range c.owned {
 		if err := m.Close(); err != nil {
@@ -127,8 +137,9 @@ func (c *Chain) Close() error {
 	return errors.Join(errs...)
 }
 
-// Hooks returns the union of the hooks of the chain's modules: a caller
-// can skip a whole stage when the chain has no module for it.
+// Hooks returns the union of the hooks of the chain's modules, shadow ones
+// included: a caller can skip a whole stage when the chain has no module
+// for it.
 func (c *Chain) Hooks() HookSet {
 	if c == nil {
 		return 0
@@ -145,6 +156,7 @@ func (c *Chain) Stats() []Stats {
 	for i, a := range c.atts {
 		out[i] = a.Module.Stats()
 		out[i].Name = a.Name
+		out[i].Shadow = a.Shadow
 	}
 	return out
 }
@@ -276,22 +288,31 @@ type Decision struct {
 // ToolCall runs the tool_call hook of every matching module in order.
 // Rewrites compose (each module sees the previous one's arguments); the
 // first deny or route ends the chain. A failing module follows its
-// attachment's on_error. err is non-nil only when ctx ended.
+// attachment's on_error. err is non-nil only when ctx ended. Matching
+// shadow attachments then get the call as received, off the request path.
 func (c *Chain) ToolCall(ctx context.Context, in CallInput) (Decision, error) {
-	d := Decision{Action: Allow}
 	if !c.Hooks().Has(HookToolCall) {
-		return d, nil
+		return Decision{Action: Allow}, nil
 	}
 	atts := c.Match(in.Server, in.Tool)
 	if len(atts) == 0 {
-		return d, nil
+		return Decision{Action: Allow}, nil
 	}
+	d, err := toolCall(ctx, in, atts)
+	if c.shadowed && err == nil {
+		c.shadowToolCall(ctx, in, atts, d)
+	}
+	return d, err
+}
+
+func toolCall(ctx context.Context, in CallInput, atts []*Attached) (Decision, error) {
+	d := Decision{Action: Allow}
 	args := orEmptyObject(in.Arguments)
 	rewritten := false
 	buf := getBuf()
 	defer putBuf(buf)
 	for _, a := range atts {
-		if !a.Module.hooks.Has(HookToolCall) {
+		if a.Shadow || !a.Module.hooks.Has(HookToolCall) {
 			continue
 		}
 		*buf = encodeToolCall((*buf)[:0], in.Client, in.Server, in.Tool, args)
@@ -352,11 +373,17 @@ func (c *Chain) ToolResult(ctx context.Context, in ResultInput) (json.RawMessage
 	if !c.Hooks().Has(HookToolResult) {
 		return in.Result, nil
 	}
-	return runResult(ctx, c.Match(in.Server, in.Tool), HookToolResult, in.Result, checkToolResult,
+	atts := c.Match(in.Server, in.Tool)
+	res, err := runResult(ctx, atts, HookToolResult, in.Result, checkToolResult,
 		func(dst []byte, r json.RawMessage) []byte { return encodeToolResult(dst, &in, r) },
 		func(a *Attached, err error) (json.RawMessage, error) {
 			return errorToolResult(failReason(a, err)), nil
 		})
+	if c.shadowed {
+		c.shadowResult(ctx, atts, HookToolResult, in.Result, res, err, in.Server, in.Tool,
+			func(dst []byte, r json.RawMessage) []byte { return encodeToolResult(dst, &in, r) })
+	}
+	return res, err
 }
 
 func errorToolResult(reason string) json.RawMessage {
@@ -379,11 +406,17 @@ func (c *Chain) ResourceResult(ctx context.Context, in ResourceInput) (json.RawM
 	if !c.Hooks().Has(HookResourceResult) {
 		return in.Result, nil
 	}
-	return runResult(ctx, c.Match(in.Server, in.URI), HookResourceResult, in.Result, checkResourceResult,
+	atts := c.Match(in.Server, in.URI)
+	res, err := runResult(ctx, atts, HookResourceResult, in.Result, checkResourceResult,
 		func(dst []byte, r json.RawMessage) []byte { return encodeResourceResult(dst, &in, r) },
 		func(a *Attached, err error) (json.RawMessage, error) {
 			return nil, &DeniedError{Module: a.Name, Reason: failReason(a, err)}
 		})
+	if c.shadowed {
+		c.shadowResult(ctx, atts, HookResourceResult, in.Result, res, err, in.Server, in.URI,
+			func(dst []byte, r json.RawMessage) []byte { return encodeResourceResult(dst, &in, r) })
+	}
+	return res, err
 }
 
 // PromptInput is the input of the prompt_result chain.
@@ -402,11 +435,17 @@ func (c *Chain) PromptResult(ctx context.Context, in PromptInput) (json.RawMessa
 	if !c.Hooks().Has(HookPromptResult) {
 		return in.Result, nil
 	}
-	return runResult(ctx, c.Match(in.Server, in.Prompt), HookPromptResult, in.Result, checkPromptResult,
+	atts := c.Match(in.Server, in.Prompt)
+	res, err := runResult(ctx, atts, HookPromptResult, in.Result, checkPromptResult,
 		func(dst []byte, r json.RawMessage) []byte { return encodePromptResult(dst, &in, r) },
 		func(a *Attached, err error) (json.RawMessage, error) {
 			return nil, &DeniedError{Module: a.Name, Reason: failReason(a, err)}
 		})
+	if c.shadowed {
+		c.shadowResult(ctx, atts, HookPromptResult, in.Result, res, err, in.Server, in.Prompt,
+			func(dst []byte, r json.RawMessage) []byte { return encodePromptResult(dst, &in, r) })
+	}
+	return res, err
 }
 
 func runResult(ctx context.Context, atts []*Attached, hook Hook, result json.RawMessage, check func([]byte) error,
@@ -417,7 +456,7 @@ func runResult(ctx context.Context, atts []*Attached, hook Hook, result json.Raw
 	buf := getBuf()
 	defer putBuf(buf)
 	for _, a := range atts {
-		if !a.Module.hooks.Has(hook) {
+		if a.Shadow || !a.Module.hooks.Has(hook) {
 			continue
 		}
 		*buf = encode((*buf)[:0], result)
@@ -458,32 +497,41 @@ type ToolEntry struct {
 // ToolsList filters a catalogue for one client: every module with a
 // tools_list hook sees the (still visible) tools its attachment matches and
 // may hide, rename, re-describe, retitle or annotate them. The input slice
-// is not modified. A module failure with on_error "deny" hides the tools
-// that module governs. err is non-nil only when ctx ended.
+// is not modified, and the tool definitions in it must not be modified
+// afterwards (the output and shadow runs share them). A module failure with
+// on_error "deny" hides the tools that module governs. err is non-nil only
+// when ctx ended. Shadow attachments then see the catalogue as received,
+// off the request path.
 func (c *Chain) ToolsList(ctx context.Context, client Client, tools []ToolEntry) ([]ToolEntry, error) {
 	if !c.Hooks().Has(HookToolsList) || len(tools) == 0 {
 		return tools, nil
 	}
-	var work []ToolEntry // copy-on-write
-	hidden := make([]bool, len(tools))
-	cur := tools
+	out, err := c.toolsList(ctx, client, tools)
+	if c.shadowed && err == nil {
+		c.shadowToolsList(ctx, client, tools, out)
+	}
+	return out, err
+}
+
+func (c *Chain) toolsList(ctx context.Context, client Client, tools []ToolEntry) ([]ToolEntry, error) {
+	st := newToolsState(tools)
 	buf := getBuf()
 	defer putBuf(buf)
 	var idx []int
 	for _, a := range c.atts {
-		if !a.Module.hooks.Has(HookToolsList) {
+		if a.Shadow || !a.Module.hooks.Has(HookToolsList) {
 			continue
 		}
 		idx = idx[:0]
-		for i := range cur {
-			if !hidden[i] && a.matches(cur[i].Server, cur[i].Name) {
+		for i := range st.cur {
+			if !st.hidden[i] && a.matches(st.cur[i].Server, st.cur[i].Name) {
 				idx = append(idx, i)
 			}
 		}
 		if len(idx) == 0 {
 			continue
 		}
-		*buf = encodeToolsList((*buf)[:0], client, cur, idx)
+		*buf = encodeToolsList((*buf)[:0], client, st.cur, idx)
 		out, err := a.Module.call(ctx, HookToolsList, *buf)
 		var patches []toolPatch
 		if err == nil {
@@ -498,42 +546,69 @@ func (c *Chain) ToolsList(ctx context.Context, client Client, tools []ToolEntry)
 			if a.OnError == OnErrorAllow {
 				continue
 			}
-			for _, i := range idx {
-				hidden[i] = true
-			}
+			st.hide(idx)
 			continue
 		}
-		for pi := range patches {
-			p := &patches[pi]
-			i := findTool(cur, idx, p.server, p.name)
-			if i < 0 {
-				continue // the module may only touch what it was shown
-			}
-			if p.hide {
-				hidden[i] = true
-				continue
-			}
-			tool, err := applyPatch(cur[i].Tool, p)
-			if err != nil {
-				continue // upstream definition is not an object: leave it
-			}
-			if work == nil {
-				work = append([]ToolEntry(nil), tools...)
-				cur = work
-			}
-			cur[i].Tool = tool
-			if p.rename != "" {
-				cur[i].Exposed = p.rename
-			}
+		st.apply(idx, patches)
+	}
+	return st.visible(), nil
+}
+
+// toolsState is a catalogue being edited by tools_list modules: cur aliases
+// the caller's slice until the first edit copies it.
+type toolsState struct {
+	orig, cur []ToolEntry
+	hidden    []bool
+	copied    bool
+}
+
+func newToolsState(tools []ToolEntry) toolsState {
+	return toolsState{orig: tools, cur: tools, hidden: make([]bool, len(tools))}
+}
+
+// hide hides the entries idx.
+func (s *toolsState) hide(idx []int) {
+	for _, i := range idx {
+		s.hidden[i] = true
+	}
+}
+
+// apply applies one module's patches to the entries idx it was shown.
+func (s *toolsState) apply(idx []int, patches []toolPatch) {
+	for pi := range patches {
+		p := &patches[pi]
+		i := findTool(s.cur, idx, p.server, p.name)
+		if i < 0 {
+			continue // the module may only touch what it was shown
+		}
+		if p.hide {
+			s.hidden[i] = true
+			continue
+		}
+		tool, err := applyPatch(s.cur[i].Tool, p)
+		if err != nil {
+			continue // upstream definition is not an object: leave it
+		}
+		if !s.copied {
+			s.cur = append([]ToolEntry(nil), s.orig...)
+			s.copied = true
+		}
+		s.cur[i].Tool = tool
+		if p.rename != "" {
+			s.cur[i].Exposed = p.rename
 		}
 	}
-	out := make([]ToolEntry, 0, len(cur))
-	for i := range cur {
-		if !hidden[i] {
-			out = append(out, cur[i])
+}
+
+// visible returns the entries not hidden, in order.
+func (s *toolsState) visible() []ToolEntry {
+	out := make([]ToolEntry, 0, len(s.cur))
+	for i := range s.cur {
+		if !s.hidden[i] {
+			out = append(out, s.cur[i])
 		}
 	}
-	return out, nil
+	return out
 }
 
 func findTool(tools []ToolEntry, idx []int, server, name string) int {
@@ -568,7 +643,8 @@ type Event struct {
 
 // Event delivers ev to every matching module with an event hook (matched by
 // server, and by tool for tool_executed). Failures are logged and counted
-// and also returned, joined, for callers that care.
+// and also returned, joined, for callers that care. Shadow attachments get
+// the event off the request path; their failures are only logged.
 func (c *Chain) Event(ctx context.Context, ev Event) error {
 	if !c.Hooks().Has(HookEvent) {
 		return nil
@@ -587,12 +663,15 @@ func (c *Chain) Event(ctx context.Context, ev Event) error {
 	*buf = encodeEvent((*buf)[:0], &ev)
 	var errs []error
 	for _, a := range atts {
-		if !a.Module.hooks.Has(HookEvent) {
+		if a.Shadow || !a.Module.hooks.Has(HookEvent) {
 			continue
 		}
 		if _, err := a.Module.call(ctx, HookEvent, *buf); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.shadowed {
+		c.shadowEvent(ctx, atts, *buf, ev.Server, ev.Tool)
 	}
 	return errors.Join(errs...)
 }
@@ -601,7 +680,7 @@ func (c *Chain) Event(ctx context.Context, ev Event) error {
 //
 //	{"name":"redact","module":"/etc/edge-mcp/redact.wasm","tools":["*"],
 //	 "servers":["github"],"config":{...},"on_error":"deny",
-//	 "timeout_ms":50,"memory_mb":64}
+//	 "timeout_ms":50,"memory_mb":64,"mode":"enforce"}
 type Spec struct {
 	Name      string          `json:"name"`
 	Module    string          `json:"module"`
@@ -614,7 +693,15 @@ type Spec struct {
 	PoolSize  int             `json:"pool_size,omitempty"`
 	// Grants lists optional capabilities: "clock".
 	Grants []string `json:"grants,omitempty"`
+	// Mode is "enforce" (the default) or "shadow" (Attachment.Shadow).
+	Mode string `json:"mode,omitempty"`
 }
+
+// Attachment modes of Spec.Mode.
+const (
+	ModeEnforce = "enforce"
+	ModeShadow  = "shadow"
+)
 
 // Validate checks a spec without loading its module.
 func (s *Spec) Validate() error {
@@ -626,6 +713,9 @@ func (s *Spec) Validate() error {
 	}
 	if _, err := ParseOnError(s.OnError); err != nil {
 		return fmt.Errorf("policy %q: %w", s.Name, err)
+	}
+	if s.Mode != "" && s.Mode != ModeEnforce && s.Mode != ModeShadow {
+		return fmt.Errorf("policy %q: mode %q: want %q or %q", s.Name, s.Mode, ModeEnforce, ModeShadow)
 	}
 	if s.TimeoutMS < 0 || s.TimeoutMS > 60_000 {
 		return fmt.Errorf("policy %q: timeout_ms %d out of range [0, 60000]", s.Name, s.TimeoutMS)
@@ -704,7 +794,7 @@ func (e *Engine) LoadChain(ctx context.Context, specs []Spec, read func(path str
 	atts := make([]Attachment, len(specs))
 	for i, s := range specs {
 		onErr, _ := ParseOnError(s.OnError)
-		atts[i] = Attachment{Name: s.Name, Module: mods[i], Tools: s.Tools, Servers: s.Servers, OnError: onErr}
+		atts[i] = Attachment{Name: s.Name, Module: mods[i], Tools: s.Tools, Servers: s.Servers, OnError: onErr, Shadow: s.Mode == ModeShadow}
 	}
 	c, err := NewChain(atts...)
 	if err != nil {

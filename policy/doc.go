@@ -17,6 +17,37 @@
 //     ToolCall, ToolResult, ResourceResult, PromptResult and Event. Tools
 //     that no attachment matches cost one map lookup.
 //
+// # Checking modules before they go live
+//
+// Load refuses a bad module with a *LoadError whose Kind names the stage
+// that failed (ErrCompile, ErrABIVersion, ErrMissingExport,
+// ErrForbiddenImport, ErrInstantiate, ErrConfigure), so an upload can be
+// answered precisely. A module can ship with test vectors: hook inputs as
+// ABI.md defines them and the outcome expected (TestVector, read with
+// ParseTestVectors). Module.Decide runs one hook on a raw input and reports
+// the host's normalized reading of the answer; Module.RunVectors checks a
+// list of vectors; Engine.Verify loads a module and runs its vectors,
+// returning the module only when every vector passes. EngineConfig.Recorder
+// captures real hook inputs, which are valid vector inputs; RedactInput
+// strips secrets from them before they are stored.
+//
+// # Shadow mode
+//
+// An attachment in shadow mode (Attachment.Shadow, Spec.Mode "shadow")
+// never changes an outcome. The chain computes the enforced outcome as if
+// the shadow attachment were absent; then, on a goroutine, the shadow
+// module gets the input the chain received (the call or result as it
+// arrived, the catalogue before any filtering) and its outcome, its
+// on_error included, is compared with the enforced one: the action, the
+// arguments (as JSON values) and the route target of a call, the result of
+// a result hook, the exposed tools of a catalogue. Differences are logged
+// at Info with both outcomes, agreements at Debug, and both are counted in
+// Stats (ShadowRuns, ShadowDiffs). A module has at most
+// ModuleOptions.MaxShadowPending shadow runs in flight; more are skipped
+// and counted (ShadowSkipped). Chain.Close and Module.Close wait for the
+// shadow runs in flight. Hooks includes the shadow modules' hooks, so a
+// chain whose only module is a shadow is still called.
+//
 // Modules never see gateway credentials and cannot reach files or the
 // network: the only imports allowed are a fixed list of WASI preview1
 // functions, backed by an empty sandbox. A policy decides; it never sends:

@@ -42,6 +42,12 @@ type EngineConfig struct {
 	// guests several times slower. Both stop a guest that runs past its
 	// deadline and replace its instance.
 	CloseOnContextDone bool
+	// Recorder, when set, receives every hook call's input (a copy of the
+	// exact bytes the guest is handed; not edge_configure's) before the
+	// guest runs, for capturing test vectors and replaying traffic. It is
+	// called on the request path and must return quickly; see RedactInput
+	// before storing inputs.
+	Recorder func(Recorded)
 }
 
 // Engine compiles and runs policy modules. It owns one wazero runtime per
@@ -49,9 +55,10 @@ type EngineConfig struct {
 // shared by all of them, and compiles each distinct module binary once.
 // An Engine is safe for concurrent use.
 type Engine struct {
-	log   *slog.Logger
-	cache wazero.CompilationCache
-	meter bool // metering (default) rather than CloseOnContextDone
+	log      *slog.Logger
+	cache    wazero.CompilationCache
+	meter    bool // metering (default) rather than CloseOnContextDone
+	recorder func(Recorded)
 
 	// byModule finds the instance a meter tick comes from.
 	byModule sync.Map // api.Module -> *instance
@@ -93,6 +100,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	e := &Engine{
 		log:      log,
 		meter:    !cfg.CloseOnContextDone,
+		recorder: cfg.Recorder,
 		classes:  make(map[uint32]*runtimeClass),
 		compiled: make(map[compileKey]*compiledEntry),
 	}

@@ -30,6 +30,7 @@ const (
 	DefaultRecycleAfterCalls = 100_000
 	DefaultMaxWait           = time.Second
 	DefaultFailureThreshold  = 5
+	DefaultMaxShadowPending  = 64
 
 	// initTimeout bounds instantiation, _initialize and configure, which
 	// start a guest runtime and can take a few milliseconds.
@@ -80,6 +81,10 @@ type ModuleOptions struct {
 	FailureThreshold int
 	// Grants lists optional capabilities.
 	Grants Grants
+	// MaxShadowPending bounds the shadow runs of this module (see
+	// Attachment.Shadow) started but not finished; further runs are
+	// skipped and counted in Stats.ShadowSkipped (default 64).
+	MaxShadowPending int
 }
 
 func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
@@ -107,6 +112,9 @@ func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
 	if o.FailureThreshold == 0 {
 		o.FailureThreshold = DefaultFailureThreshold
 	}
+	if o.MaxShadowPending == 0 {
+		o.MaxShadowPending = DefaultMaxShadowPending
+	}
 	switch {
 	case o.Timeout < 0:
 		return o, fmt.Errorf("timeout %v is negative", o.Timeout)
@@ -120,11 +128,13 @@ func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
 		return o, fmt.Errorf("max wait %v is negative", o.MaxWait)
 	case o.FailureThreshold < 0:
 		return o, fmt.Errorf("failure threshold %d is negative", o.FailureThreshold)
+	case o.MaxShadowPending < 0:
+		return o, fmt.Errorf("max shadow pending %d is negative", o.MaxShadowPending)
 	}
 	if len(bytes.TrimSpace(o.Config)) == 0 {
 		o.Config = json.RawMessage("{}")
 	} else if !json.Valid(o.Config) || jsonx.Kind(o.Config) != '{' {
-		return o, errors.New("config must be a JSON object")
+		return o, staged(ErrConfigure, errors.New("config must be a JSON object"))
 	}
 	return o, nil
 }
@@ -162,6 +172,13 @@ type Module struct {
 	recycled    atomic.Uint64
 	peakMemory  atomic.Uint64
 	lastErr     atomic.Pointer[string]
+
+	// shadows tracks the shadow runs of this module in flight; Close
+	// waits for them.
+	shadows       gate
+	shadowRuns    atomic.Uint64
+	shadowDiffs   atomic.Uint64
+	shadowSkipped atomic.Uint64
 }
 
 type instance struct {
@@ -182,24 +199,32 @@ type instance struct {
 
 // Load compiles wasm (once per distinct binary and memory limit), checks it
 // against the ABI, starts PoolSize instances and configures each one. name
-// identifies the module in errors, logs and stats.
+// identifies the module in errors, logs and stats. A refused module comes
+// back as a *LoadError whose Kind names the stage that failed.
 func (e *Engine) Load(ctx context.Context, name string, wasm []byte, opts ModuleOptions) (*Module, error) {
 	if name == "" {
 		return nil, errors.New("loading policy module: empty name")
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+		return nil, newLoadError(name, err)
 	}
 	pages := uint32(opts.MemoryMB) * 16
 	rc, err := e.runtime(ctx, pages)
 	if err != nil {
-		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+		return nil, newLoadError(name, err)
 	}
 	start := time.Now()
+	if err := checkImports(wasm); err != nil {
+		return nil, newLoadError(name, err)
+	}
 	ent, key, err := e.compile(ctx, rc, wasm)
 	if err != nil {
-		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+		var se *stageError
+		if !errors.As(err, &se) && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+			err = staged(ErrCompile, err)
+		}
+		return nil, newLoadError(name, err)
 	}
 	m := &Module{
 		name:  name,
@@ -227,7 +252,7 @@ func (e *Engine) Load(ctx context.Context, name string, wasm []byte, opts Module
 	if err != nil {
 		m.bgCancel()
 		e.release(key)
-		return nil, fmt.Errorf("loading policy %q: %w", name, err)
+		return nil, newLoadError(name, err)
 	}
 	m.free <- first
 	for i := 1; i < opts.PoolSize; i++ {
@@ -237,7 +262,7 @@ func (e *Engine) Load(ctx context.Context, name string, wasm []byte, opts Module
 				m.free <- nil // Close drains every slot
 			}
 			m.Close()
-			return nil, fmt.Errorf("loading policy %q: starting instance %d: %w", name, i+1, err)
+			return nil, newLoadError(name, fmt.Errorf("starting instance %d: %w", i+1, err))
 		}
 		m.free <- inst
 	}
@@ -268,6 +293,12 @@ type Stats struct {
 	Recycled            uint64 // instances replaced (failure, age or memory)
 	PeakMemory          uint64 // largest guest memory seen after a call, in bytes
 	LastError           string
+	// Shadow is set by Chain.Stats for a shadow attachment.
+	Shadow bool
+	// ShadowRuns counts shadow runs compared with the enforced outcome,
+	// ShadowDiffs those whose outcome differed, and ShadowSkipped those
+	// dropped because MaxShadowPending runs were already in flight.
+	ShadowRuns, ShadowDiffs, ShadowSkipped uint64
 }
 
 // Stats returns the module's counters.
@@ -283,6 +314,9 @@ func (m *Module) Stats() Stats {
 		Instances:           m.live.Load(),
 		Recycled:            m.recycled.Load(),
 		PeakMemory:          m.peakMemory.Load(),
+		ShadowRuns:          m.shadowRuns.Load(),
+		ShadowDiffs:         m.shadowDiffs.Load(),
+		ShadowSkipped:       m.shadowSkipped.Load(),
 	}
 	s.Healthy = s.ConsecutiveFailures < int64(m.opts.FailureThreshold)
 	if p := m.lastErr.Load(); p != nil {
@@ -291,13 +325,15 @@ func (m *Module) Stats() Stats {
 	return s
 }
 
-// Close waits for calls in flight (each is bounded by Timeout), closes every
-// instance and releases the compiled module. It is idempotent.
+// Close waits for calls in flight (each is bounded by Timeout) and for the
+// module's shadow runs, closes every instance and releases the compiled
+// module. It is idempotent.
 func (m *Module) Close() error {
 	m.closeOnce.Do(func() {
 		m.closed.Store(true)
 		close(m.done)
 		m.bgCancel()
+		m.shadows.close()
 		for range m.opts.PoolSize {
 			if inst := <-m.free; inst != nil {
 				m.closeInstance(inst)
@@ -316,7 +352,7 @@ func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error)
 	cfg := m.modCfg.WithStdout(guestStream{glog, 0}).WithStderr(guestStream{glog, 1})
 	mod, err := m.rc.rt.InstantiateModule(ctx, m.ent.cm, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("instantiating: %w", err)
+		return nil, staged(ErrInstantiate, fmt.Errorf("instantiating: %w", err))
 	}
 	m.live.Add(1)
 	m.eng.instances.Add(1)
@@ -332,7 +368,7 @@ func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error)
 		return nil, err
 	}
 	if inst.mem == nil || inst.alloc == nil {
-		return fail(errors.New("instance lacks memory or edge_alloc"))
+		return fail(staged(ErrMissingExport, errors.New("instance lacks memory or edge_alloc")))
 	}
 	if m.eng.meter {
 		g, ok := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
@@ -347,13 +383,13 @@ func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error)
 	}
 	if m.ent.shape.initialize {
 		if _, err := mod.ExportedFunction(exportInitialize).Call(ctx); err != nil {
-			return fail(fmt.Errorf("running %s: %w", exportInitialize, err))
+			return fail(staged(ErrInstantiate, fmt.Errorf("running %s: %w", exportInitialize, err)))
 		}
 	}
 	if first {
 		res, err := mod.ExportedFunction(exportVersion).Call(ctx)
 		if err != nil {
-			return fail(fmt.Errorf("calling %s: %w", exportVersion, err))
+			return fail(staged(ErrInstantiate, fmt.Errorf("calling %s: %w", exportVersion, err)))
 		}
 		m.abi = uint32(res[0])
 		if err := checkVersion(m.abi); err != nil {
@@ -363,12 +399,12 @@ func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error)
 		if m.ent.shape.hasHooks {
 			res, err := mod.ExportedFunction(exportHooks).Call(ctx)
 			if err != nil {
-				return fail(fmt.Errorf("calling %s: %w", exportHooks, err))
+				return fail(staged(ErrInstantiate, fmt.Errorf("calling %s: %w", exportHooks, err)))
 			}
 			m.hooks &= HookSet(res[0])
 		}
 		if m.hooks == 0 {
-			return fail(errors.New("implements no hook (edge_hooks reported none of its exported hooks)"))
+			return fail(staged(ErrMissingExport, errors.New("implements no hook (edge_hooks reported none of its exported hooks)")))
 		}
 	}
 	for h := Hook(0); h < numHooks; h++ {
@@ -379,13 +415,17 @@ func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error)
 	if m.ent.shape.configure {
 		out, err := m.invoke(ctx, inst, mod.ExportedFunction(exportConfigure), m.opts.Config, initTimeout)
 		if err != nil {
-			return fail(fmt.Errorf("configure: %w", err))
+			var ce *CallError
+			if errors.As(err, &ce) && ce.Err != nil {
+				err = fmt.Errorf("%w: %w", ce.Kind, ce.Err)
+			}
+			return fail(staged(ErrConfigure, fmt.Errorf("configure: %w", err)))
 		}
 		if len(out) > 0 {
 			if msg, ok := guestError(out); ok {
-				return fail(fmt.Errorf("configure rejected the config: %s", msg))
+				return fail(staged(ErrConfigure, fmt.Errorf("configure rejected the config: %s", msg)))
 			}
-			return fail(fmt.Errorf("configure returned unexpected output %.200q", out))
+			return fail(staged(ErrConfigure, fmt.Errorf("configure returned unexpected output %.200q", out)))
 		}
 	}
 	glog.end()
@@ -422,6 +462,9 @@ func (m *Module) doCall(ctx context.Context, hook Hook, input []byte) ([]byte, e
 	}
 	if !m.hooks.Has(hook) {
 		return nil, nil
+	}
+	if rec := m.eng.recorder; rec != nil {
+		rec(Recorded{Module: m.name, Hook: hook, Input: bytes.Clone(input), Time: time.Now()})
 	}
 	if len(input) > m.opts.MaxInput {
 		return nil, cerr(ErrInputTooLarge, fmt.Errorf("%d bytes, limit %d", len(input), m.opts.MaxInput))
