@@ -52,6 +52,26 @@ type Config struct {
 	// LogLevel is "debug", "info", "warn" or "error" ("log_level"), default
 	// "info".
 	LogLevel string
+	// Admin configures the admin API and the module store ("admin").
+	Admin AdminConfig
+	// Auth configures downstream authentication ("auth").
+	Auth AuthConfig
+	// Access lists which identities may use which servers and tools
+	// ("access"); empty: everyone everything.
+	Access []AccessRule
+	// Limits are the rate and concurrency limits ("limits").
+	Limits LimitsConfig
+	// ToolRules set per-server and per-tool behaviour ("tool_rules").
+	ToolRules []ToolRule
+	// Pinning guards against tool definitions changing ("pinning").
+	Pinning PinningConfig
+	// Audit is the audit log ("audit").
+	Audit AuditConfig
+	// Telemetry configures OpenTelemetry traces ("telemetry").
+	Telemetry TelemetryConfig
+	// Observability holds metrics, compression, log format and readiness
+	// switches ("observability").
+	Observability ObservabilityConfig
 }
 
 // ReservedNames maps exposed names to the server that owns them. An exposed
@@ -200,7 +220,7 @@ var configTypeAliases = map[string]string{
 }
 
 var (
-	configTopKeys      = []string{"listen", "max_body_bytes", "allowed_origins", "allowed_hosts", "reserved", "mcpServers", "log_level", "policies"}
+	configTopKeys      = []string{"listen", "max_body_bytes", "allowed_origins", "allowed_hosts", "reserved", "mcpServers", "log_level", "policies", "admin", "auth", "access", "limits", "tool_rules", "pinning", "audit", "telemetry", "observability"}
 	configServerKeys   = []string{"type", "url", "headers", "bearer_token", "timeout", "sse_read_timeout", "active", "description", "prefix", "command", "args", "env", "cwd", "health_interval", "health_timeout", "health_misses", "retry_initial", "retry_max"}
 	configReservedKeys = []string{"tools", "prompts"}
 	configRemoteOnly   = []string{"url", "headers", "bearer_token", "sse_read_timeout"}
@@ -607,11 +627,63 @@ func (d *configDecoder) parse() (*Config, *ConfigError) {
 					json.Compact(&c, sp.Config) // valid: it was just decoded
 					sp.Config = c.Bytes()
 				}
-				if !filepath.IsAbs(sp.Module) && d.file != "" {
+				if _, uploaded := storeModuleName(sp.Module); !uploaded && !filepath.IsAbs(sp.Module) && d.file != "" {
 					sp.Module = filepath.Join(filepath.Dir(d.file), sp.Module)
 				}
 			}
 			cfg.Policies = specs
+		case "admin":
+			if cerr := d.section(path, &cfg.Admin); cerr != nil {
+				return cerr
+			}
+			return d.validateAdmin(path, &cfg.Admin)
+		case "auth":
+			if cerr := d.section(path, &cfg.Auth); cerr != nil {
+				return cerr
+			}
+			return d.validateAuth(path, &cfg.Auth)
+		case "access":
+			if cerr := d.list(path, &cfg.Access); cerr != nil {
+				return cerr
+			}
+			return d.validateAccess(path, cfg.Access)
+		case "limits":
+			if cerr := d.section(path, &cfg.Limits); cerr != nil {
+				return cerr
+			}
+			return d.validateLimits(path, &cfg.Limits)
+		case "tool_rules":
+			if cerr := d.list(path, &cfg.ToolRules); cerr != nil {
+				return cerr
+			}
+			return d.validateToolRules(path, cfg.ToolRules)
+		case "pinning":
+			if cerr := d.section(path, &cfg.Pinning); cerr != nil {
+				return cerr
+			}
+			switch cfg.Pinning.Mode {
+			case "", "withhold", "flag", "off":
+			default:
+				return d.fail(path+".mode", `must be "withhold", "flag" or "off", got %s`, configQuote(cfg.Pinning.Mode))
+			}
+		case "audit":
+			return d.section(path, &cfg.Audit)
+		case "telemetry":
+			if cerr := d.section(path, &cfg.Telemetry); cerr != nil {
+				return cerr
+			}
+			if r := cfg.Telemetry.SampleRatio; r != nil && (*r < 0 || *r > 1) {
+				return d.fail(path+".sample_ratio", "must be between 0 and 1, got %v", *r)
+			}
+		case "observability":
+			if cerr := d.section(path, &cfg.Observability); cerr != nil {
+				return cerr
+			}
+			switch cfg.Observability.LogFormat {
+			case "", "text", "json":
+			default:
+				return d.fail(path+".log_format", `must be "text" or "json", got %s`, configQuote(cfg.Observability.LogFormat))
+			}
 		case "log_level":
 			s, cerr := d.expanded(path)
 			if cerr != nil {

@@ -118,6 +118,25 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		}
 		fmt.Fprintf(&b, `,"policies":%s`, p)
 	}
+	for key, section := range map[string]any{"admin": cfg.Admin, "auth": cfg.Auth, "limits": cfg.Limits,
+		"pinning": cfg.Pinning, "audit": cfg.Audit, "telemetry": cfg.Telemetry, "observability": cfg.Observability} {
+		if !reflect.ValueOf(section).IsZero() {
+			m, err := json.Marshal(section)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, `,%q:%s`, key, strings.ReplaceAll(string(m), "$", "$$"))
+		}
+	}
+	for key, list := range map[string]any{"access": cfg.Access, "tool_rules": cfg.ToolRules} {
+		if !reflect.ValueOf(list).IsNil() {
+			m, err := json.Marshal(list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, `,%q:%s`, key, strings.ReplaceAll(string(m), "$", "$$"))
+		}
+	}
 	b.WriteString(`,"mcpServers":{`)
 	active := map[string]bool{}
 	for i, s := range cfg.Servers {

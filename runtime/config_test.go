@@ -353,6 +353,23 @@ func TestLoadConfigExample(t *testing.T) {
 		Reserved:       ReservedNames{Tools: map[string]string{"fs_read_file": "fs"}, Prompts: map[string]string{"summarize": "docs"}},
 		Policies: []policy.Spec{{Name: "redact", Module: "testdata/config/wasm/redact-secrets.wasm", Tools: []string{"*"}, Servers: []string{"docs", "legacy"},
 			Config: json.RawMessage(`{"replacement":"[REDACTED]"}`), OnError: "deny", TimeoutMS: 50, MemoryMB: 64}},
+		Admin: AdminConfig{Listen: "127.0.0.1:9090", Tokens: map[string]string{"ops": "change-me-to-a-long-random-token"},
+			StateDir: "/var/lib/edge-mcp", MaxModuleBytes: 32 << 20, KeepVersions: 5, WatchConfig: ptr(true)},
+		Auth: AuthConfig{Mode: "api_key", APIKeys: []APIKeyConfig{
+			{Name: "alice", SHA256: "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"},
+			{Name: "ci-bot", Key: "ci-bot-key-0123456789abcdef"},
+			{Name: "old-laptop", SHA256: "fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9", Revoked: true}}},
+		Access: []AccessRule{{Identities: []string{"alice"}, Servers: []string{"*"}, DenyTools: []string{"*delete*"}},
+			{Identities: []string{"ci-*"}, Servers: []string{"docs"}, Tools: []string{"docs_search*"}}},
+		Limits: LimitsConfig{ClientRate: &RateConfig{RPS: 20, Burst: 40}, ToolRate: &RateConfig{RPS: 5, Burst: 10},
+			UpstreamConcurrency: 32, UpstreamQueue: ptr(64)},
+		ToolRules: []ToolRule{{Servers: []string{"docs"}, Visibility: "deferred"},
+			{Tools: []string{"*delete*", "*write*"}, RequireApproval: ptr(true), Timeout: 120},
+			{Servers: []string{"legacy"}, ValidateArguments: ptr(false), Rate: &RateConfig{RPS: 1, Burst: 2}}},
+		Pinning: PinningConfig{Mode: "withhold"},
+		Audit:   AuditConfig{Path: "/var/log/edge-mcp/audit.jsonl", MaxSizeMB: 100, MaxBackups: 10, MaxAgeDays: 30, Compress: true},
+		Telemetry: TelemetryConfig{ServiceName: "edge-mcp", SampleRatio: ptr(0.1)},
+		Observability: ObservabilityConfig{Metrics: ptr(true), Compression: ptr(true), LogFormat: "json", RequiredServers: []string{"docs"}},
 		Servers: []ServerConfig{
 			{Name: "fs", Type: "stdio", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/u/projects"},
 				Env: map[string]string{"NODE_OPTIONS": "--max-old-space-size=256"}, Cwd: "/home/u", Prefix: "fs",
@@ -485,3 +502,33 @@ func TestParseConfigRejectsBadPolicies(t *testing.T) {
 		t.Errorf("module paths not resolved against the config file: %q %q", cfg.Policies[0].Module, cfg.Policies[1].Module)
 	}
 }
+
+func TestConfigAdminSection(t *testing.T) {
+	t.Setenv("EDGE_TEST_ADMIN_TOKEN", "0123456789abcdef-from-env")
+	cfg, err := ParseConfig("a.json", []byte(`{"mcpServers": {}, "admin": {"listen": "0.0.0.0:9090", "tokens": {"ops": "${EDGE_TEST_ADMIN_TOKEN}"}, "keep_versions": 3}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Admin.Tokens["ops"] != "0123456789abcdef-from-env" || cfg.Admin.KeepVersions != 3 || cfg.Admin.Listen != "0.0.0.0:9090" {
+		t.Errorf("admin = %+v", cfg.Admin)
+	}
+	for _, tc := range []struct{ name, admin, key, reason string }{
+		{"non-loopback without a token", `{"listen": "0.0.0.0:9090"}`, "admin.listen", "needs admin.tokens"},
+		{"short token", `{"tokens": {"ops": "short"}}`, "admin.tokens.ops", "at least 16"},
+		{"unknown key", `{"tokenz": {}}`, "admin.tokenz", "not a known key"},
+		{"wrong type", `{"keep_versions": "five"}`, "admin.keep_versions", "must be a number"},
+		{"signed without keys", `{"require_signed": true}`, "admin.require_signed", "trusted_keys is empty"},
+		{"unset variable", `{"tokens": {"ops": "${EDGE_TEST_UNSET_VAR}"}}`, "admin.tokens.ops", "EDGE_TEST_UNSET_VAR is not set"},
+		{"not an object", `[]`, "admin", "must be a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("a.json", []byte(`{"mcpServers": {}, "admin": `+tc.admin+`}`))
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.File != "a.json" || ce.Key != tc.key || !strings.Contains(ce.Reason, tc.reason) {
+				t.Errorf("got %v, want key %q and a reason with %q", err, tc.key, tc.reason)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

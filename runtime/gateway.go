@@ -44,6 +44,14 @@ type Options struct {
 	// PolicyCacheDir holds compiled policy modules across restarts; empty
 	// means <user cache dir>/edge-mcp/wasm.
 	PolicyCacheDir string
+	// StateDir holds uploaded modules and run-time attachments when the
+	// config has no admin.state_dir; empty means none (uploads are refused).
+	StateDir string
+	// RecordDir, when set, receives the (redacted) input of every policy
+	// hook call, one file each, for edge-mcp policy test to replay.
+	RecordDir string
+	// AuditHook, when set, receives every admin audit record (tests).
+	AuditHook func(AuditAdmin)
 }
 
 // HealthOptions configure how connected upstreams are checked with MCP ping.
@@ -56,23 +64,22 @@ type HealthOptions struct {
 // Gateway is one running edge-mcp instance. Create it with New, then Start;
 // Close stops it.
 type Gateway struct {
-	cfg  *Config
+	cfgp atomic.Pointer[Config] // the running configuration; replaced on reload
 	opts Options
 	log  *slog.Logger
 
-	upstreams []*upstream
-	byName    map[string]*upstream
-	reserved  [numKinds]map[string]string
+	ups      atomic.Pointer[upstreamSet] // replaced whole on reload
+	reserved [numKinds]map[string]string
 
 	cat    atomic.Pointer[catalogue]
 	events *events
 	// senders write forwarded requests upstream.
 	senders *workers
-	engine  *policy.Engine
-	chain   atomic.Pointer[policy.Chain] // nil: no policies
+	pol     policies
 
-	mu       sync.Mutex // guards the fields below
-	offers   []*upstreamLists
+	reloadMu sync.Mutex // serializes reloads
+
+	mu       sync.Mutex // guards the fields below and upstream.offer
 	gen      uint64
 	sessions map[*session]struct{}
 	subs     map[string]map[*session]struct{} // resource URI → subscribed sessions
@@ -104,54 +111,29 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		opts.Health.Misses = 3
 	}
 	g := &Gateway{
-		cfg: cfg, opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
-		byName:   make(map[string]*upstream),
+		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 		sessions: make(map[*session]struct{}),
 		subs:     make(map[string]map[*session]struct{}),
 	}
+	g.cfgp.Store(cfg)
 	g.reserved[kindTools] = cfg.Reserved.Tools
 	g.reserved[kindPrompts] = cfg.Reserved.Prompts
-	for i, sc := range cfg.Servers {
-		t, err := g.transportFor(sc)
+	set := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
+	for _, sc := range cfg.Servers {
+		u, err := g.newUpstream(sc)
 		if err != nil {
-			return nil, fmt.Errorf("server %q: %w", sc.Name, err)
+			return nil, err
 		}
-		u := &upstream{
-			g: g, index: i, name: sc.Name, prefix: sc.Prefix, cfg: sc, transport: t,
-			log: g.log.With("server_name", sc.Name), state: StateDisconnected,
-		}
-		if u.cfg.Timeout <= 0 {
-			u.cfg.Timeout = 60 * time.Second
-		}
-		u.health = g.opts.Health
-		if sc.HealthInterval > 0 {
-			u.health.Interval = sc.HealthInterval
-		}
-		if sc.HealthTimeout > 0 {
-			u.health.Timeout = sc.HealthTimeout
-		}
-		if sc.HealthMisses > 0 {
-			u.health.Misses = sc.HealthMisses
-		}
-		if sc.TypeInferred && sc.Type == "streamable-http" {
-			if _, overridden := g.opts.Transports[sc.Name]; !overridden {
-				sse := sc
-				sse.Type = "sse"
-				if u.fallback, err = g.transportFor(sse); err != nil {
-					return nil, fmt.Errorf("server %q: %w", sc.Name, err)
-				}
-			}
-		}
-		g.upstreams = append(g.upstreams, u)
-		g.byName[sc.Name] = u
+		set.list = append(set.list, u)
+		set.byName[sc.Name] = u
 	}
-	if err := g.loadPolicies(cfg); err != nil {
+	g.ups.Store(set)
+	if err := g.openPolicies(cfg); err != nil {
 		return nil, err
 	}
 	g.events.observe = g.observe
-	g.events.wants = func() bool { return g.chain.Load().Hooks().Has(policy.HookEvent) }
-	g.offers = make([]*upstreamLists, len(g.upstreams))
-	g.cat.Store(buildCatalogue(0, g.upstreams, g.offers, g.reserved, g.opts.PageSize, g.log))
+	g.events.wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
+	g.cat.Store(buildCatalogue(0, set.list, make([]*upstreamLists, len(set.list)), g.reserved, g.opts.PageSize, g.log))
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
 		Logger:         g.log,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
@@ -171,6 +153,54 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		AllowedHosts:    cfg.AllowedHosts,
 	})
 	return g, nil
+}
+
+// upstreamSet is the configured upstreams, in config order. It is immutable:
+// a reload builds a new set and swaps it in.
+type upstreamSet struct {
+	list   []*upstream
+	byName map[string]*upstream
+}
+
+// config returns the running configuration.
+func (g *Gateway) config() *Config { return g.cfgp.Load() }
+
+// upstreams returns the current set of upstreams.
+func (g *Gateway) upstreams() *upstreamSet { return g.ups.Load() }
+
+// newUpstream prepares (but does not start) the upstream of sc.
+func (g *Gateway) newUpstream(sc ServerConfig) (*upstream, error) {
+	t, err := g.transportFor(sc)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", sc.Name, err)
+	}
+	u := &upstream{
+		g: g, name: sc.Name, prefix: sc.Prefix, cfg: sc, orig: sc, transport: t,
+		log: g.log.With("server_name", sc.Name), state: StateDisconnected, done: make(chan struct{}),
+	}
+	if u.cfg.Timeout <= 0 {
+		u.cfg.Timeout = 60 * time.Second
+	}
+	u.health = g.opts.Health
+	if sc.HealthInterval > 0 {
+		u.health.Interval = sc.HealthInterval
+	}
+	if sc.HealthTimeout > 0 {
+		u.health.Timeout = sc.HealthTimeout
+	}
+	if sc.HealthMisses > 0 {
+		u.health.Misses = sc.HealthMisses
+	}
+	if sc.TypeInferred && sc.Type == "streamable-http" {
+		if _, overridden := g.opts.Transports[sc.Name]; !overridden {
+			sse := sc
+			sse.Type = "sse"
+			if u.fallback, err = g.transportFor(sse); err != nil {
+				return nil, fmt.Errorf("server %q: %w", sc.Name, err)
+			}
+		}
+	}
+	return u, nil
 }
 
 // transportFor picks the client transport for a configured server.
@@ -274,13 +304,21 @@ func (b *idleBody) Close() error {
 // down.
 func (g *Gateway) Start(ctx context.Context) {
 	g.ctx, g.cancel = context.WithCancel(ctx)
-	for _, u := range g.upstreams {
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			u.run(g.ctx)
-		}()
+	for _, u := range g.upstreams().list {
+		g.startUpstream(u)
 	}
+}
+
+// startUpstream runs u until the gateway closes or u is stopped.
+func (g *Gateway) startUpstream(u *upstream) {
+	ctx, cancel := context.WithCancel(g.ctx)
+	u.stopRun = cancel
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer close(u.done)
+		u.run(ctx)
+	}()
 }
 
 // WaitReady blocks until every upstream has connected or failed at least
@@ -288,7 +326,7 @@ func (g *Gateway) Start(ctx context.Context) {
 func (g *Gateway) WaitReady(ctx context.Context) error {
 	for {
 		ready := true
-		for _, u := range g.upstreams {
+		for _, u := range g.upstreams().list {
 			u.mu.Lock()
 			if u.state == StateConnecting || u.state == StateDisconnected {
 				ready = false
@@ -336,7 +374,7 @@ func (g *Gateway) Close() error {
 	}
 	g.wg.Wait()
 	g.senders.close()
-	return errors.Join(err, g.closePolicies())
+	return errors.Join(err, g.pol.close())
 }
 
 // catalogue returns the current snapshot.
@@ -346,7 +384,7 @@ func (g *Gateway) catalogue() *catalogue { return g.cat.Load() }
 // publishes a new catalogue snapshot.
 func (g *Gateway) setOffer(u *upstream, offer *upstreamLists) {
 	g.mu.Lock()
-	g.offers[u.index] = offer
+	u.offer = offer
 	g.publishLocked()
 }
 
@@ -354,13 +392,13 @@ func (g *Gateway) setOffer(u *upstream, offer *upstreamLists) {
 func (g *Gateway) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists) {
 	g.mu.Lock()
 	next := &upstreamLists{}
-	if cur := g.offers[u.index]; cur != nil {
+	if cur := u.offer; cur != nil {
 		*next = *cur
 	}
 	for _, k := range kinds {
 		next[k] = fresh[k]
 	}
-	g.offers[u.index] = next
+	u.offer = next
 	g.publishLocked()
 }
 
@@ -369,7 +407,12 @@ func (g *Gateway) updateOffer(u *upstream, kinds []listKind, fresh *upstreamList
 func (g *Gateway) publishLocked() {
 	g.gen++
 	old := g.cat.Load()
-	next := buildCatalogue(g.gen, g.upstreams, g.offers, g.reserved, g.opts.PageSize, g.log)
+	ups := g.upstreams().list
+	offers := make([]*upstreamLists, len(ups))
+	for i, u := range ups {
+		offers[i] = u.offer
+	}
+	next := buildCatalogue(g.gen, ups, offers, g.reserved, g.opts.PageSize, g.log)
 	g.cat.Store(next)
 	sessions := make([]*session, 0, len(g.sessions))
 	for s := range g.sessions {
@@ -532,11 +575,15 @@ type ServerStatus struct {
 
 // Status reports every upstream, in config order.
 func (g *Gateway) Status() []ServerStatus {
+	ups := g.upstreams().list
 	g.mu.Lock()
-	offers := append([]*upstreamLists(nil), g.offers...)
+	offers := make([]*upstreamLists, len(ups))
+	for i, u := range ups {
+		offers[i] = u.offer
+	}
 	g.mu.Unlock()
-	out := make([]ServerStatus, 0, len(g.upstreams))
-	for i, u := range g.upstreams {
+	out := make([]ServerStatus, 0, len(ups))
+	for i, u := range ups {
 		u.mu.Lock()
 		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: u.state, Retries: u.retries, LastError: u.lastErr, LastHealthCheck: u.lastHealth}
 		if u.state == StateFailed {
@@ -569,7 +616,7 @@ type PolicyStatus struct {
 // PolicyStatus reports every attached policy module, in chain order.
 func (g *Gateway) PolicyStatus() []PolicyStatus {
 	var out []PolicyStatus
-	for _, st := range g.chain.Load().Stats() {
+	for _, st := range g.pol.stats() {
 		out = append(out, PolicyStatus{Name: st.Name, Digest: st.Digest, ABIVersion: st.ABIVersion, Healthy: st.Healthy,
 			Calls: st.Calls, Failures: st.Failures, Instances: st.Instances, LastError: st.LastError})
 	}

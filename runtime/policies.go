@@ -1,13 +1,9 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
@@ -18,59 +14,25 @@ import (
 // results pass through the Wasm modules attached to them. A tool no policy
 // matches never reaches the policy package beyond one memoised lookup.
 
-// loadPolicies compiles and configures the modules of cfg.Policies.
-func (g *Gateway) loadPolicies(cfg *Config) error {
-	if len(cfg.Policies) == 0 {
-		return nil
-	}
-	dir := g.opts.PolicyCacheDir
-	if dir == "" {
-		if base, err := os.UserCacheDir(); err == nil {
-			dir = filepath.Join(base, "edge-mcp", "wasm")
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	engine, err := policy.NewEngine(ctx, policy.EngineConfig{CacheDir: dir, Logger: g.log})
-	if err != nil {
-		return fmt.Errorf("starting the policy engine: %w", err)
-	}
-	chain, err := engine.LoadChain(ctx, cfg.Policies, nil)
-	if err != nil {
-		engine.Close(ctx)
-		return fmt.Errorf("loading policies: %w", err)
-	}
-	g.engine = engine
-	g.chain.Store(chain)
-	return nil
-}
-
-// closePolicies closes the chain's modules, then the engine.
-func (g *Gateway) closePolicies() error {
-	var err error
-	if ch := g.chain.Swap(nil); ch != nil {
-		err = ch.Close()
-	}
-	if g.engine != nil {
-		err = errors.Join(err, g.engine.Close(context.Background()))
-	}
-	return err
-}
-
 // toolView returns the tools list the session sees: the catalogue's, or,
 // when a module filters the catalogue, the session's own view of it (built
 // once per catalogue snapshot and chain).
 func (s *session) toolView(cat *catalogue) *catalogue {
-	ch := s.g.chain.Load()
-	if !ch.Hooks().Has(policy.HookToolsList) {
+	pg := s.g.pol.current()
+	if !pg.hooks().Has(policy.HookToolsList) {
 		return cat
 	}
 	s.mu.Lock()
 	v := s.view
 	s.mu.Unlock()
-	if v != nil && v.gen == cat.gen && v.chain == ch {
+	if v != nil && v.gen == cat.gen && v.pol == pg {
 		return v.cat
 	}
+	if pg = s.g.pol.acquire(); pg == nil {
+		return cat
+	}
+	defer s.g.pol.release(pg)
+	ch := pg.chain
 	entries := make([]policy.ToolEntry, len(cat.lists[kindTools]))
 	for i, it := range cat.lists[kindTools] {
 		entries[i] = policy.ToolEntry{Server: it.up.name, Name: it.name, Tool: it.raw}
@@ -103,37 +65,44 @@ func (s *session) toolView(cat *catalogue) *catalogue {
 	}
 	vc.pages[kindTools] = encodePages(kindTools, vc.lists[kindTools], s.g.opts.PageSize)
 	s.mu.Lock()
-	s.view = &sessionView{gen: cat.gen, chain: ch, cat: vc}
+	s.view = &sessionView{gen: cat.gen, pol: pg, cat: vc}
 	s.mu.Unlock()
 	return vc
 }
 
 // sessionView caches a session's policy-filtered tools list.
 type sessionView struct {
-	gen   uint64
-	chain *policy.Chain
-	cat   *catalogue
+	gen uint64
+	pol *policyGen
+	cat *catalogue
 }
 
 // callTool runs the tool_call policies of a call, then forwards it as they
 // decided: allowed (arguments possibly rewritten), routed to another server,
-// or denied with the module's reason.
-func (s *session) callTool(req *jsonrpc.Request, it *item, params json.RawMessage, ch *policy.Chain) {
+// or denied with the module's reason. It owns pg's reference: the call's
+// result is filtered by the same generation, which is released when the
+// call ends.
+func (s *session) callTool(req *jsonrpc.Request, it *item, params json.RawMessage, pg *policyGen) {
+	ch := pg.chain
+	done := func() { s.g.pol.release(pg) }
 	args, _, _ := wire.Field(params, "arguments")
 	target, tool := it.up, it.name
 	if ch.Hooks().Has(policy.HookToolCall) {
 		d, err := ch.ToolCall(s.ctx, policy.CallInput{Client: s.client, Server: it.up.name, Tool: it.name, Arguments: args})
 		if err != nil {
+			done()
 			s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: policy check ended: %v", err)
 			return
 		}
 		switch d.Action {
 		case policy.Deny:
+			done()
 			s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: policy %q denied this call: %s", d.Module, d.Reason)))
 			return
 		case policy.Route:
-			target = s.g.byName[d.Server]
+			target = s.g.upstreams().byName[d.Server]
 			if target == nil {
+				done()
 				s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: policy %q routed the call to unknown server %q", d.Module, d.Server)
 				return
 			}
@@ -145,6 +114,7 @@ func (s *session) callTool(req *jsonrpc.Request, it *item, params json.RawMessag
 			args = d.Arguments
 			var err error
 			if params, err = wire.SetField(params, "arguments", d.Arguments); err != nil {
+				done()
 				s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: applying policy %q: %v", d.Module, err)
 				return
 			}
@@ -153,11 +123,18 @@ func (s *session) callTool(req *jsonrpc.Request, it *item, params json.RawMessag
 	if tool != it.name || target != it.up || it.exposed != it.name {
 		var err error
 		if params, err = wire.SetField(params, "name", wire.AppendString(nil, tool)); err != nil {
+			done()
 			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 			return
 		}
 	}
-	s.forward(req, target, params, forwardInfo{tool: it.exposed, upName: tool, args: args, chain: ch, kind: kindTools})
+	info := forwardInfo{tool: it.exposed, upName: tool, args: args, kind: kindTools}
+	if resultPolicy(ch, kindTools, target.name, tool) {
+		info.pol = pg // released when the call ends
+	} else {
+		done()
+	}
+	s.forward(req, target, params, info)
 }
 
 // toolError is a CallToolResult that reports an error to the model.
@@ -182,13 +159,14 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 		res json.RawMessage
 		err error
 	)
+	ch := c.pol.chain
 	switch c.kind {
 	case kindTools:
-		res, err = c.chain.ToolResult(s.ctx, policy.ResultInput{Client: s.client, Server: c.server, Tool: c.upName, Arguments: c.args, Result: resp.Result})
+		res, err = ch.ToolResult(s.ctx, policy.ResultInput{Client: s.client, Server: c.server, Tool: c.upName, Arguments: c.args, Result: resp.Result})
 	case kindPrompts:
-		res, err = c.chain.PromptResult(s.ctx, policy.PromptInput{Client: s.client, Server: c.server, Prompt: c.upName, Arguments: c.args, Result: resp.Result})
+		res, err = ch.PromptResult(s.ctx, policy.PromptInput{Client: s.client, Server: c.server, Prompt: c.upName, Arguments: c.args, Result: resp.Result})
 	case kindResources:
-		res, err = c.chain.ResourceResult(s.ctx, policy.ResourceInput{Client: s.client, Server: c.server, URI: c.upName, Result: resp.Result})
+		res, err = ch.ResourceResult(s.ctx, policy.ResourceInput{Client: s.client, Server: c.server, URI: c.upName, Result: resp.Result})
 	}
 	var denied *policy.DeniedError
 	switch {
@@ -204,8 +182,7 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 // observe hands a gateway event to the modules with an event hook, off the
 // request path.
 func (g *Gateway) observe(ev Event) {
-	ch := g.chain.Load()
-	if !ch.Hooks().Has(policy.HookEvent) {
+	if !g.pol.hooks().Has(policy.HookEvent) {
 		return
 	}
 	pev := policy.Event{Kind: ev.Type, Server: ev.Server, Tool: ev.Tool, Duration: ev.Duration,
@@ -213,5 +190,12 @@ func (g *Gateway) observe(ev Event) {
 	if ev.Type == EventServerDisconnected {
 		pev.Error = ev.Reason
 	}
-	go ch.Event(g.ctx, pev) //nolint:errcheck // failures are logged and counted by the module
+	pg := g.pol.acquire()
+	if pg == nil {
+		return
+	}
+	go func() {
+		defer g.pol.release(pg)
+		pg.chain.Event(g.ctx, pev) //nolint:errcheck // failures are logged and counted by the module
+	}()
 }

@@ -100,6 +100,7 @@ func (s *session) close() {
 			if t := c.timer.Load(); t != nil {
 				t.Stop()
 			}
+			s.g.pol.release(c.pol)
 			f.l.notify("notifications/cancelled", cancelParams(f.id, "client disconnected"))
 		}
 	}
@@ -249,7 +250,7 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 		reason, _ := wire.String(n.Params, "reason")
 		s.cancelCall(id, reason)
 	case "notifications/roots/list_changed":
-		for _, u := range s.g.upstreams {
+		for _, u := range s.g.upstreams().list {
 			if l := u.current(); l != nil {
 				l.notify(n.Method, n.Params)
 			}
@@ -271,6 +272,7 @@ func (s *session) cancelCall(id jsonrpc.ID, reason string) {
 		if t := c.timer.Load(); t != nil {
 			t.Stop()
 		}
+		s.g.pol.release(c.pol)
 		if reason == "" {
 			reason = "cancelled by the client"
 		}
@@ -284,10 +286,15 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 	delete(s.inflight, c.origID)
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
-	if c.chain != nil && resp.Error == nil {
+	switch {
+	case c.pol != nil && resp.Error == nil:
 		// Result policies may take a while: off the upstream's read loop.
-		go func() { s.write(s.ctx, s.filterResult(c, out)) }()
-	} else {
+		go func() {
+			defer s.g.pol.release(c.pol)
+			s.write(s.ctx, s.filterResult(c, out))
+		}()
+	default:
+		s.g.pol.release(c.pol)
 		s.write(s.ctx, out)
 	}
 	if c.tool != "" && s.g.events.wanted(slog.LevelInfo) {
@@ -385,7 +392,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	s.caps.roots = p.Capabilities.Roots != nil
 	version := supportedVersion(p.ProtocolVersion)
 	var instructions string
-	for _, u := range s.g.upstreams {
+	for _, u := range s.g.upstreams().list {
 		if l := u.current(); l != nil && l.instructions != "" {
 			instructions += u.name + ": " + l.instructions + "\n"
 		}
@@ -446,10 +453,12 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
 		return
 	}
-	ch := s.g.chain.Load()
-	if k == kindTools && len(ch.Match(it.up.name, it.name)) > 0 {
-		go s.callTool(req, it, req.Params, ch) // modules may take a while: off the read loop
-		return
+	var pg *policyGen
+	if cur := s.g.pol.current(); cur != nil && len(cur.chain.Match(it.up.name, it.name)) > 0 {
+		if pg = s.g.pol.acquire(); pg != nil && k == kindTools && len(pg.chain.Match(it.up.name, it.name)) > 0 {
+			go s.callTool(req, it, req.Params, pg) // modules may take a while: off the read loop
+			return
+		}
 	}
 	params := req.Params
 	if it.name != it.exposed {
@@ -463,9 +472,13 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 	if k == kindTools {
 		info.tool = name
 	}
-	if resultPolicy(ch, k, it.up.name, it.name) {
-		info.chain = ch
-		info.args, _, _ = wire.Field(params, "arguments")
+	if pg != nil {
+		if resultPolicy(pg.chain, k, it.up.name, it.name) {
+			info.pol = pg // released when the call ends
+			info.args, _, _ = wire.Field(params, "arguments")
+		} else {
+			s.g.pol.release(pg)
+		}
 	}
 	s.forward(req, it.up, params, info)
 }
@@ -483,8 +496,14 @@ func (s *session) forwardURI(req *jsonrpc.Request) {
 		return
 	}
 	info := forwardInfo{kind: kindResources, upName: uri}
-	if ch := s.g.chain.Load(); resultPolicy(ch, kindResources, u.name, uri) {
-		info.chain = ch
+	if cur := s.g.pol.current(); cur != nil && resultPolicy(cur.chain, kindResources, u.name, uri) {
+		if pg := s.g.pol.acquire(); pg != nil {
+			if resultPolicy(pg.chain, kindResources, u.name, uri) {
+				info.pol = pg // released when the call ends
+			} else {
+				s.g.pol.release(pg)
+			}
+		}
 	}
 	s.forward(req, u, req.Params, info)
 }
@@ -577,7 +596,7 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 	}
 	s.logLevel.Store(int32(i))
 	var wg sync.WaitGroup
-	for _, u := range s.g.upstreams {
+	for _, u := range s.g.upstreams().list {
 		l := u.current()
 		if l == nil {
 			continue
@@ -609,32 +628,38 @@ type forwardInfo struct {
 	kind   listKind
 	upName string          // upstream tool or prompt name, or resource URI
 	args   json.RawMessage // the call's arguments, for result policies
-	chain  *policy.Chain   // non-nil when the result passes through policies
+	pol    *policyGen      // non-nil when the result passes through policies; the call holds a reference
 }
 
 func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
 	l := u.current()
 	if l == nil {
+		s.g.pol.release(info.pol)
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
 		return
 	}
 	c := &call{method: req.Method, start: time.Now(), sess: s, origID: req.ID, tool: info.tool, server: u.name,
-		kind: info.kind, upName: info.upName, args: info.args, chain: info.chain}
+		kind: info.kind, upName: info.upName, args: info.args, pol: info.pol}
 	id, ok := l.register(c)
 	if !ok {
+		s.g.pol.release(info.pol)
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
 		return
 	}
 	params, err := s.rewriteMeta(params, c, id)
 	if err != nil {
-		l.take(id)
+		if l.take(id) != nil {
+			s.g.pol.release(info.pol)
+		}
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 		return
 	}
 	s.mu.Lock()
 	if _, dup := s.inflight[req.ID]; dup || s.closed {
 		s.mu.Unlock()
-		l.take(id)
+		if l.take(id) != nil {
+			s.g.pol.release(info.pol)
+		}
 		s.replyError(req.ID, jsonrpc.CodeInvalidRequest, "request id %v is already in flight", req.ID.Raw())
 		return
 	}
@@ -645,6 +670,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		if l.take(id) == nil {
 			return
 		}
+		s.g.pol.release(info.pol)
 		s.mu.Lock()
 		delete(s.inflight, req.ID)
 		s.mu.Unlock()

@@ -193,7 +193,7 @@ func TestStdioRestartsLeaveNoZombies(t *testing.T) {
 		`"s": {"command": "sh", "args": ["-c", "echo 'everything-server starting (banner)'; exec %s"], "retry_initial": 0.01, "retry_max": 0.05}`, bin)), Options{})
 	cs := connect(t, url, nil)
 	pid := func() int {
-		l := g.upstreams[0].current()
+		l := g.upstreams().list[0].current()
 		if l == nil {
 			return 0
 		}

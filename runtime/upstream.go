@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
-	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/transports"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,16 +41,20 @@ const (
 // a time, shared by every downstream session, and replaces it when it fails.
 type upstream struct {
 	g         *Gateway
-	index     int // position in config order
 	name      string
 	prefix    string
 	cfg       ServerConfig
+	orig      ServerConfig // cfg as configured, to tell whether a reload changed it
 	transport mcp.Transport
 	fallback  mcp.Transport // legacy SSE, tried when streamable HTTP fails for a URL without a type
 	health    HealthOptions
 	log       *slog.Logger
 
 	cur atomic.Pointer[link]
+
+	stopRun func()         // ends run; set by Gateway.startUpstream
+	done    chan struct{}  // closed when run has returned
+	offer   *upstreamLists // what it offers; guarded by g.mu
 
 	mu         sync.Mutex // guards the fields below
 	state      State
@@ -227,7 +230,7 @@ type call struct {
 	kind          listKind        // what the call reads: a tool, prompt or resource
 	upName        string          // upstream tool or prompt name, or resource URI
 	args          json.RawMessage // the call's arguments, for result policies
-	chain         *policy.Chain   // non-nil when the result passes through policies
+	pol           *policyGen      // non-nil when the result passes through policies; released once when the call ends
 	timer         atomic.Pointer[time.Timer]
 }
 

@@ -7,6 +7,8 @@
 //	edge-mcp serve --config FILE [--listen ADDR]
 //	edge-mcp stdio [--config FILE]            serve one client on stdin/stdout
 //	edge-mcp status [--url URL]
+//	edge-mcp module push FILE.wasm [--name NAME] | ls | rm NAME | rollback NAME   [--admin URL] [--token T]
+//	edge-mcp policy test MODULE.wasm --hook HOOK --input CASE.json [--config CFG.json]
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -48,17 +51,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serveStdio(ctx, args, os.Stdin, stdout, stderr)
 	case "status":
 		return status(ctx, args, stdout)
+	case "module":
+		return moduleCmd(ctx, args, stdout, stderr)
+	case "policy":
+		return policyCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "edge-mcp", gateway.Version)
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want serve, status or version)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, stdio, status, module, policy or version)", cmd)
 	}
 }
 
 // setup loads the config (or the demo), makes the logger (always on
 // stderr) and builds the gateway.
-func setup(configPath string, stderr io.Writer) (*gateway.Gateway, *gateway.Config, *slog.Logger, error) {
+func setup(configPath string, stderr io.Writer, extra func(*gateway.Options)) (*gateway.Gateway, *gateway.Config, *slog.Logger, error) {
 	var (
 		cfg  *gateway.Config
 		opts gateway.Options
@@ -75,6 +82,9 @@ func setup(configPath string, stderr io.Writer) (*gateway.Gateway, *gateway.Conf
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts.Logger = log
+	if extra != nil {
+		extra(&opts)
+	}
 	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		return nil, nil, nil, err
@@ -91,7 +101,7 @@ func serveStdio(ctx context.Context, args []string, stdin io.ReadCloser, stdout 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	g, _, log, err := setup(*configPath, stderr)
+	g, _, log, err := setup(*configPath, stderr, nil)
 	if err != nil {
 		return err
 	}
@@ -121,10 +131,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "config file (JSON); none: the built-in demo")
 	listen := fs.String("listen", "", "listen address (overrides the config's listen; default 127.0.0.1:8080)")
+	adminAddr := fs.String("admin", "", "admin API listen address, or \"off\" (overrides the config's admin.listen; default "+defaultAdminListen+")")
+	stateDir := fs.String("state-dir", defaultStateDir(), "folder of uploaded modules and run-time attachments (the config's admin.state_dir wins)")
+	record := fs.String("record", "", "write the redacted input of every policy hook call to this folder, for edge-mcp policy test")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	g, cfg, log, err := setup(*configPath, stderr)
+	g, cfg, log, err := setup(*configPath, stderr, func(o *gateway.Options) {
+		o.StateDir = *stateDir
+		o.RecordDir = *record
+	})
 	if err != nil {
 		return err
 	}
@@ -135,9 +151,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	adminLn, err := listenAdmin(*adminAddr, cfg, log)
+	if err != nil {
+		ln.Close()
+		g.Close()
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	g.Start(ctx)
+	reloadOnSIGHUP(ctx, g, log)
+	if cfg.Path != "" && (cfg.Admin.WatchConfig == nil || *cfg.Admin.WatchConfig) {
+		if err := g.WatchConfig(ctx); err != nil {
+			log.Warn("not watching the config file; reload with SIGHUP", "err", err)
+		}
+	}
 	// Give the upstreams a moment, so the first clients see a full
 	// catalogue; the slow ones join later with list_changed.
 	readyCtx, readyCancel := context.WithTimeout(ctx, 5*time.Second)
@@ -147,8 +175,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	readyCancel()
 
 	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var adminSrv *http.Server
+	if adminLn != nil {
+		adminSrv = &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- adminSrv.Serve(adminLn) }()
+	}
 
 	url := "http://" + ln.Addr().String() + "/mcp"
 	if *configPath == "" {
@@ -158,6 +191,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  connect an MCP client (streamable HTTP) to %s\n", url)
 	fmt.Fprintf(stdout, "  e.g. claude mcp add --transport http edge %s\n", url)
 	fmt.Fprintf(stdout, "  status: curl http://%s/status\n", ln.Addr())
+	if adminLn != nil {
+		fmt.Fprintf(stdout, "  admin API: http://%s/admin/modules\n", adminLn.Addr())
+	}
 
 	select {
 	case err := <-errc:
@@ -169,7 +205,72 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdownCtx)
+	if adminSrv != nil {
+		adminSrv.Shutdown(shutdownCtx)
+	}
 	return g.Close()
+}
+
+const defaultAdminListen = "127.0.0.1:9090"
+
+// listenAdmin opens the admin API's listener: the flag, else the config,
+// else the default. An address given explicitly must work; the default is
+// skipped with a warning when taken. A non-loopback address needs a token.
+func listenAdmin(flagAddr string, cfg *gateway.Config, log *slog.Logger) (net.Listener, error) {
+	addr, explicit := flagAddr, true
+	if addr == "" {
+		addr = cfg.Admin.Listen
+	}
+	if addr == "" {
+		addr, explicit = defaultAdminListen, false
+	}
+	if addr == "off" {
+		return nil, nil
+	}
+	if !gateway.LoopbackAddr(addr) && len(cfg.Admin.Tokens) == 0 && os.Getenv("EDGE_MCP_ADMIN_TOKEN") == "" {
+		return nil, fmt.Errorf("admin API on %s: not a loopback address, and no admin token is configured (admin.tokens or EDGE_MCP_ADMIN_TOKEN)", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if explicit {
+			return nil, fmt.Errorf("admin API: listening on %s: %w", addr, err)
+		}
+		log.Warn("admin API not started: its default address is taken (set --admin)", "addr", addr, "err", err)
+		return nil, nil
+	}
+	return ln, nil
+}
+
+// defaultStateDir is $XDG_STATE_HOME/edge-mcp, else ~/.local/state/edge-mcp.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "edge-mcp")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "edge-mcp")
+	}
+	return ""
+}
+
+// reloadOnSIGHUP reloads the config file on every SIGHUP until ctx ends.
+func reloadOnSIGHUP(ctx context.Context, g *gateway.Gateway, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if res, err := g.ReloadFile(ctx); err != nil {
+					log.Error("SIGHUP: config reload rejected; the running configuration stays", "err", err)
+				} else {
+					log.Info("SIGHUP: configuration reloaded", "result", res.String())
+				}
+			}
+		}
+	}()
 }
 
 func status(ctx context.Context, args []string, stdout io.Writer) error {
