@@ -458,3 +458,65 @@ func cacheFiles(t *testing.T, dir string) map[string]string {
 	})
 	return out
 }
+
+// TestShadowPolicyAndPromote: a policy attached in shadow mode sees live
+// traffic, its differing decisions are counted, nothing it decides is
+// applied; one call promotes it. Reorder changes which module rewrites
+// last.
+func TestShadowPolicyAndPromote(t *testing.T) {
+	received := make(chan string, 16)
+	up := vaultServer(t, "vault", received)
+	url, admin, _ := adminGateway(t, adminConfig(up, ""), t.TempDir())
+	cs := connect(t, url, nil)
+	for name, wasm := range map[string][]byte{"v1": versionedModule(1), "v2": versionedModule(2)} {
+		if code, body := adminDo(t, "PUT", admin+"/admin/modules/"+name, wasm, nil); code != http.StatusCreated {
+			t.Fatalf("upload %s: %d %v", name, code, body)
+		}
+	}
+	if code, body := adminDo(t, "POST", admin+"/admin/policies", []byte(`{"name":"stamp","module":"v1","tools":["record"],"mode":"shadow"}`), nil); code != http.StatusCreated {
+		t.Fatalf("attach shadow: %d %v", code, body)
+	}
+	callText(t, cs, "record", map[string]any{"text": "original"})
+	if got := <-received; got != "original" {
+		t.Fatalf("a shadow policy changed the call: the upstream got %q", got)
+	}
+	waitFor(t, "the shadow decision to be counted", func() bool {
+		_, body := adminDo(t, "GET", admin+"/admin/policies", nil, nil)
+		p := body["policies"].([]any)[0].(map[string]any)
+		return p["shadow_runs"].(float64) >= 1 && p["shadow_diffs"].(float64) >= 1
+	})
+	if code, body := adminDo(t, "POST", admin+"/admin/policies/stamp/promote", nil, nil); code != 200 {
+		t.Fatalf("promote: %d %v", code, body)
+	}
+	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "r1" || <-received != "v1" {
+		t.Fatalf("after promotion the policy must enforce: %q", txt)
+	}
+	if code, _ := adminDo(t, "POST", admin+"/admin/policies/stamp/promote", nil, nil); code != http.StatusConflict {
+		t.Errorf("promoting an enforcing policy: %d, want 409", code)
+	}
+
+	// Two enforcing stamps: the last in order rewrites last.
+	if code, body := adminDo(t, "POST", admin+"/admin/policies", []byte(`{"name":"stamp2","module":"v2","tools":["record"]}`), nil); code != http.StatusCreated {
+		t.Fatalf("attach: %d %v", code, body)
+	}
+	callText(t, cs, "record", map[string]any{"text": "x"})
+	if got := <-received; got != "v2" {
+		t.Fatalf("order stamp, stamp2: upstream got %q, want v2", got)
+	}
+	if code, body := adminDo(t, "PUT", admin+"/admin/policies/order", []byte(`{"order":["stamp2","stamp"]}`), nil); code != 200 {
+		t.Fatalf("reorder: %d %v", code, body)
+	}
+	callText(t, cs, "record", map[string]any{"text": "x"})
+	if got := <-received; got != "v1" {
+		t.Fatalf("order stamp2, stamp: upstream got %q, want v1", got)
+	}
+	if code, _ := adminDo(t, "PUT", admin+"/admin/policies/order", []byte(`{"order":["stamp"]}`), nil); code != http.StatusUnprocessableEntity {
+		t.Errorf("an order that leaves a policy out: %d, want 422", code)
+	}
+	if code, _ := adminDo(t, "POST", admin+"/admin/policies", []byte(`{"name":"bad","module":"v1","on_error":"maybe"}`), nil); code != http.StatusUnprocessableEntity {
+		t.Errorf("attaching an invalid policy: %d, want 422", code)
+	}
+	if code, _ := adminDo(t, "DELETE", admin+"/admin/policies/nope", nil, nil); code != http.StatusNotFound {
+		t.Errorf("detaching an unknown policy: %d, want 404", code)
+	}
+}

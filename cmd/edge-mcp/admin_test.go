@@ -187,3 +187,11 @@ func customSection(name string) []byte {
 	payload := append([]byte{byte(len(name))}, name...)
 	return append([]byte{0, byte(len(payload))}, payload...)
 }
+
+func TestAdminRefusesNonLoopbackWithoutToken(t *testing.T) {
+	t.Setenv("EDGE_MCP_ADMIN_TOKEN", "")
+	err := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--admin", "0.0.0.0:0"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("got %v, want a refusal naming the reason", err)
+	}
+}
