@@ -61,6 +61,8 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.HandleFunc("PUT /admin/policies/order", g.adminReorder)
 	mux.HandleFunc("POST /admin/policies/{name}/promote", g.adminPromote)
 	mux.HandleFunc("POST /admin/reload", g.adminReload)
+	mux.HandleFunc("GET /admin/tools/pending", g.adminPendingTools)
+	mux.HandleFunc("POST /admin/tools/{server}/{tool}/approve", g.adminApproveTool)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, adminErr(http.StatusNotFound, "not_found", "no admin endpoint %s %s", r.Method, r.URL.Path))
 	})

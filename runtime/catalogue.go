@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/yosida95/uritemplate/v3"
 )
 
@@ -43,6 +44,9 @@ type item struct {
 	exposed  string          // the name clients see (prefixed tools and prompts)
 	raw      json.RawMessage // the definition as the upstream sent it, with the exposed name
 	template *uritemplate.Template
+	// local, when set, answers calls of the item in the gateway itself
+	// (the gateway's own tools); up is nil then.
+	local func(s *session, req *jsonrpc.Request)
 }
 
 // upstreamLists is what one upstream currently offers, in its own order.
@@ -56,6 +60,9 @@ type catalogue struct {
 	lists [numKinds][]*item
 	index [numKinds]map[string]*item // exposed name, URI or template → item
 	pages [numKinds][]json.RawMessage
+	// deferred are the tools of a session's view left out of its tools
+	// list: callable by name, found by search.
+	deferred []*item
 }
 
 // buildCatalogue merges the offers of ups (in config order). Names pinned by

@@ -19,6 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/audit"
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
+	"github.com/edge-mcp/edge-mcp/internal/pinning"
+	"github.com/edge-mcp/edge-mcp/internal/schema"
+	"github.com/edge-mcp/edge-mcp/internal/telemetry"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/transports"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -76,8 +81,18 @@ type Gateway struct {
 	// senders write forwarded requests upstream.
 	senders *workers
 	pol     policies
+	guard   atomic.Pointer[guard] // admission settings of the running config
+
+	metrics   *metrics.Metrics    // nil: metrics off
+	auditLog  *audit.Logger       // nil: no audit log
+	tracer    *telemetry.Tracer   // nil: tracing off
+	validator *schema.Validator   // tool arguments against inputSchema
+	pins      *pinning.Store      // tool definitions first seen
 
 	reloadMu sync.Mutex // serializes reloads
+	owners   sync.Map   // downstream session id → identity name that opened it
+	// pinLogged remembers which changed tool definitions were logged.
+	pinLogged sync.Map
 
 	mu       sync.Mutex // guards the fields below and upstream.offer
 	gen      uint64
@@ -128,7 +143,18 @@ func New(cfg *Config, opts Options) (*Gateway, error) {
 		set.byName[sc.Name] = u
 	}
 	g.ups.Store(set)
+	if err := g.openObservability(cfg); err != nil {
+		return nil, err
+	}
+	gd, err := newGuard(context.Background(), cfg, opts)
+	if err != nil {
+		g.closeObservability()
+		return nil, err
+	}
+	g.guard.Store(gd)
 	if err := g.openPolicies(cfg); err != nil {
+		gd.close()
+		g.closeObservability()
 		return nil, err
 	}
 	g.events.observe = g.observe
@@ -344,18 +370,6 @@ func (g *Gateway) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Handler returns the downstream HTTP handler: streamable HTTP at /mcp,
-// legacy HTTP+SSE at /sse (its POST endpoint too), WebSocket (subprotocol
-// mcp) at /ws, and the status document at /status.
-func (g *Gateway) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", g.http)
-	mux.Handle("/sse", g.sse)
-	mux.Handle("/ws", g.ws)
-	mux.HandleFunc("GET /status", g.serveStatus)
-	return mux
-}
-
 // Close disconnects every session and upstream and waits for the gateway's
 // goroutines to end.
 func (g *Gateway) Close() error {
@@ -374,7 +388,9 @@ func (g *Gateway) Close() error {
 	}
 	g.wg.Wait()
 	g.senders.close()
-	return errors.Join(err, g.pol.close())
+	err = errors.Join(err, g.pol.close())
+	g.guard.Load().close()
+	return errors.Join(err, g.closeObservability())
 }
 
 // catalogue returns the current snapshot.
@@ -410,7 +426,7 @@ func (g *Gateway) publishLocked() {
 	ups := g.upstreams().list
 	offers := make([]*upstreamLists, len(ups))
 	for i, u := range ups {
-		offers[i] = u.offer
+		offers[i] = g.pinOffer(u, u.offer)
 	}
 	next := buildCatalogue(g.gen, ups, offers, g.reserved, g.opts.PageSize, g.log)
 	g.cat.Store(next)
@@ -444,6 +460,10 @@ func (g *Gateway) accept(conn transports.Connection) { go g.ServeConn(conn) }
 // called.
 func (g *Gateway) ServeConn(conn transports.Connection) {
 	s := newSession(g, conn)
+	if sid := conn.SessionID(); sid != "" {
+		g.owners.Store(sid, s.id.Name)
+	}
+	g.metrics.SessionOpened(s.transport)
 	g.mu.Lock()
 	g.sessions[s] = struct{}{}
 	g.mu.Unlock()
@@ -451,6 +471,10 @@ func (g *Gateway) ServeConn(conn transports.Connection) {
 }
 
 func (g *Gateway) removeSession(s *session) {
+	if sid := s.conn.SessionID(); sid != "" {
+		g.owners.Delete(sid)
+	}
+	g.metrics.SessionClosed(s.transport)
 	g.mu.Lock()
 	delete(g.sessions, s)
 	var unsub []string

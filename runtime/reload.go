@@ -103,6 +103,15 @@ func (g *Gateway) Reload(ctx context.Context, cfg *Config) (ReloadResult, error)
 		}
 	}
 
+	// Admission settings: auth keys, access lists, limits, tool rules.
+	gd, err := newGuard(ctx, cfg, g.opts)
+	if err != nil {
+		return ReloadResult{}, err
+	}
+	if old.Audit != cfg.Audit || !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) || !reflect.DeepEqual(old.Observability.Metrics, cfg.Observability.Metrics) {
+		res.RestartNeeded = append(res.RestartNeeded, "audit/telemetry/metrics")
+	}
+
 	// Policies next: a module that fails to load rejects the reload.
 	if !reflect.DeepEqual(old.Policies, cfg.Policies) {
 		p := &g.pol
@@ -115,6 +124,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg *Config) (ReloadResult, error)
 		}
 		p.mu.Unlock()
 		if err != nil {
+			gd.close()
 			return ReloadResult{}, &ConfigError{File: cfg.Path, Key: "policies", Reason: err.Error()}
 		}
 		res.Policies = true
@@ -123,11 +133,20 @@ func (g *Gateway) Reload(ctx context.Context, cfg *Config) (ReloadResult, error)
 	// Commit: swap the upstream set and the config, publish, start the new
 	// upstreams and let the leaving ones drain.
 	g.cfgp.Store(cfg)
+	g.guard.Swap(gd).close()
 	g.mu.Lock()
 	g.reserved[kindTools] = cfg.Reserved.Tools
 	g.reserved[kindPrompts] = cfg.Reserved.Prompts
 	g.ups.Store(next)
 	g.publishLocked()
+	if !reflect.DeepEqual(old.Access, cfg.Access) || !reflect.DeepEqual(old.ToolRules, cfg.ToolRules) {
+		// What each session may see changed without the catalogue changing.
+		g.mu.Lock()
+		for s := range g.sessions {
+			go s.listChanged(listKinds[kindTools].changed)
+		}
+		g.mu.Unlock()
+	}
 	for _, u := range added {
 		g.startUpstream(u)
 	}

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/transports"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // noID is the zero id: "related to no request".
@@ -37,8 +40,10 @@ type session struct {
 	logLevel    atomic.Int32 // index into logLevels; -1: not set
 	caps        struct{ sampling, elicitation, roots bool }
 
-	nextOut atomic.Int64
-	client  policy.Client // who is calling, as policy modules see it
+	nextOut   atomic.Int64
+	client    policy.Client // who is calling, as policy modules see it
+	id        auth.Identity // who is calling, as authentication said
+	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
 
 	mu       sync.Mutex
 	view     *sessionView                     // policy-filtered tools list, when a module filters
@@ -61,8 +66,16 @@ func newSession(g *Gateway, conn transports.Connection) *session {
 		out:      make(map[int64]chan *jsonrpc.Response),
 	}
 	s.logLevel.Store(-1)
+	s.id, s.transport = anonymous, "stdio"
+	if p, ok := transports.Peer(conn).(*peer); ok {
+		s.id, s.transport = p.id, p.transport
+	}
+	s.client.ID = s.id.Name
 	return s
 }
+
+// transportStreamable names the streamable HTTP transport in peers.
+const transportStreamable = "streamable-http"
 
 // run reads the client's messages until the session ends, then cancels what
 // the client still has in flight upstream.
@@ -100,7 +113,7 @@ func (s *session) close() {
 			if t := c.timer.Load(); t != nil {
 				t.Stop()
 			}
-			s.g.pol.release(c.pol)
+			c.end(s.g, "client disconnected")
 			f.l.notify("notifications/cancelled", cancelParams(f.id, "client disconnected"))
 		}
 	}
@@ -272,10 +285,10 @@ func (s *session) cancelCall(id jsonrpc.ID, reason string) {
 		if t := c.timer.Load(); t != nil {
 			t.Stop()
 		}
-		s.g.pol.release(c.pol)
 		if reason == "" {
 			reason = "cancelled by the client"
 		}
+		c.end(s.g, reason)
 		f.l.notify("notifications/cancelled", cancelParams(f.id, reason))
 	}
 }
@@ -286,15 +299,29 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 	delete(s.inflight, c.origID)
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
+	if c.tool != "" {
+		outcome, msg := metricsOK, ""
+		if e, ok := resp.Error.(*jsonrpc.Error); ok {
+			outcome, msg = metricsError, e.Message
+			if transports.IsLocal(resp) || e.Code == jsonrpc.CodeInternalError && strings.HasPrefix(e.Message, "edge-mcp: ") {
+				outcome = metricsUnavailable
+			}
+		} else if resp.Error != nil {
+			outcome, msg = metricsError, resp.Error.Error()
+		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
+			outcome = metricsError
+		}
+		s.g.recordToolCall(s, c.server, c.tool, outcome, c.start, c.args, msg)
+	}
 	switch {
 	case c.pol != nil && resp.Error == nil:
 		// Result policies may take a while: off the upstream's read loop.
 		go func() {
-			defer s.g.pol.release(c.pol)
+			defer c.end(s.g, "")
 			s.write(s.ctx, s.filterResult(c, out))
 		}()
 	default:
-		s.g.pol.release(c.pol)
+		c.end(s.g, "")
 		s.write(s.ctx, out)
 	}
 	if c.tool != "" && s.g.events.wanted(slog.LevelInfo) {
@@ -338,6 +365,7 @@ func supportedVersion(requested string) string {
 }
 
 func (s *session) handleCall(req *jsonrpc.Request) {
+	s.g.metrics.Request(req.Method)
 	switch req.Method {
 	case "initialize":
 		s.initialize(req)
@@ -421,10 +449,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 
 func (s *session) list(req *jsonrpc.Request, k listKind) {
 	cursor, _ := wire.String(req.Params, "cursor")
-	cat := s.g.catalogue()
-	if k == kindTools {
-		cat = s.toolView(cat)
-	}
+	cat := s.catalogue()
 	page, err := cat.page(k, cursor, s.g.opts.PageSize)
 	if err != nil {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
@@ -440,11 +465,7 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
 		return
 	}
-	cat := s.g.catalogue()
-	if k == kindTools {
-		cat = s.toolView(cat)
-	}
-	it := cat.index[k][name]
+	it := s.catalogue().index[k][name]
 	if it == nil {
 		what := "tool"
 		if k == kindPrompts {
@@ -453,12 +474,13 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
 		return
 	}
+	if k == kindTools {
+		s.toolCall(req, it)
+		return
+	}
 	var pg *policyGen
 	if cur := s.g.pol.current(); cur != nil && len(cur.chain.Match(it.up.name, it.name)) > 0 {
-		if pg = s.g.pol.acquire(); pg != nil && k == kindTools && len(pg.chain.Match(it.up.name, it.name)) > 0 {
-			go s.callTool(req, it, req.Params, pg) // modules may take a while: off the read loop
-			return
-		}
+		pg = s.g.pol.acquire()
 	}
 	params := req.Params
 	if it.name != it.exposed {
@@ -469,9 +491,6 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		}
 	}
 	info := forwardInfo{kind: k, upName: it.name}
-	if k == kindTools {
-		info.tool = name
-	}
 	if pg != nil {
 		if resultPolicy(pg.chain, k, it.up.name, it.name) {
 			info.pol = pg // released when the call ends
@@ -490,7 +509,7 @@ func (s *session) forwardURI(req *jsonrpc.Request) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
 		return
 	}
-	u := s.g.catalogue().resource(uri)
+	u := s.catalogue().resource(uri)
 	if u == nil {
 		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
 		return
@@ -514,7 +533,7 @@ func (s *session) subscribe(req *jsonrpc.Request) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
 		return
 	}
-	u := s.g.catalogue().resource(uri)
+	u := s.catalogue().resource(uri)
 	if u == nil {
 		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
 		return
@@ -532,7 +551,7 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
 		return
 	}
-	u := s.g.catalogue().resource(uri)
+	u := s.catalogue().resource(uri)
 	if u == nil || !s.g.unsubscribe(s, uri) {
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
@@ -545,7 +564,7 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 func (s *session) complete(req *jsonrpc.Request) {
 	ref, _, _ := wire.Field(req.Params, "ref")
 	typ, _ := wire.String(ref, "type")
-	cat := s.g.catalogue()
+	cat := s.catalogue()
 	switch typ {
 	case "ref/prompt":
 		name, _ := wire.String(ref, "name")
@@ -629,27 +648,52 @@ type forwardInfo struct {
 	upName string          // upstream tool or prompt name, or resource URI
 	args   json.RawMessage // the call's arguments, for result policies
 	pol    *policyGen      // non-nil when the result passes through policies; the call holds a reference
+	// For tools/call: the tool rule's timeout (0: the server's), the
+	// upstream concurrency slot to give back, when the chain started, and
+	// the trace span.
+	timeout time.Duration
+	slot    func()
+	start   time.Time
+	span    trace.Span
+}
+
+// abandon releases what a call that never went upstream holds.
+func (info *forwardInfo) abandon(g *Gateway) {
+	g.pol.release(info.pol)
+	if info.slot != nil {
+		info.slot()
+	}
+	if info.span != nil {
+		info.span.End()
+	}
 }
 
 func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
 	l := u.current()
 	if l == nil {
-		s.g.pol.release(info.pol)
+		info.abandon(s.g)
+		if info.tool != "" {
+			s.g.recordToolCall(s, u.name, info.tool, metricsUnavailable, info.start, info.args, errNotConnected.Error())
+		}
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
 		return
 	}
-	c := &call{method: req.Method, start: time.Now(), sess: s, origID: req.ID, tool: info.tool, server: u.name,
-		kind: info.kind, upName: info.upName, args: info.args, pol: info.pol}
+	start := info.start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	c := &call{method: req.Method, start: start, sess: s, origID: req.ID, tool: info.tool, server: u.name,
+		kind: info.kind, upName: info.upName, args: info.args, pol: info.pol, slot: info.slot, span: info.span}
 	id, ok := l.register(c)
 	if !ok {
-		s.g.pol.release(info.pol)
+		info.abandon(s.g)
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
 		return
 	}
 	params, err := s.rewriteMeta(params, c, id)
 	if err != nil {
 		if l.take(id) != nil {
-			s.g.pol.release(info.pol)
+			c.end(s.g, "")
 		}
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 		return
@@ -658,7 +702,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 	if _, dup := s.inflight[req.ID]; dup || s.closed {
 		s.mu.Unlock()
 		if l.take(id) != nil {
-			s.g.pol.release(info.pol)
+			c.end(s.g, "")
 		}
 		s.replyError(req.ID, jsonrpc.CodeInvalidRequest, "request id %v is already in flight", req.ID.Raw())
 		return
@@ -666,11 +710,17 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 	s.inflight[req.ID] = inflight{l, id}
 	s.mu.Unlock()
 	timeout := u.cfg.Timeout
+	if info.timeout > 0 {
+		timeout = info.timeout
+	}
 	c.timer.Store(time.AfterFunc(timeout, func() {
 		if l.take(id) == nil {
 			return
 		}
-		s.g.pol.release(info.pol)
+		if c.tool != "" {
+			s.g.recordToolCall(s, u.name, c.tool, metricsTimeout, c.start, c.args, "timeout")
+		}
+		c.end(s.g, "timeout")
 		s.mu.Lock()
 		delete(s.inflight, req.ID)
 		s.mu.Unlock()

@@ -16,6 +16,8 @@ import (
 	"github.com/edge-mcp/edge-mcp/transports"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // upstreamProtocolVersion is the version edge-mcp asks upstreams for. It is
@@ -103,6 +105,9 @@ func (u *upstream) run(ctx context.Context) {
 			backoff = minBackoff // it was up for a while: start over
 		}
 		delay := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
+		if wasUp {
+			u.g.metrics.UpstreamReconnect(u.name)
+		}
 		if wasUp && errors.Is(err, transports.ErrSessionExpired) {
 			delay = 0 // the server forgot the session: re-initialize now
 		}
@@ -169,6 +174,7 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	transport := u.cfg.Type
 	u.mu.Unlock()
 	u.cur.Store(l)
+	u.g.metrics.UpstreamUp(u.name, true)
 	go l.health(u.health)
 	u.g.setOffer(u, &offer)
 	u.g.events.emit(slog.LevelInfo, Event{Type: EventServerConnected, Server: u.name, Transport: transport,
@@ -180,6 +186,7 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	case <-ctx.Done():
 	}
 	u.cur.CompareAndSwap(l, nil)
+	u.g.metrics.UpstreamUp(u.name, false)
 	reason := l.failure()
 	l.close(reason)
 	<-l.done // closing the connection ends the read loop: it must not outlive the gateway
@@ -231,6 +238,8 @@ type call struct {
 	upName        string          // upstream tool or prompt name, or resource URI
 	args          json.RawMessage // the call's arguments, for result policies
 	pol           *policyGen      // non-nil when the result passes through policies; released once when the call ends
+	slot          func()          // the upstream concurrency slot, given back when the call ends
+	span          trace.Span      // the call's trace span, ended with it
 	timer         atomic.Pointer[time.Timer]
 }
 
@@ -711,5 +720,21 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		}
 	default:
 		l.u.log.Debug("dropping upstream notification", "method", n.Method)
+	}
+}
+
+// end releases what a forwarded call holds, once it is over: its policy
+// generation, its concurrency slot and its trace span (marked failed with
+// reason, when given).
+func (c *call) end(g *Gateway, reason string) {
+	g.pol.release(c.pol)
+	if c.slot != nil {
+		c.slot()
+	}
+	if c.span != nil {
+		if reason != "" {
+			c.span.SetStatus(codes.Error, reason)
+		}
+		c.span.End()
 	}
 }

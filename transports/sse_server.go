@@ -258,6 +258,7 @@ func (s *SSEServer) serveGET(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 
+	sess.peer = PeerFromContext(r.Context())
 	s.accept(sess)
 
 	_ = rc.SetWriteDeadline(time.Now().Add(sseSrvWriteTimeout))
@@ -273,6 +274,7 @@ func (s *SSEServer) serveGET(w http.ResponseWriter, r *http.Request) {
 // sseSrvSession is one HTTP+SSE session; it is the [Connection] handed to
 // accept.
 type sseSrvSession struct {
+	peer any // who opened it; see Peer
 	srv  *SSEServer
 	id   string
 	in   chan jsonrpc.Message // POSTed messages for Read
@@ -454,3 +456,6 @@ func (g *sseSrvGuard) check(r *http.Request) string {
 	}
 	return fmt.Sprintf("Forbidden: Origin %q is not allowed", origin)
 }
+
+// PeerInfo returns who opened the connection (see Peer).
+func (s *sseSrvSession) PeerInfo() any { return s.peer }

@@ -343,6 +343,7 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		created = true
+		sess.peer = PeerFromContext(r.Context())
 		s.accept(sess)
 	}
 	sess.enter()
@@ -576,6 +577,7 @@ func srvAppendID(b []byte, id jsonrpc.ID) []byte {
 
 // srvSession is one client session; it is the [Connection] handed to accept.
 type srvSession struct {
+	peer any // who opened it; see Peer
 	srv  *StreamableServer
 	id   string
 	in   chan jsonrpc.Message
@@ -1185,3 +1187,6 @@ func (sess *srvSession) serveStandalone(w http.ResponseWriter, r *http.Request) 
 			"session", sess.id, "dropped", dropped)
 	}
 }
+
+// PeerInfo returns who opened the connection (see Peer).
+func (s *srvSession) PeerInfo() any { return s.peer }

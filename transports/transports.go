@@ -31,6 +31,32 @@ var (
 	ErrClosed = errors.New("connection closed")
 )
 
+type peerKey struct{}
+
+// WithPeer returns a context that says who the peer of an HTTP request is
+// (set by authentication middleware in front of a server transport). Server
+// transports attach it to the connection a request opens; [Peer] reads it.
+func WithPeer(ctx context.Context, peer any) context.Context {
+	return context.WithValue(ctx, peerKey{}, peer)
+}
+
+// PeerFromContext returns the value set by [WithPeer], or nil.
+func PeerFromContext(ctx context.Context) any { return ctx.Value(peerKey{}) }
+
+// peered is implemented by connections that know their peer: the server
+// connections of this package, and in-process connections of callers.
+type peered interface{ PeerInfo() any }
+
+// Peer returns who opened a server connection, as [WithPeer] said on the
+// request that opened it, or nil. A connection made elsewhere can say who
+// its peer is with a PeerInfo() any method.
+func Peer(conn Connection) any {
+	if p, ok := conn.(peered); ok {
+		return p.PeerInfo()
+	}
+	return nil
+}
+
 type relatedKey struct{}
 
 // WithRelated returns a context that marks messages written with it as sent

@@ -271,6 +271,7 @@ func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	log.Debug("WebSocket connection opened", "session", c.id)
 
+	c.peer = PeerFromContext(r.Context())
 	s.accept(c)
 	c.readLoop()
 	c.wg.Wait()
@@ -298,6 +299,7 @@ func wsHeaderHasToken(h http.Header, key, token string) bool {
 
 // wsConn is the Connection of both WebSocket transports.
 type wsConn struct {
+	peer   any // who opened it (server side); see Peer
 	ws     *websocket.Conn
 	log    *slog.Logger
 	client bool
@@ -654,3 +656,6 @@ func (c *wsConn) pingLoop(interval time.Duration) {
 		c.lastRead.Store(wsNow())
 	}
 }
+
+// PeerInfo returns who opened the connection (see Peer).
+func (c *wsConn) PeerInfo() any { return c.peer }

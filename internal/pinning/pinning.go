@@ -82,6 +82,24 @@ type Store struct {
 	mu    sync.Mutex
 	pins  map[toolKey]*pin
 	dirty bool // memory differs from the file
+	batch int  // > 0 inside Batch: writes wait until it ends
+}
+
+// Batch runs fn, which may call Check many times (a server's whole tools
+// list), and writes the file once at the end instead of once per change.
+func (s *Store) Batch(fn func()) {
+	s.mu.Lock()
+	s.batch++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.batch--
+		if s.batch == 0 {
+			_ = s.saveLocked()
+		}
+		s.mu.Unlock()
+	}()
+	fn()
 }
 
 type toolKey struct{ server, tool string }
@@ -302,6 +320,10 @@ func short(fp string) string {
 // changedLocked marks the store changed and tries to persist it; a failure
 // is left for Save to report.
 func (s *Store) changedLocked() {
+	if s.batch > 0 {
+		s.dirty = true
+		return
+	}
 	s.dirty = true
 	_ = s.saveLocked()
 }

@@ -504,3 +504,26 @@ func FuzzDiff(f *testing.F) {
 		}
 	})
 }
+
+func TestBatchWritesOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pins.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Batch(func() {
+		for i := range 50 {
+			s.Check("srv", fmt.Sprintf("tool%d", i), json.RawMessage(fmt.Sprintf(`{"name":"tool%d"}`, i)))
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("the file was written inside the batch: %v", err)
+		}
+	})
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s2.Check("srv", "tool49", json.RawMessage(`{"name":"tool49"}`)); v != Unchanged {
+		t.Errorf("after the batch, a reopened store says %v for a batched pin", v)
+	}
+}
