@@ -366,9 +366,9 @@ func TestLoadConfigExample(t *testing.T) {
 		ToolRules: []ToolRule{{Servers: []string{"docs"}, Visibility: "deferred"},
 			{Tools: []string{"*delete*", "*write*"}, RequireApproval: ptr(true), Timeout: 120},
 			{Servers: []string{"legacy"}, ValidateArguments: ptr(false), Rate: &RateConfig{RPS: 1, Burst: 2}}},
-		Pinning: PinningConfig{Mode: "withhold"},
-		Audit:   AuditConfig{Path: "/var/log/edge-mcp/audit.jsonl", MaxSizeMB: 100, MaxBackups: 10, MaxAgeDays: 30, Compress: true},
-		Telemetry: TelemetryConfig{ServiceName: "edge-mcp", SampleRatio: ptr(0.1)},
+		Pinning:       PinningConfig{Mode: "withhold"},
+		Audit:         AuditConfig{Path: "/var/log/edge-mcp/audit.jsonl", MaxSizeMB: 100, MaxBackups: 10, MaxAgeDays: 30, Compress: true},
+		Telemetry:     TelemetryConfig{ServiceName: "edge-mcp", SampleRatio: ptr(0.1)},
 		Observability: ObservabilityConfig{Metrics: ptr(true), Compression: ptr(true), LogFormat: "json", RequiredServers: []string{"docs"}},
 		Servers: []ServerConfig{
 			{Name: "fs", Type: "stdio", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/u/projects"},

@@ -83,11 +83,11 @@ type Gateway struct {
 	pol     policies
 	guard   atomic.Pointer[guard] // admission settings of the running config
 
-	metrics   *metrics.Metrics    // nil: metrics off
-	auditLog  *audit.Logger       // nil: no audit log
-	tracer    *telemetry.Tracer   // nil: tracing off
-	validator *schema.Validator   // tool arguments against inputSchema
-	pins      *pinning.Store      // tool definitions first seen
+	metrics   *metrics.Metrics  // nil: metrics off
+	auditLog  *audit.Logger     // nil: no audit log
+	tracer    *telemetry.Tracer // nil: tracing off
+	validator *schema.Validator // tool arguments against inputSchema
+	pins      *pinning.Store    // tool definitions first seen
 
 	reloadMu sync.Mutex // serializes reloads
 	owners   sync.Map   // downstream session id → identity name that opened it
