@@ -23,7 +23,8 @@ import (
 //
 // The file is JSON in the shape Claude Desktop uses ({"mcpServers": {...}}),
 // extended with gateway settings. Every string value may reference the
-// environment as ${VAR} or ${VAR:-default}; $$ is a literal $.
+// environment as ${VAR} or ${VAR:-default}, or a file's content as
+// ${file:PATH}; $$ is a literal $.
 type Config struct {
 	// Path is the file the configuration came from ("" for a built-in one).
 	Path string
@@ -1073,6 +1074,20 @@ func (d *configDecoder) expand(cs configString) (string, *ConfigError) {
 			return "", d.fail(cs.path, `has "${" without a closing "}" (write $$ for a literal $)`)
 		}
 		ref := s[i+2 : i+2+end]
+		if file, ok := strings.CutPrefix(ref, "file:"); ok {
+			// ${file:/run/secrets/token} is the file's content, trimmed:
+			// secrets stay out of the config and the environment.
+			if !filepath.IsAbs(file) && d.file != "" {
+				file = filepath.Join(filepath.Dir(d.file), file)
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return "", d.fail(cs.path, "reading ${file:%s}: %v", file, errors.Unwrap(err))
+			}
+			b.WriteString(strings.TrimSpace(string(data)))
+			i += 2 + end + 1
+			continue
+		}
 		name, def, hasDef := strings.Cut(ref, ":-")
 		if !configValidVar(name) {
 			return "", d.fail(cs.path, `has an invalid variable reference ${%s}: a name is letters, digits and _, not starting with a digit; write $$ for a literal $`, configTrim(name))

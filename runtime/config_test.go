@@ -532,3 +532,20 @@ func TestConfigAdminSection(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestConfigFileReferences(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "token"), []byte("s3cret-from-file\n"), 0o600)
+	cfg, err := ParseConfig(filepath.Join(dir, "gw.json"), []byte(`{"mcpServers": {"a": {"url": "https://a.example/mcp", "bearer_token": "${file:token}", "headers": {"X-Key": "k-${file:`+filepath.Join(dir, "token")+`}"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Servers[0]; s.BearerToken != "s3cret-from-file" || s.Headers["X-Key"] != "k-s3cret-from-file" {
+		t.Errorf("expanded %q %q", s.BearerToken, s.Headers["X-Key"])
+	}
+	_, err = ParseConfig(filepath.Join(dir, "gw.json"), []byte(`{"mcpServers": {"a": {"url": "https://a.example/mcp", "bearer_token": "${file:missing}"}}}`))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Key != "mcpServers.a.bearer_token" || !strings.Contains(ce.Reason, "missing") {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -681,3 +681,42 @@ func TestPerToolTimeout(t *testing.T) {
 		t.Errorf("got %v after %v, want the tool rule's 300ms timeout", err, time.Since(start))
 	}
 }
+
+// TestTracesReachCollectorAndUpstream: with an OTLP endpoint configured, a
+// tool call is exported as a span and the upstream receives the W3C trace
+// context in _meta, continuing the client's trace.
+func TestTracesReachCollectorAndUpstream(t *testing.T) {
+	var exports atomic.Int32
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/v1/traces" && len(b) > 0 && r.Header.Get("Content-Type") == "application/x-protobuf" {
+			exports.Add(1)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+	seen := make(chan string, 1)
+	s := mcp.NewServer(&mcp.Implementation{Name: "traced", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tp, _ := req.Params.Meta["traceparent"].(string)
+		seen <- tp
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	url, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"traced": {"url": %q}}, "telemetry": {"otlp_endpoint": %q, "service_name": "edge-mcp-test"}}`,
+		serveMCP(t, s), collector.URL), Options{})
+	cs := connect(t, url, nil)
+	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo",
+		Meta: mcp.Meta{"traceparent": "00-" + clientTrace + "-00f067aa0ba902b7-01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := <-seen
+	if !strings.HasPrefix(tp, "00-"+clientTrace+"-") || strings.Contains(tp, "00f067aa0ba902b7") {
+		t.Errorf("upstream traceparent %q: want the client's trace with the gateway's span as parent", tp)
+	}
+	g.Close() // flushes the exporter
+	if exports.Load() == 0 {
+		t.Error("no spans reached the collector")
+	}
+}

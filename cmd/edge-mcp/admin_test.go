@@ -195,3 +195,16 @@ func TestAdminRefusesNonLoopbackWithoutToken(t *testing.T) {
 		t.Fatalf("got %v, want a refusal naming the reason", err)
 	}
 }
+
+// TestPublicListenerNeedsAuth: without authentication, serving on a public
+// address is refused unless explicitly allowed.
+func TestPublicListenerNeedsAuth(t *testing.T) {
+	err := run(context.Background(), []string{"serve", "--listen", "0.0.0.0:0", "--admin", "off"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "auth.mode") {
+		t.Fatalf("got %v, want a refusal naming auth.mode", err)
+	}
+	url := startServe(t, "--listen", "0.0.0.0:0", "--admin", "off", "--allow-unauthenticated")
+	if !strings.Contains(url, "/mcp") {
+		t.Fatalf("url %q", url)
+	}
+}

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // setup loads the config (or the demo), makes the logger (always on
 // stderr) and builds the gateway.
-func setup(configPath string, stderr io.Writer, extra func(*gateway.Options)) (*gateway.Gateway, *gateway.Config, *slog.Logger, error) {
+func setup(configPath string, stderr io.Writer, extra func(*gateway.Config, *gateway.Options)) (*gateway.Gateway, *gateway.Config, *slog.Logger, error) {
 	var (
 		cfg  *gateway.Config
 		opts gateway.Options
@@ -80,10 +80,15 @@ func setup(configPath string, stderr io.Writer, extra func(*gateway.Options)) (*
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil && cfg.LogLevel != "" {
 		return nil, nil, nil, fmt.Errorf("log level %q: %w", cfg.LogLevel, err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if cfg.Observability.LogFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(handler)
 	opts.Logger = log
 	if extra != nil {
-		extra(&opts)
+		extra(cfg, &opts)
 	}
 	g, err := gateway.New(cfg, opts)
 	if err != nil {
@@ -134,18 +139,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	adminAddr := fs.String("admin", "", "admin API listen address, or \"off\" (overrides the config's admin.listen; default "+defaultAdminListen+")")
 	stateDir := fs.String("state-dir", defaultStateDir(), "folder of uploaded modules and run-time attachments (the config's admin.state_dir wins)")
 	record := fs.String("record", "", "write the redacted input of every policy hook call to this folder, for edge-mcp policy test")
+	allowUnauth := fs.Bool("allow-unauthenticated", false, "serve without client authentication on a non-loopback address (when something in front authenticates)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	g, cfg, log, err := setup(*configPath, stderr, func(o *gateway.Options) {
+	g, cfg, log, err := setup(*configPath, stderr, func(c *gateway.Config, o *gateway.Options) {
+		if *listen != "" {
+			c.Listen = *listen // before New: the listener decides whether auth may be off
+		}
+		if *allowUnauth {
+			c.Auth.AllowUnauthenticated = true
+		}
 		o.StateDir = *stateDir
 		o.RecordDir = *record
 	})
 	if err != nil {
 		return err
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
