@@ -606,12 +606,9 @@ func (g *Gateway) adminDetach(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	err := g.withStore(func(p *policies, st *store.Store) error {
 		admin := st.Attachments()
-		i := slices.IndexFunc(admin, func(s policy.Spec) bool { return s.Name == name })
-		if i < 0 {
-			if slices.ContainsFunc(p.config, func(s policy.Spec) bool { return s.Name == name }) {
-				return adminErr(http.StatusConflict, "config_owned", "policy %q is attached by the config file %s; remove it there", name, g.config().Path)
-			}
-			return adminErr(http.StatusNotFound, "not_found", "no run-time policy named %q", name)
+		i, err := g.runtimeAttachment(p, admin, name, "remove it there")
+		if err != nil {
+			return err
 		}
 		return g.applyAttachments(r.Context(), p, st, slices.Delete(slices.Clone(admin), i, i+1))
 	})
@@ -621,6 +618,19 @@ func (g *Gateway) adminDetach(w http.ResponseWriter, r *http.Request) {
 	}
 	g.auditAdmin(r, "policy.detach", name, "", "")
 	g.adminListPoliciesStatus(w, http.StatusOK)
+}
+
+// runtimeAttachment finds the run-time attachment name among admin, or
+// says why there is none: unknown, or owned by the config file (where the
+// operator should do instead).
+func (g *Gateway) runtimeAttachment(p *policies, admin []policy.Spec, name, instead string) (int, error) {
+	if i := slices.IndexFunc(admin, func(s policy.Spec) bool { return s.Name == name }); i >= 0 {
+		return i, nil
+	}
+	if slices.ContainsFunc(p.config, func(s policy.Spec) bool { return s.Name == name }) {
+		return -1, adminErr(http.StatusConflict, "config_owned", "policy %q is attached by the config file %s; %s", name, g.config().Path, instead)
+	}
+	return -1, adminErr(http.StatusNotFound, "not_found", "no run-time policy named %q", name)
 }
 
 // adminReorder sets the order of the run-time attachments: the body is
@@ -667,12 +677,9 @@ func (g *Gateway) adminPromote(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	err := g.withStore(func(p *policies, st *store.Store) error {
 		admin := slices.Clone(st.Attachments())
-		i := slices.IndexFunc(admin, func(s policy.Spec) bool { return s.Name == name })
-		if i < 0 {
-			if slices.ContainsFunc(p.config, func(s policy.Spec) bool { return s.Name == name }) {
-				return adminErr(http.StatusConflict, "config_owned", "policy %q is attached by the config file %s; change its mode there", name, g.config().Path)
-			}
-			return adminErr(http.StatusNotFound, "not_found", "no run-time policy named %q", name)
+		i, err := g.runtimeAttachment(p, admin, name, "change its mode there")
+		if err != nil {
+			return err
 		}
 		if admin[i].Mode != "shadow" {
 			return adminErr(http.StatusConflict, "not_shadow", "policy %q already enforces", name)
