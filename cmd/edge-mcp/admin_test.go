@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +207,48 @@ func TestPublicListenerNeedsAuth(t *testing.T) {
 	url := startServe(t, "--listen", "0.0.0.0:0", "--admin", "off", "--allow-unauthenticated")
 	if !strings.Contains(url, "/mcp") {
 		t.Fatalf("url %q", url)
+	}
+}
+
+// TestSIGHUPReloads: SIGHUP makes a running gateway read its config file
+// again (file watching is off here, so only the signal can explain it).
+func TestSIGHUPReloads(t *testing.T) {
+	newServer := func(tool string) string {
+		s := mcp.NewServer(&mcp.Implementation{Name: tool, Version: "1"}, nil)
+		mcp.AddTool(s, &mcp.Tool{Name: tool}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tool}}}, nil, nil
+		})
+		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+		t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+		return srv.URL
+	}
+	a, b := newServer("alpha"), newServer("beta")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.json")
+	write := func(servers string) {
+		os.WriteFile(cfg, []byte(`{"admin": {"watch_config": false}, "mcpServers": {`+servers+`}}`), 0o600)
+	}
+	write(fmt.Sprintf(`"a": {"url": %q}`, a))
+	url := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", filepath.Join(dir, "state"))
+	c := mcp.NewClient(&mcp.Implementation{Name: "hup", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	write(fmt.Sprintf(`"a": {"url": %q}, "b": {"url": %q}`, a, b))
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "beta"})
+		if err == nil && !res.IsError {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("beta never appeared after SIGHUP: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
