@@ -58,11 +58,11 @@ func (g *Gateway) Handler() http.Handler {
 func (g *Gateway) admit(transport string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gd := g.guard.Load()
-		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.admitted(gd, transport, w, r, next) })
 		if gd.auth == nil {
-			inner(w, r)
+			g.admitted(gd, transport, w, r, next)
 			return
 		}
+		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.admitted(gd, transport, w, r, next) })
 		sw := &statusWriter{ResponseWriter: w}
 		gd.auth.Middleware(inner).ServeHTTP(sw, r)
 		if sw.status == http.StatusUnauthorized {
@@ -112,7 +112,23 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 			return
 		}
 	}
-	next.ServeHTTP(w, r.WithContext(transports.WithPeer(r.Context(), &peer{id: id, transport: transport})))
+	if opensSession(transport, r) {
+		r = r.WithContext(transports.WithPeer(r.Context(), &peer{id: id, transport: transport}))
+	}
+	next.ServeHTTP(w, r)
+}
+
+// opensSession reports whether r may open a downstream session, the only
+// time a transport reads the peer: the hot path of calls on an existing
+// session allocates nothing for it.
+func opensSession(transport string, r *http.Request) bool {
+	switch transport {
+	case transportStreamable:
+		return r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == ""
+	case "sse":
+		return r.Method == http.MethodGet
+	}
+	return true
 }
 
 // admitRate checks the rate limits of a tools/call POST before the
