@@ -689,7 +689,7 @@ func TestTracesReachCollectorAndUpstream(t *testing.T) {
 	var exports atomic.Int32
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		if r.URL.Path == "/v1/traces" && len(b) > 0 && r.Header.Get("Content-Type") == "application/x-protobuf" {
+		if r.URL.Path == "/v1/traces" && len(b) > 0 && r.Header.Get("Content-Type") == "application/json" {
 			exports.Add(1)
 		}
 		w.WriteHeader(http.StatusOK)

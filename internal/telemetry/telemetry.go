@@ -1,6 +1,11 @@
 // Package telemetry sets up OpenTelemetry tracing for the gateway and carries
 // W3C trace context through MCP messages.
 //
+// Spans are batched and sent to an OTLP/HTTP collector with the OTLP JSON
+// encoding (Content-Type application/json), which the OpenTelemetry
+// Collector, Jaeger and Tempo accept; the exporter needs neither gRPC nor
+// the protobuf runtime.
+//
 // Tracing is off unless an OTLP/HTTP endpoint is configured: Setup then
 // returns a nil *Tracer, whose methods cost a nil check. The tracer provider
 // is private to the Tracer; no global OpenTelemetry state is touched.
@@ -19,7 +24,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -60,6 +64,9 @@ type Config struct {
 	// Insecure selects plain HTTP for an Endpoint given without a scheme;
 	// an explicit http:// or https:// scheme takes precedence.
 	Insecure bool
+	// Compression is the export request compression: "gzip", or "" for
+	// none.
+	Compression string
 }
 
 // Tracer starts spans and exports them over OTLP/HTTP. A nil *Tracer is a
@@ -71,7 +78,7 @@ type Tracer struct {
 
 // Setup returns a Tracer exporting to cfg.Endpoint, or a nil *Tracer and no
 // error when cfg.Endpoint is empty. No connection is made until spans are
-// exported.
+// exported, so ctx is not used.
 func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
 	if cfg.Endpoint == "" {
 		return nil, nil
@@ -83,27 +90,35 @@ func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
 	if ratio == 0 {
 		ratio = 1
 	}
-	opts, err := exporterOptions(cfg)
+	target, err := exportURL(cfg)
 	if err != nil {
 		return nil, err
 	}
-	exp, err := otlptracehttp.New(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("creating OTLP exporter for %q: %w", cfg.Endpoint, err)
+	var gzip bool
+	switch cfg.Compression {
+	case "":
+	case "gzip":
+		gzip = true
+	default:
+		return nil, fmt.Errorf("%w: compression %q is not \"gzip\" or empty", ErrInvalidConfig, cfg.Compression)
 	}
+	exp := newExporter(target, cfg.Headers, gzip)
 	name := cfg.ServiceName
 	if name == "" {
 		name = DefaultServiceName
 	}
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
+		sdktrace.WithSpanProcessor(sdktrace.NewBatchSpanProcessor(exp)),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", name))),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 	)
 	return &Tracer{provider: tp, tracer: tp.Tracer(instrumentationName)}, nil
 }
 
-func exporterOptions(cfg Config) ([]otlptracehttp.Option, error) {
+// exportURL returns the URL export requests are posted to: cfg.Endpoint
+// with a scheme (https, or http when cfg.Insecure) when it has none and
+// with defaultTracesPath when it has no path.
+func exportURL(cfg Config) (string, error) {
 	endpoint := cfg.Endpoint
 	if !strings.Contains(endpoint, "://") {
 		scheme := "https://"
@@ -114,29 +129,19 @@ func exporterOptions(cfg Config) ([]otlptracehttp.Option, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("%w: endpoint %q: %w", ErrInvalidConfig, cfg.Endpoint, err)
+		return "", fmt.Errorf("%w: endpoint %q: %w", ErrInvalidConfig, cfg.Endpoint, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("%w: endpoint %q: scheme must be http or https", ErrInvalidConfig, cfg.Endpoint)
+		return "", fmt.Errorf("%w: endpoint %q: scheme must be http or https", ErrInvalidConfig, cfg.Endpoint)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%w: endpoint %q has no host", ErrInvalidConfig, cfg.Endpoint)
+		return "", fmt.Errorf("%w: endpoint %q has no host", ErrInvalidConfig, cfg.Endpoint)
 	}
 	path := u.EscapedPath()
 	if path == "" || path == "/" {
 		path = defaultTracesPath
 	}
-	opts := []otlptracehttp.Option{
-		otlptracehttp.WithEndpoint(u.Host),
-		otlptracehttp.WithURLPath(path),
-	}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	if len(cfg.Headers) > 0 {
-		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
-	}
-	return opts, nil
+	return u.Scheme + "://" + u.Host + path, nil
 }
 
 // Start starts a span named name as a child of the span in ctx, if any, and

@@ -1,32 +1,42 @@
 package telemetry
 
 import (
+	"compress/gzip"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 )
 
-// receiver is a minimal OTLP/HTTP trace receiver.
+// receiver is a minimal OTLP/HTTP JSON trace receiver. It answers its
+// first requests from script, then 200 with an empty JSON response.
 type receiver struct {
 	mu       sync.Mutex
-	requests []receivedRequest
+	script   []answer
+	attempts int               // requests received
+	requests []receivedRequest // requests answered with 2xx
+}
+
+// answer is a scripted response.
+type answer struct {
+	status int
+	header map[string]string
+	body   string
 }
 
 type receivedRequest struct {
-	path, contentType, auth string
-	body                    []byte
+	path, contentType, contentEncoding, auth string
+	body                                     []byte // decompressed
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,17 +44,36 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		body = zr
+	}
+	data, err := io.ReadAll(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	rc.mu.Lock()
-	rc.requests = append(rc.requests, receivedRequest{r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("Authorization"), body})
+	a := answer{status: http.StatusOK, header: map[string]string{"Content-Type": "application/json"}, body: "{}"}
+	if rc.attempts < len(rc.script) {
+		a = rc.script[rc.attempts]
+	}
+	rc.attempts++
+	if a.status >= 200 && a.status < 300 {
+		rc.requests = append(rc.requests, receivedRequest{r.URL.Path, r.Header.Get("Content-Type"),
+			r.Header.Get("Content-Encoding"), r.Header.Get("Authorization"), data})
+	}
 	rc.mu.Unlock()
-	resp, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	w.Write(resp)
+	for k, v := range a.header {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(a.status)
+	io.WriteString(w, a.body)
 }
 
 func (rc *receiver) received() []receivedRequest {
@@ -53,35 +82,115 @@ func (rc *receiver) received() []receivedRequest {
 	return append([]receivedRequest(nil), rc.requests...)
 }
 
-// exportedSpan is a span as decoded from an export request.
-type exportedSpan struct {
-	service, name, traceID, parentSpanID string
-	attrs                                map[string]string
+func (rc *receiver) attemptCount() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.attempts
 }
 
+// The OTLP/JSON request as the tests read it, independently of the
+// exporter's own types.
+type (
+	otlpRequest struct {
+		ResourceSpans []struct {
+			Resource struct {
+				Attributes []otlpKeyValue `json:"attributes"`
+			} `json:"resource"`
+			ScopeSpans []struct {
+				Scope struct {
+					Name string `json:"name"`
+				} `json:"scope"`
+				Spans []otlpSpan `json:"spans"`
+			} `json:"scopeSpans"`
+		} `json:"resourceSpans"`
+	}
+	otlpKeyValue struct {
+		Key   string                     `json:"key"`
+		Value map[string]json.RawMessage `json:"value"`
+	}
+	otlpSpan struct {
+		TraceID           string          `json:"traceId"`
+		SpanID            string          `json:"spanId"`
+		ParentSpanID      string          `json:"parentSpanId"`
+		Flags             uint32          `json:"flags"`
+		Name              string          `json:"name"`
+		Kind              int             `json:"kind"`
+		StartTimeUnixNano json.RawMessage `json:"startTimeUnixNano"`
+		EndTimeUnixNano   json.RawMessage `json:"endTimeUnixNano"`
+		Attributes        []otlpKeyValue  `json:"attributes"`
+	}
+)
+
+// exportedSpan is a span as decoded from an export request.
+type exportedSpan struct {
+	service, scope, name, traceID, spanID, parentSpanID string
+	flags                                               uint32
+	kind                                                int
+	attrs                                               map[string]string // stringValue attributes
+}
+
+var (
+	hexTraceID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	hexSpanID  = regexp.MustCompile(`^[0-9a-f]{16}$`)
+)
+
+// stringValue returns the stringValue of an OTLP/JSON AnyValue.
+func stringValue(v map[string]json.RawMessage) string {
+	var s string
+	json.Unmarshal(v["stringValue"], &s)
+	return s
+}
+
+// unixNanoString decodes an OTLP/JSON fixed64 time, which must be a JSON
+// string holding a decimal number.
+func unixNanoString(t *testing.T, raw json.RawMessage) uint64 {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("time %s is not a JSON string: %v", raw, err)
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		t.Fatalf("time %q is not a positive decimal number", s)
+	}
+	return n
+}
+
+// decodeSpans decodes export requests, checking they are OTLP/JSON with hex
+// ids and string times.
 func decodeSpans(t *testing.T, reqs []receivedRequest) []exportedSpan {
 	t.Helper()
 	var spans []exportedSpan
 	for _, r := range reqs {
-		var msg coltrace.ExportTraceServiceRequest
-		if err := proto.Unmarshal(r.body, &msg); err != nil {
-			t.Fatalf("decoding export request: %v", err)
+		if r.contentType != "application/json" {
+			t.Errorf("Content-Type = %q, want application/json", r.contentType)
 		}
-		for _, rs := range msg.GetResourceSpans() {
+		var msg otlpRequest
+		if err := json.Unmarshal(r.body, &msg); err != nil {
+			t.Fatalf("decoding export request %s: %v", r.body, err)
+		}
+		for _, rs := range msg.ResourceSpans {
 			service := ""
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.GetKey() == "service.name" {
-					service = kv.GetValue().GetStringValue()
+			for _, kv := range rs.Resource.Attributes {
+				if kv.Key == "service.name" {
+					service = stringValue(kv.Value)
 				}
 			}
-			for _, ss := range rs.GetScopeSpans() {
-				for _, s := range ss.GetSpans() {
-					attrs := map[string]string{}
-					for _, kv := range s.GetAttributes() {
-						attrs[kv.GetKey()] = kv.GetValue().GetStringValue()
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					if !hexTraceID.MatchString(s.TraceID) || !hexSpanID.MatchString(s.SpanID) ||
+						(s.ParentSpanID != "" && !hexSpanID.MatchString(s.ParentSpanID)) {
+						t.Errorf("span ids trace=%q span=%q parent=%q are not lowercase hex of 16 and 8 bytes", s.TraceID, s.SpanID, s.ParentSpanID)
 					}
-					spans = append(spans, exportedSpan{service, s.GetName(),
-						hex.EncodeToString(s.GetTraceId()), hex.EncodeToString(s.GetParentSpanId()), attrs})
+					if start, end := unixNanoString(t, s.StartTimeUnixNano), unixNanoString(t, s.EndTimeUnixNano); end < start {
+						t.Errorf("span ends at %d, before its start %d", end, start)
+					}
+					attrs := map[string]string{}
+					for _, kv := range s.Attributes {
+						attrs[kv.Key] = stringValue(kv.Value)
+					}
+					spans = append(spans, exportedSpan{service, ss.Scope.Name, s.Name, s.TraceID, s.SpanID,
+						s.ParentSpanID, s.Flags, s.Kind, attrs})
 				}
 			}
 		}
@@ -93,10 +202,12 @@ func TestExport(t *testing.T) {
 	tests := []struct {
 		name, path, wantPath string
 		insecureNoScheme     bool
+		compression          string
 	}{
 		{name: "default path", path: "", wantPath: "/v1/traces"},
 		{name: "custom path", path: "/otlp/v1/traces", wantPath: "/otlp/v1/traces"},
 		{name: "host:port with Insecure", insecureNoScheme: true, wantPath: "/v1/traces"},
+		{name: "gzip", wantPath: "/v1/traces", compression: "gzip"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,6 +218,7 @@ func TestExport(t *testing.T) {
 				Endpoint:    srv.URL + tt.path,
 				ServiceName: "gw-test",
 				Headers:     map[string]string{"Authorization": "Bearer t0k"},
+				Compression: tt.compression,
 			}
 			if tt.insecureNoScheme {
 				cfg.Endpoint = strings.TrimPrefix(srv.URL, "http://")
@@ -116,8 +228,10 @@ func TestExport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, span := tr.Start(t.Context(), "tools/call", attribute.String("mcp.tool", "read_file"))
+			ctx, parent := tr.Start(t.Context(), "session")
+			_, span := tr.Start(ctx, "tools/call", attribute.String("mcp.tool", "read_file"))
 			span.End()
+			parent.End()
 			if err := tr.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -126,13 +240,25 @@ func TestExport(t *testing.T) {
 				t.Fatal("no export request arrived after Shutdown")
 			}
 			for _, r := range reqs {
-				if r.path != tt.wantPath || r.contentType != "application/x-protobuf" || len(r.body) == 0 || r.auth != "Bearer t0k" {
-					t.Errorf("export request path=%q content-type=%q auth=%q body=%d bytes", r.path, r.contentType, r.auth, len(r.body))
+				if r.path != tt.wantPath || len(r.body) == 0 || r.auth != "Bearer t0k" || r.contentEncoding != tt.compression {
+					t.Errorf("export request path=%q content-encoding=%q auth=%q body=%d bytes", r.path, r.contentEncoding, r.auth, len(r.body))
 				}
 			}
 			spans := decodeSpans(t, reqs)
-			if len(spans) != 1 || spans[0].name != "tools/call" || spans[0].service != "gw-test" || spans[0].attrs["mcp.tool"] != "read_file" {
-				t.Fatalf("exported spans = %+v", spans)
+			if len(spans) != 2 {
+				t.Fatalf("exported spans = %+v, want 2", spans)
+			}
+			child, root := spans[0], spans[1]
+			if child.name != "tools/call" || child.service != "gw-test" || child.attrs["mcp.tool"] != "read_file" ||
+				child.scope != instrumentationName || child.kind != 1 {
+				t.Errorf("child span = %+v", child)
+			}
+			if root.name != "session" || root.parentSpanID != "" || child.parentSpanID != root.spanID || child.traceID != root.traceID {
+				t.Errorf("child %+v is not a child of root %+v", child, root)
+			}
+			// Sampled, local parent: W3C flags 01 and "has is_remote" set.
+			if child.flags != 0x101 {
+				t.Errorf("child flags = %#x, want 0x101", child.flags)
 			}
 		})
 	}
@@ -172,6 +298,10 @@ func TestClientTraceContinues(t *testing.T) {
 	if len(spans) != 1 || spans[0].traceID != traceID || spans[0].parentSpanID != spanID {
 		t.Fatalf("exported spans = %+v, want one child of %s/%s", spans, traceID, spanID)
 	}
+	// Sampled, and the parent is remote.
+	if spans[0].flags != 0x301 {
+		t.Errorf("flags = %#x, want 0x301", spans[0].flags)
+	}
 }
 
 func TestDisabled(t *testing.T) {
@@ -208,6 +338,7 @@ func TestSetupErrors(t *testing.T) {
 		{"bad scheme", Config{Endpoint: "ftp://127.0.0.1:4318"}},
 		{"no host", Config{Endpoint: "http:///v1/traces"}},
 		{"unparsable", Config{Endpoint: "http://[::1"}},
+		{"unknown compression", Config{Endpoint: "http://127.0.0.1:4318", Compression: "zstd"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
