@@ -1,19 +1,32 @@
 // Package schema validates MCP tool-call arguments against the tool's
 // inputSchema before the gateway forwards the call upstream.
 //
-// Schemas are compiled with github.com/santhosh-tekuri/jsonschema/v6. The
-// dialect named by a schema's "$schema" keyword is honoured (draft-07 and
-// 2020-12 both occur in the wild); a schema without "$schema" is treated as
-// 2020-12. References are resolved only inside the schema itself: any
-// "$ref" that would need loading a document (http, https, file or any other
-// URL) fails the compilation, so validation never touches the network or the
-// file system. The official meta-schemas are embedded in the library and
-// need no loading.
+// Schemas are parsed and resolved with github.com/google/jsonschema-go. The
+// dialect named by a schema's "$schema" keyword is honoured; draft-07 and
+// 2020-12 (the two that occur in MCP tool schemas) are supported, and a
+// schema without "$schema" is treated as 2020-12. References are resolved
+// only inside the schema itself: any "$ref" that would need loading a
+// document (http, https, file or any other URL) fails resolution, and so
+// does a "$schema" naming any other dialect, so validation never touches
+// the network or the file system.
 //
-// A schema that does not compile yields an error wrapping [ErrBadSchema].
-// The gateway is expected to let such a call through and log the problem:
-// a broken upstream schema must not make the tool unusable, and the
-// upstream server still validates its own input.
+// Arguments are checked by a walk over the parsed schema that reports every
+// failure with the JSON pointer of the failing location and a short
+// message (the library's own errors name schema locations, not argument
+// locations). They are refused only when the library's validator refuses
+// them too, so the walk explains rejections but never causes one; where
+// the library alone objects, the arguments are accepted (it compares
+// decimals such as "multipleOf": 0.01 in floating point and rejects valid
+// numbers). A "$dynamicRef" is left to the library, whose message is then
+// reported for the arguments as a whole.
+//
+// A schema that cannot be used yields an error wrapping [ErrBadSchema]: one
+// that is not JSON, not a well-formed schema, in an unsupported dialect,
+// with a regular expression Go cannot compile, with a "$ref" outside the
+// schema or with references that would make validation loop forever. The
+// gateway is expected to let such a call through and log the problem: a
+// broken upstream schema must not make the tool unusable, and the upstream
+// server still validates its own input.
 package schema
 
 import (
@@ -23,35 +36,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 var (
-	// ErrBadSchema reports an inputSchema that cannot be compiled: invalid
-	// JSON, not a valid schema for its dialect, an unsupported "$schema", a
-	// regular expression Go cannot compile, or a "$ref" outside the schema.
+	// ErrBadSchema reports an inputSchema that cannot be used: invalid
+	// JSON, not a well-formed schema, an unsupported "$schema", a regular
+	// expression Go cannot compile, a "$ref" outside the schema or a cycle
+	// of references.
 	ErrBadSchema = errors.New("invalid input schema")
 
 	// errRemoteRef is returned by the loader for every document it is asked
-	// to fetch.
+	// to fetch, and reported for a "$schema" naming an unsupported dialect.
 	errRemoteRef = errors.New("refused: only references inside the schema are allowed")
+
+	// errNumberRange reports arguments holding a number beyond float64.
+	errNumberRange = errors.New("number out of range")
 )
 
 // DefaultMaxEntries is the cache size used when NewValidator is given a
 // non-positive size.
 const DefaultMaxEntries = 512
-
-// schemaURL is the base URL every compiled schema is registered under.
-// Relative references that leave the document resolve against it and are
-// refused by the loader.
-const schemaURL = "mem://edge-mcp/input-schema.json"
 
 // Validator validates tool arguments against JSON Schemas. It keeps a
 // bounded least-recently-used cache of compiled schemas keyed by the SHA-256
@@ -72,7 +79,7 @@ type Validator struct {
 type entry struct {
 	key  [sha256.Size]byte
 	once sync.Once
-	sch  *jsonschema.Schema
+	sch  *compiled
 	err  error
 }
 
@@ -102,7 +109,8 @@ func (v *Validator) Stats() (hits, misses int) {
 //
 // It returns nil when args are valid, a *ValidationError when they are not
 // (including when args are not JSON at all), and an error wrapping
-// ErrBadSchema when the schema does not compile.
+// ErrBadSchema when the schema cannot be used. Arguments holding a number
+// too large for a float64 (such as 1e400) are not checked and yield nil.
 func (v *Validator) Validate(schema, args json.RawMessage) error {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return nil
@@ -112,25 +120,21 @@ func (v *Validator) Validate(schema, args json.RawMessage) error {
 		return err
 	}
 	inst, err := decodeArgs(args)
+	if errors.Is(err, errNumberRange) {
+		return nil // cannot be represented faithfully; the upstream decides
+	}
 	if err != nil {
 		return &ValidationError{
 			Message: "arguments are not valid JSON",
 			All:     []Detail{{Message: "arguments are not valid JSON"}},
 		}
 	}
-	if err := sch.Validate(inst); err != nil {
-		var verr *jsonschema.ValidationError
-		if !errors.As(err, &verr) {
-			return fmt.Errorf("validating arguments: %w", err)
-		}
-		return convert(verr)
-	}
-	return nil
+	return sch.validate(inst)
 }
 
 // compiled returns the compiled form of schema, from the cache when
 // possible.
-func (v *Validator) compiled(schema []byte) (*jsonschema.Schema, error) {
+func (v *Validator) compiled(schema []byte) (*compiled, error) {
 	key := sha256.Sum256(schema)
 	v.mu.Lock()
 	var e *entry
@@ -153,44 +157,23 @@ func (v *Validator) compiled(schema []byte) (*jsonschema.Schema, error) {
 	return e.sch, e.err
 }
 
-// compile compiles one schema document with a fresh compiler whose loader
-// refuses everything.
-func compile(schema []byte) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		return nil, fmt.Errorf("%w: parsing: %w", ErrBadSchema, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(refusingLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadSchema, err)
-	}
-	sch, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadSchema, err)
-	}
-	return sch, nil
-}
-
-// refusingLoader is the compiler's URL loader: it never loads anything, so
-// "$ref"s to other documents fail the compilation instead of reaching the
-// network or the disk.
-type refusingLoader struct{}
-
-// Load implements jsonschema.URLLoader.
-func (refusingLoader) Load(url string) (any, error) {
-	return nil, errRemoteRef // the library's error names the URL
-}
-
 // decodeArgs parses the tool-call arguments, treating absent or null
-// arguments as {}.
+// arguments as {}. Numbers become float64, as the library expects; one that
+// overflows float64 yields errNumberRange.
 func decodeArgs(args []byte) (any, error) {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 || string(args) == "null" {
 		return map[string]any{}, nil
 	}
-	return jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		// For an any, a type error can only be a number ParseFloat refuses.
+		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			return nil, fmt.Errorf("decoding arguments: %w", errNumberRange)
+		}
+		return nil, fmt.Errorf("decoding arguments: %w", err)
+	}
+	return v, nil
 }
 
 // ValidationError reports arguments that do not satisfy the input schema.
@@ -225,13 +208,9 @@ func (e *ValidationError) Error() string {
 	return s
 }
 
-// convert flattens the library's error tree into a ValidationError.
-func convert(verr *jsonschema.ValidationError) *ValidationError {
-	var all []Detail
-	collect(verr, &all)
-	if len(all) == 0 { // defensive: the library always reports a cause
-		all = []Detail{{Path: pointer(verr.InstanceLocation), Message: "arguments do not match the input schema"}}
-	}
+// newValidationError sorts the failures by path, then message, drops
+// duplicates and wraps them in a ValidationError. all must not be empty.
+func newValidationError(all []Detail) *ValidationError {
 	slices.SortStableFunc(all, func(a, b Detail) int {
 		if c := strings.Compare(a.Path, b.Path); c != 0 {
 			return c
@@ -240,141 +219,4 @@ func convert(verr *jsonschema.ValidationError) *ValidationError {
 	})
 	all = slices.Compact(all)
 	return &ValidationError{Path: all[0].Path, Message: all[0].Message, All: all}
-}
-
-// collect appends the leaf failures of e to all. Wrappers (the root,
-// groups, $ref hops and allOf, whose causes are each real failures) are
-// descended into; anyOf and oneOf are reported as one failure, since a
-// single branch's complaint would mislead.
-func collect(e *jsonschema.ValidationError, all *[]Detail) {
-	switch e.ErrorKind.(type) {
-	case *kind.Schema, *kind.Group, *kind.Reference, *kind.AllOf:
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				collect(c, all)
-			}
-			return
-		}
-	}
-	*all = append(*all, Detail{Path: pointer(e.InstanceLocation), Message: message(e.ErrorKind)})
-}
-
-// message renders an error kind, using JSON-style double quotes for the
-// common kinds and the library's wording for the rest.
-func message(k jsonschema.ErrorKind) string {
-	switch k := k.(type) {
-	case *kind.Required:
-		if len(k.Missing) == 1 {
-			return fmt.Sprintf("missing property %q", k.Missing[0])
-		}
-		return "missing properties " + quoteAll(k.Missing)
-	case *kind.AdditionalProperties:
-		props := slices.Sorted(slices.Values(k.Properties))
-		if len(props) == 1 {
-			return fmt.Sprintf("additional property %q not allowed", props[0])
-		}
-		return "additional properties " + quoteAll(props) + " not allowed"
-	case *kind.Enum:
-		want := make([]string, len(k.Want))
-		for i, w := range k.Want {
-			want[i] = display(w)
-		}
-		if len(want) == 1 {
-			return "value must be " + want[0]
-		}
-		return "value must be one of " + strings.Join(want, ", ")
-	case *kind.Const:
-		return "value must be " + display(k.Want)
-	case *kind.Pattern:
-		return fmt.Sprintf("%s does not match pattern %q", display(k.Got), k.Want)
-	case *kind.AnyOf:
-		return "value does not match any of the allowed schemas (anyOf)"
-	case *kind.OneOf:
-		if len(k.Subschemas) == 0 {
-			return "value does not match any of the allowed schemas (oneOf)"
-		}
-		return "value matches more than one of the allowed schemas (oneOf)"
-	case *kind.FalseSchema:
-		return "value not allowed"
-	// Numbers are printed plainly; the library's printer would add
-	// thousands separators.
-	case *kind.Minimum:
-		return bound("minimum", k.Got, k.Want)
-	case *kind.Maximum:
-		return bound("maximum", k.Got, k.Want)
-	case *kind.ExclusiveMinimum:
-		return bound("exclusiveMinimum", k.Got, k.Want)
-	case *kind.ExclusiveMaximum:
-		return bound("exclusiveMaximum", k.Got, k.Want)
-	case *kind.MultipleOf:
-		return bound("multipleOf", k.Got, k.Want)
-	case *kind.MinLength:
-		return fmt.Sprintf("minLength: got %d, want %d", k.Got, k.Want)
-	case *kind.MaxLength:
-		return fmt.Sprintf("maxLength: got %d, want %d", k.Got, k.Want)
-	case *kind.MinItems:
-		return fmt.Sprintf("minItems: got %d, want %d", k.Got, k.Want)
-	case *kind.MaxItems:
-		return fmt.Sprintf("maxItems: got %d, want %d", k.Got, k.Want)
-	case *kind.MinProperties:
-		return fmt.Sprintf("minProperties: got %d, want %d", k.Got, k.Want)
-	case *kind.MaxProperties:
-		return fmt.Sprintf("maxProperties: got %d, want %d", k.Got, k.Want)
-	}
-	// The library renders a lone kind with its own (English) printer.
-	return (&jsonschema.ValidationError{ErrorKind: k}).BasicOutput().Error.String()
-}
-
-// bound renders a numeric-limit failure such as "minimum: got 3, want 5".
-func bound(keyword string, got, want *big.Rat) string {
-	return keyword + ": got " + number(got) + ", want " + number(want)
-}
-
-// number prints a rational exactly when it is an integer and as a short
-// decimal otherwise.
-func number(r *big.Rat) string {
-	if r == nil {
-		return "?"
-	}
-	if r.IsInt() {
-		return r.Num().String()
-	}
-	f, _ := r.Float64()
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
-
-// quoteAll renders names as a comma-separated list of quoted strings.
-func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, ", ")
-}
-
-// maxDisplay bounds how much of a value a message repeats.
-const maxDisplay = 64
-
-// display renders a JSON value compactly for a message, shortening long
-// values.
-func display(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "value"
-	}
-	if len(b) > maxDisplay {
-		return string(b[:maxDisplay]) + "…"
-	}
-	return string(b)
-}
-
-// pointer encodes instance-location tokens as a JSON pointer (RFC 6901).
-func pointer(tokens []string) string {
-	var sb strings.Builder
-	for _, t := range tokens {
-		sb.WriteByte('/')
-		t = strings.ReplaceAll(t, "~", "~0")
-		sb.WriteString(strings.ReplaceAll(t, "/", "~1"))
-	}
-	return sb.String()
 }
