@@ -250,16 +250,7 @@ func (s *session) invokeRateLimited(it *item) *rateLimited {
 	if s.transport != transportStreamable || !gd.limited() {
 		return nil
 	}
-	key := s.id.Name + "\x00" + it.up.name + "\x00" + it.exposed
-	if ok, after := gd.toolRate.Allow(key); !ok {
-		return &rateLimited{"tool", after}
-	}
-	if ts := gd.settings(it.up.name, it.exposed); ts.rate != nil {
-		if ok, after := ts.rate.Allow(key); !ok {
-			return &rateLimited{"tool", after}
-		}
-	}
-	return nil
+	return gd.allowTool(s.id.Name, it.up.name, it.exposed)
 }
 
 // objectArguments checks tool call arguments: absent or null (nil, no

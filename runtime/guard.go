@@ -268,6 +268,12 @@ func (gd *guard) allowCall(identity, server, tool string) *rateLimited {
 	if ok, after := gd.clientRate.Allow(identity); !ok {
 		return &rateLimited{"client", after}
 	}
+	return gd.allowTool(identity, server, tool)
+}
+
+// allowTool takes a token from the per-tool rate limits of identity
+// calling a server's tool; nil means go ahead.
+func (gd *guard) allowTool(identity, server, tool string) *rateLimited {
 	key := identity + "\x00" + server + "\x00" + tool
 	if ok, after := gd.toolRate.Allow(key); !ok {
 		return &rateLimited{"tool", after}
