@@ -170,7 +170,6 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 		return false, err
 	}
 	u.mu.Lock()
-	u.state, u.lastErr, u.retries = StateConnected, "", 0
 	transport := u.cfg.Type
 	u.mu.Unlock()
 	u.cur.Store(l)
@@ -180,6 +179,11 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	u.g.events.emit(slog.LevelInfo, Event{Type: EventServerConnected, Server: u.name, Transport: transport,
 		ProtocolVersion: l.protocolVersion, Tools: len(offer[kindTools]), Prompts: len(offer[kindPrompts]),
 		Resources: len(offer[kindResources]), Templates: len(offer[kindTemplates])})
+	// Connected last: whoever sees the state (WaitReady, /status) also
+	// sees the upstream's offer in the catalogue and its event sent.
+	u.mu.Lock()
+	u.state, u.lastErr, u.retries = StateConnected, "", 0
+	u.mu.Unlock()
 
 	select {
 	case <-l.done:
