@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -718,5 +719,31 @@ func TestTracesReachCollectorAndUpstream(t *testing.T) {
 	g.Close() // flushes the exporter
 	if exports.Load() == 0 {
 		t.Error("no spans reached the collector")
+	}
+}
+
+// TestPolicySeesIdentity: the authenticated identity reaches policy
+// modules as client.id, and access lists apply before any module runs.
+func TestPolicySeesIdentity(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 1))
+	mod := writeModule(t, wasmtest.Build(t, "policy/testdata/hostile/gohostile"))
+	opts := policyOptions(t)
+	url, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}},
+		"auth": {"mode": "api_key", "api_keys": [{"name": "alice", "key": "alice-key-0123456789abcdef"}]},
+		"access": [{"identities": ["alice"], "deny_tools": ["count"]}],
+		"policies": [{"name": "hostile", "module": %q, "tools": ["client", "count"]}]}`, up, mod), opts)
+	cs, err := connectAs(t, url, bearer("alice-key-0123456789abcdef"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txt, _ := callText(t, cs, "client", nil); !strings.HasPrefix(txt, "edge-mcp: policy \"hostile\" denied this call: alice|edge-mcp-test|vault") {
+		t.Errorf("the module saw %q, want the identity alice as client.id", txt)
+	}
+	before := g.PolicyStatus()[0].Calls
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "count"}); err == nil {
+		t.Error("a tool the access list denies could be called")
+	}
+	if after := g.PolicyStatus()[0].Calls; after != before {
+		t.Errorf("the module ran (%d → %d calls) for a call the access list refuses", before, after)
 	}
 }
