@@ -428,7 +428,7 @@ func (d *configDecoder) validateAuth(path string, a *AuthConfig) *ConfigError {
 	return nil
 }
 
-// validateRules checks access rules, limits and tool rules.
+// validateAccess checks the access rules.
 func (d *configDecoder) validateAccess(path string, rules []AccessRule) *ConfigError {
 	for i, r := range rules {
 		if len(r.Identities) == 0 {

@@ -40,6 +40,12 @@ func startGateway(t testing.TB, configJSON string, opts Options) (string, *Gatew
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	return startGatewayConfig(t, cfg, opts)
+}
+
+// startGatewayConfig is startGateway for a parsed configuration.
+func startGatewayConfig(t testing.TB, cfg *Config, opts Options) (string, *Gateway) {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}

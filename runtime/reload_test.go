@@ -21,34 +21,11 @@ import (
 // reloaded) and returns the /mcp URL.
 func startGatewayFile(t *testing.T, path string, opts Options) (string, *Gateway) {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	cfg, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig(path, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if opts.Logger == nil {
-		opts.Logger = testLogger(t)
-	}
-	g, err := New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.Start(ctx)
-	url := serveHandler(t, g.Handler())
-	t.Cleanup(func() {
-		g.Close()
-		cancel()
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-	defer wcancel()
-	if err := g.WaitReady(wctx); err != nil {
-		t.Fatal(err)
-	}
-	return url + "/mcp", g
+	return startGatewayConfig(t, cfg, opts)
 }
 
 // TestReloadUnderLoad: while sessions call an untouched upstream without
