@@ -20,9 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestMain(m *testing.M) {

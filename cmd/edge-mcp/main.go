@@ -29,8 +29,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	gateway "github.com/edge-mcp/edge-mcp/runtime"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
 
 func main() {
@@ -66,15 +68,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // setup loads the config (or the demo), makes the logger (always on
 // stderr) and builds the gateway.
-func setup(configPath string, stderr io.Writer, extra func(*gateway.Config, *gateway.Options)) (*gateway.Gateway, *gateway.Config, *slog.Logger, error) {
+func setup(configPath string, stderr io.Writer, extra func(*config.Config, *gateway.Options)) (*gateway.Gateway, *config.Config, *slog.Logger, error) {
 	var (
-		cfg  *gateway.Config
+		cfg  *config.Config
 		opts gateway.Options
 		err  error
 	)
 	if configPath == "" {
 		cfg, opts = gateway.DemoConfig("127.0.0.1:8080")
-	} else if cfg, err = gateway.LoadConfig(configPath); err != nil {
+	} else if cfg, err = config.Load(configPath); err != nil {
 		return nil, nil, nil, err
 	}
 	level := slog.LevelInfo
@@ -144,7 +146,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	g, cfg, log, err := setup(*configPath, stderr, func(c *gateway.Config, o *gateway.Options) {
+	g, cfg, log, err := setup(*configPath, stderr, func(c *config.Config, o *gateway.Options) {
 		if *listen != "" {
 			c.Listen = *listen // before New: the listener decides whether auth may be off
 		}
@@ -231,7 +233,7 @@ const defaultAdminListen = "127.0.0.1:9090"
 // listenAdmin opens the admin API's listener: the flag, else the config,
 // else the default. An address given explicitly must work; the default is
 // skipped with a warning when taken. A non-loopback address needs a token.
-func listenAdmin(flagAddr string, cfg *gateway.Config, log *slog.Logger) (net.Listener, error) {
+func listenAdmin(flagAddr string, cfg *config.Config, log *slog.Logger) (net.Listener, error) {
 	addr, explicit := flagAddr, true
 	if addr == "" {
 		addr = cfg.Admin.Listen
@@ -242,7 +244,7 @@ func listenAdmin(flagAddr string, cfg *gateway.Config, log *slog.Logger) (net.Li
 	if addr == "off" {
 		return nil, nil
 	}
-	if !gateway.LoopbackAddr(addr) && len(cfg.Admin.Tokens) == 0 && os.Getenv("EDGE_MCP_ADMIN_TOKEN") == "" {
+	if !config.LoopbackAddr(addr) && len(cfg.Admin.Tokens) == 0 && os.Getenv("EDGE_MCP_ADMIN_TOKEN") == "" {
 		return nil, fmt.Errorf("admin API on %s: not a loopback address, and no admin token is configured (admin.tokens or EDGE_MCP_ADMIN_TOKEN)", addr)
 	}
 	ln, err := net.Listen("tcp", addr)

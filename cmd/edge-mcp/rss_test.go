@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
-	gateway "github.com/edge-mcp/edge-mcp/runtime"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
 
 // BenchmarkIdleRSS measures the resident memory of the real edge-mcp binary

@@ -1,0 +1,36 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/audit"
+)
+
+// AuditAdmin is the audit record of one admin change: what, which digest,
+// when and by which admin identity.
+type AuditAdmin struct {
+	Time     time.Time `json:"time"`
+	Identity string    `json:"identity"`
+	Action   string    `json:"action"`
+	Target   string    `json:"target,omitempty"`
+	Digest   string    `json:"digest,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// audit records an audit record: in the audit log when one is configured,
+// and always in the gateway's log.
+func (g *Gateway) audit(rec AuditAdmin) {
+	g.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", slog.String("action", rec.Action),
+		slog.String("identity", rec.Identity), slog.String("target", rec.Target), slog.String("digest", rec.Digest),
+		slog.String("detail", rec.Detail))
+	if g.auditLog != nil {
+		g.auditLog.AdminChange(audit.AdminChange{Time: rec.Time, Identity: rec.Identity, Action: rec.Action,
+			Target: rec.Target, Digest: rec.Digest, Detail: rec.Detail})
+	}
+	if g.opts.AuditHook != nil {
+		g.opts.AuditHook(rec)
+	}
+}

@@ -1,0 +1,256 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+)
+
+// listKind names one of the four aggregated lists.
+type listKind int
+
+const (
+	kindTools listKind = iota
+	kindPrompts
+	kindResources
+	kindTemplates
+	numKinds
+)
+
+// listKinds describes each list: its list method, the result member that
+// holds the items, the item member that identifies an item, and the
+// notification that announces a change.
+var listKinds = [numKinds]struct {
+	method, member, key, changed string
+}{
+	kindTools:     {"tools/list", "tools", "name", "notifications/tools/list_changed"},
+	kindPrompts:   {"prompts/list", "prompts", "name", "notifications/prompts/list_changed"},
+	kindResources: {"resources/list", "resources", "uri", "notifications/resources/list_changed"},
+	kindTemplates: {"resources/templates/list", "resourceTemplates", "uriTemplate", "notifications/resources/list_changed"},
+}
+
+// item is one upstream definition (tool, prompt, resource or template) as the
+// catalogue serves it.
+type item struct {
+	up       *upstream
+	name     string          // the upstream's own name, URI or URI template
+	exposed  string          // the name clients see (prefixed tools and prompts)
+	raw      json.RawMessage // the definition as the upstream sent it, with the exposed name
+	template *uritemplate.Template
+	// local, when set, answers calls of the item in the gateway itself
+	// (the gateway's own tools); up is nil then.
+	local func(s *session, req *jsonrpc.Request)
+}
+
+// upstreamLists is what one upstream currently offers, in its own order.
+type upstreamLists [numKinds][]item
+
+// catalogue is an immutable snapshot of everything the gateway serves. A new
+// snapshot is built whenever an upstream's offer changes and swapped in
+// atomically; requests read the snapshot they started with.
+type catalogue struct {
+	gen   uint64
+	lists [numKinds][]*item
+	index [numKinds]map[string]*item // exposed name, URI or template → item
+	pages [numKinds][]json.RawMessage
+	// deferred are the tools of a session's view left out of its tools
+	// list: callable by name, found by search.
+	deferred []*item
+}
+
+// buildCatalogue merges the offers of ups (in config order). Names pinned by
+// reserved (exposed name → server) are never taken by another server;
+// otherwise the first server wins and the loser is logged.
+func buildCatalogue(gen uint64, ups []*upstream, offers []*upstreamLists, reserved [numKinds]map[string]string, pageSize int, log *slog.Logger) *catalogue {
+	c := &catalogue{gen: gen}
+	for k := range numKinds {
+		c.index[k] = make(map[string]*item)
+		for i, off := range offers {
+			if off == nil {
+				continue
+			}
+			for j := range off[k] {
+				it := &off[k][j]
+				if owner, ok := reserved[k][it.exposed]; ok && owner != ups[i].name {
+					log.Warn("name reserved for another server; not exposed",
+						"kind", listKinds[k].member, "name", it.exposed, "server", ups[i].name, "reserved_for", owner)
+					continue
+				}
+				if prev, ok := c.index[k][it.exposed]; ok {
+					log.Warn("name conflict; first server in config order wins",
+						"kind", listKinds[k].member, "name", it.exposed, "winner", prev.up.name, "loser", ups[i].name)
+					continue
+				}
+				c.index[k][it.exposed] = it
+				c.lists[k] = append(c.lists[k], it)
+			}
+		}
+		c.pages[k] = encodePages(k, c.lists[k], pageSize)
+	}
+	return c
+}
+
+// encodePages encodes the list results once per snapshot, so a list request
+// costs a slice lookup.
+func encodePages(k listKind, items []*item, pageSize int) []json.RawMessage {
+	if pageSize <= 0 {
+		pageSize = len(items)
+	}
+	var pages []json.RawMessage
+	for start := 0; start == 0 || start < len(items); start += pageSize {
+		end := min(start+pageSize, len(items))
+		var b bytes.Buffer
+		b.WriteString(`{"`)
+		b.WriteString(listKinds[k].member)
+		b.WriteString(`":[`)
+		for i, it := range items[start:end] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(it.raw)
+		}
+		b.WriteByte(']')
+		if end < len(items) {
+			b.WriteString(`,"nextCursor":`)
+			b.Write(wire.AppendString(nil, encodeCursor(end)))
+		}
+		b.WriteByte('}')
+		pages = append(pages, b.Bytes())
+		if pageSize == 0 {
+			break
+		}
+	}
+	return pages
+}
+
+// The gateway's cursors are opaque to clients: base64 of "o:<offset>".
+func encodeCursor(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset)))
+}
+
+func decodeCursor(cursor string) (int, error) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || !bytes.HasPrefix(b, []byte("o:")) {
+		return 0, fmt.Errorf("invalid cursor %q", cursor)
+	}
+	n, err := strconv.Atoi(string(b[2:]))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid cursor %q", cursor)
+	}
+	return n, nil
+}
+
+// page returns the list result for cursor ("" for the first page).
+func (c *catalogue) page(k listKind, cursor string, pageSize int) (json.RawMessage, error) {
+	if cursor == "" {
+		return c.pages[k][0], nil
+	}
+	off, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	if pageSize <= 0 || off%pageSize != 0 {
+		// Not a page boundary of this snapshot (the catalogue changed in
+		// between): encode the requested slice on the fly.
+		return encodePages(k, c.lists[k][min(off, len(c.lists[k])):], 0)[0], nil
+	}
+	i := off / pageSize
+	if i >= len(c.pages[k]) {
+		return encodePages(k, nil, 0)[0], nil
+	}
+	return c.pages[k][i], nil
+}
+
+// resource finds the upstream that serves uri: an exact resource first, then
+// the first matching template.
+func (c *catalogue) resource(uri string) *upstream {
+	if it, ok := c.index[kindResources][uri]; ok {
+		return it.up
+	}
+	for _, it := range c.lists[kindTemplates] {
+		if it.template != nil && it.template.Match(uri) != nil {
+			return it.up
+		}
+	}
+	return nil
+}
+
+// sameList reports whether two snapshots serve the same list k.
+func sameList(a, b *catalogue, k listKind) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if len(a.pages[k]) != len(b.pages[k]) {
+		return false
+	}
+	for i := range a.pages[k] {
+		if !bytes.Equal(a.pages[k][i], b.pages[k][i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// parseItems splits one list result into items for upstream up, renaming
+// tools and prompts when the server has a prefix.
+func parseItems(up *upstream, k listKind, result json.RawMessage) ([]item, string, error) {
+	var page map[string]json.RawMessage
+	if err := json.Unmarshal(result, &page); err != nil {
+		return nil, "", fmt.Errorf("decoding %s result: %w", listKinds[k].method, err)
+	}
+	var raws []json.RawMessage
+	if v, ok := page[listKinds[k].member]; ok && string(v) != "null" {
+		if err := json.Unmarshal(v, &raws); err != nil {
+			return nil, "", fmt.Errorf("decoding %s result member %q: %w", listKinds[k].method, listKinds[k].member, err)
+		}
+	}
+	var next string
+	if v, ok := page["nextCursor"]; ok && string(v) != "null" {
+		if err := json.Unmarshal(v, &next); err != nil {
+			return nil, "", fmt.Errorf("decoding %s nextCursor: %w", listKinds[k].method, err)
+		}
+	}
+	items := make([]item, 0, len(raws))
+	for _, raw := range raws {
+		name, ok := wire.String(raw, listKinds[k].key)
+		if !ok || name == "" {
+			up.log.Warn("skipping list item without a string key", "method", listKinds[k].method, "key", listKinds[k].key)
+			continue
+		}
+		it := item{up: up, name: name, exposed: name, raw: raw}
+		if (k == kindTools || k == kindPrompts) && up.prefix != "" {
+			it.exposed = up.prefix + "_" + name
+			renamed, err := wire.SetField(raw, "name", wire.AppendString(nil, it.exposed))
+			if err != nil {
+				return nil, "", fmt.Errorf("renaming %q: %w", name, err)
+			}
+			it.raw = renamed
+		}
+		if k == kindTemplates {
+			t, err := uritemplate.New(name)
+			if err != nil {
+				up.log.Warn("resource template does not parse; reads will not route by it", "template", name, "err", err)
+			} else {
+				it.template = t
+			}
+		}
+		items = append(items, it)
+	}
+	return items, next, nil
+}
+
+// connectionMetaKeys are the per-connection _meta keys of the 2026-07-28
+// protocol; they describe one connection and must not be copied to another.
+var connectionMetaKeys = []string{
+	"io.modelcontextprotocol/protocolVersion",
+	"io.modelcontextprotocol/clientCapabilities",
+	"io.modelcontextprotocol/clientInfo",
+}
