@@ -427,9 +427,7 @@ func BenchmarkNewSessionFirstResult(b *testing.B) {
 	// Closed client sessions must not linger in the gateway (a leak would
 	// also flatter its figures).
 	waitFor(b, "the gateway to drop closed sessions", func() bool {
-		env.gw.mu.Lock()
-		defer env.gw.mu.Unlock()
-		return len(env.gw.sessions) == 0
+		return len(env.gw.route.allSessions()) == 0
 	})
 	logRatios("NewSessionFirstResult", got[""], nil)
 }

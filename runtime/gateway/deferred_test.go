@@ -194,7 +194,7 @@ func startScaleGateway(t testing.TB, perServer int, extra string) *scaleEnv {
 	slices.Sort(entries)
 	cfg := fmt.Sprintf(`{"mcpServers": {%s}, %s%s}`, strings.Join(entries, ","), scaleRules, extra)
 	env.url, env.g = startGateway(t, cfg, Options{})
-	waitFor(t, "the whole catalogue", func() bool { return len(env.g.catalogue().lists[kindTools]) == env.total })
+	waitFor(t, "the whole catalogue", func() bool { return len(env.g.route.catalogue().lists[kindTools]) == env.total })
 	return env
 }
 
@@ -416,15 +416,13 @@ func TestDeferredIndexShared(t *testing.T) {
 	toolSearch(t, a, "weather forecast", 0)
 	toolSearch(t, b, "weather forecast", 0)
 	var views []*catalogue
-	env.g.mu.Lock()
-	for s := range env.g.sessions {
+	for _, s := range env.g.route.allSessions() {
 		s.mu.Lock()
 		if s.view != nil {
 			views = append(views, s.view.cat)
 		}
 		s.mu.Unlock()
 	}
-	env.g.mu.Unlock()
 	if len(views) != 2 || views[0] == views[1] || len(views[0].deferred) != env.total-1 {
 		t.Fatalf("want two distinct session views, got %d", len(views))
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edge-mcp/edge-mcp/policy"
 )
 
 // Event types.
@@ -120,4 +122,25 @@ func (g *Gateway) Subscribe(buffer int) (<-chan Event, func()) {
 			e.mu.Unlock()
 		})
 	}
+}
+
+// observe hands a gateway event to the modules with an event hook, off the
+// request path.
+func (g *Gateway) observe(ev Event) {
+	if !g.pol.hooks().Has(policy.HookEvent) {
+		return
+	}
+	pev := policy.Event{Kind: ev.Type, Server: ev.Server, Tool: ev.Tool, Duration: ev.Duration,
+		IsError: !ev.Success && ev.Type == EventToolExecuted, Error: ev.ErrorMessage, Time: ev.Time}
+	if ev.Type == EventServerDisconnected {
+		pev.Error = ev.Reason
+	}
+	pg := g.pol.acquire()
+	if pg == nil {
+		return
+	}
+	go func() {
+		defer g.pol.release(pg)
+		pg.chain.Event(g.ctx, pev) //nolint:errcheck // failures are logged and counted by the module
+	}()
 }

@@ -65,7 +65,7 @@ func startGatewayConfig(t testing.TB, cfg *config.Config, opts Options) (string,
 		g.Close()
 		cancel()
 	})
-	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second) // generous: CI runs many tests at once on 2 cores
 	defer wcancel()
 	if err := g.WaitReady(wctx); err != nil {
 		t.Fatalf("gateway not ready: %v", err)

@@ -131,7 +131,7 @@ func peerOf(r *http.Request) *peer {
 // view returns the identity's view of the current catalogue.
 func (a *openAIAPI) view(p *peer) *apiView {
 	g := a.g
-	cat, pg, gd := g.catalogue(), g.pol.current(), g.guard.Load()
+	cat, pg, gd := g.route.catalogue(), g.pol.current(), g.guard.Load()
 	a.mu.Lock()
 	v := a.views[p.id.Name]
 	a.mu.Unlock()

@@ -17,7 +17,7 @@ import (
 // diff, once per new definition.
 
 // pinOffer checks the tools of an offer against their pins and returns the
-// offer without the withheld ones. Called with g.mu held.
+// offer without the withheld ones. Called by the router with its lock held.
 func (g *Gateway) pinOffer(u *upstream, offer *upstreamLists) *upstreamLists {
 	if g.pins == nil || offer == nil || len(offer[kindTools]) == 0 {
 		return offer
@@ -96,8 +96,7 @@ func (g *Gateway) adminApproveTool(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, err)
 		return
 	}
-	g.mu.Lock()
-	g.publishLocked()
+	g.route.publish(nil)
 	g.auditAdmin(r, "tool.approve", server+"/"+tool, "", "changed definition approved")
 	writeAdminJSON(w, http.StatusOK, json.RawMessage(`{"approved":true}`))
 }

@@ -51,117 +51,161 @@ func (g *Gateway) ReloadFile(ctx context.Context) (ReloadResult, error) {
 	return g.Reload(ctx, cfg)
 }
 
-// Reload applies cfg to the running gateway. It is serialized with other
-// reloads; on error the running configuration stays as it was.
+// Reload applies cfg to the running gateway, in three named steps as Caddy
+// does: prepare builds and validates the next configuration aside (nothing
+// running changes, and an error leaves everything as it was); commit makes
+// it current with atomic swaps; cleanUp then starts what is new and drains
+// and closes what the old configuration held. Reloads are serialized with
+// each other and with the admin API's policy changes.
 func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	old := g.config()
-	var res ReloadResult
+	g.pol.mu.Lock() // the policy generation built aside stays the newest until committed
+	defer g.pol.mu.Unlock()
+	plan, err := g.prepare(ctx, cfg)
+	if err != nil {
+		return ReloadResult{}, err
+	}
+	g.commit(plan)
+	g.cleanUp(plan)
+	res := plan.res
+	g.log.Info("configuration reloaded", "file", cfg.Path, "added", res.Added, "removed", res.Removed,
+		"changed", res.Changed, "kept", len(res.Kept), "policies_changed", res.Policies, "restart_needed", res.RestartNeeded)
+	return res, nil
+}
+
+// reloadPlan is the next configuration, built aside by prepare: everything
+// it needs to run, nothing of it running yet.
+type reloadPlan struct {
+	cfg, old *config.Config
+	res      ReloadResult
+	ups      *upstreamSet
+	added    []*upstream // in ups, to start
+	leaving  []*upstream // in the old set only, to drain and stop
+	guard    *guard
+	pol      *policyGen // the next policy generation, when res.Policies
+	views    bool       // access or tool rules changed: sessions re-list tools
+}
+
+// prepare builds and validates the next configuration aside. Called with
+// g.pol.mu held.
+func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan, error) {
+	plan := &reloadPlan{cfg: cfg, old: g.config()}
+	plan.res.RestartNeeded = restartNeeded(plan.old, cfg)
+	if err := g.prepareUpstreams(plan); err != nil {
+		return nil, err
+	}
+	gd, err := newGuard(ctx, cfg, g.opts)
+	if err != nil {
+		return nil, err
+	}
+	plan.guard = gd
+	plan.views = !reflect.DeepEqual(plan.old.Access, cfg.Access) || !reflect.DeepEqual(plan.old.ToolRules, cfg.ToolRules)
+	if !reflect.DeepEqual(plan.old.Policies, cfg.Policies) {
+		// A module that fails to load rejects the reload.
+		pg, err := g.pol.buildFromLocked(ctx, cfg.Policies, g.pol.adminSpecs(), nil)
+		if err != nil {
+			gd.close()
+			return nil, &config.Error{File: cfg.Path, Key: "policies", Reason: err.Error()}
+		}
+		plan.pol, plan.res.Policies = pg, true
+	}
+	return plan, nil
+}
+
+// restartNeeded lists the settings that changed but take effect only when
+// the process restarts.
+func restartNeeded(old, cfg *config.Config) []string {
+	var out []string
 	if old.Listen != cfg.Listen {
-		res.RestartNeeded = append(res.RestartNeeded, "listen")
+		out = append(out, "listen")
 	}
 	if old.MaxBodyBytes != cfg.MaxBodyBytes {
-		res.RestartNeeded = append(res.RestartNeeded, "max_body_bytes")
+		out = append(out, "max_body_bytes")
 	}
 	if !reflect.DeepEqual(old.AllowedOrigins, cfg.AllowedOrigins) || !reflect.DeepEqual(old.AllowedHosts, cfg.AllowedHosts) {
-		res.RestartNeeded = append(res.RestartNeeded, "allowed_origins/allowed_hosts")
+		out = append(out, "allowed_origins/allowed_hosts")
 	}
 	if old.Admin.Listen != cfg.Admin.Listen || old.Admin.StateDir != cfg.Admin.StateDir {
-		res.RestartNeeded = append(res.RestartNeeded, "admin.listen/admin.state_dir")
+		out = append(out, "admin.listen/admin.state_dir")
 	}
+	if old.Audit != cfg.Audit || !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) || !reflect.DeepEqual(old.Observability.Metrics, cfg.Observability.Metrics) {
+		out = append(out, "audit/telemetry/metrics")
+	}
+	return out
+}
 
-	// Build the new upstreams aside: this is the part that can fail.
-	cur := g.upstreams()
-	next := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
-	var added []*upstream
-	for _, sc := range cfg.Servers {
-		if u := cur.byName[sc.Name]; u != nil && reflect.DeepEqual(u.orig, sc) {
-			next.list = append(next.list, u)
-			next.byName[sc.Name] = u
+// prepareUpstreams builds the next upstream set: unchanged upstreams are
+// kept (same connection), new and changed ones are prepared, not started.
+func (g *Gateway) prepareUpstreams(plan *reloadPlan) error {
+	cur := g.route.upstreams()
+	next := &upstreamSet{byName: make(map[string]*upstream, len(plan.cfg.Servers))}
+	res := &plan.res
+	for _, sc := range plan.cfg.Servers {
+		u := cur.byName[sc.Name]
+		switch {
+		case u != nil && reflect.DeepEqual(u.orig, sc):
 			res.Kept = append(res.Kept, sc.Name)
-			continue
-		}
-		u, err := g.newUpstream(sc)
-		if err != nil {
-			return ReloadResult{}, err
-		}
-		if cur.byName[sc.Name] != nil {
-			res.Changed = append(res.Changed, sc.Name)
-		} else {
-			res.Added = append(res.Added, sc.Name)
+		default:
+			fresh, err := g.newUpstream(sc)
+			if err != nil {
+				return err
+			}
+			if u != nil {
+				res.Changed = append(res.Changed, sc.Name)
+			} else {
+				res.Added = append(res.Added, sc.Name)
+			}
+			u = fresh
+			plan.added = append(plan.added, u)
 		}
 		next.list = append(next.list, u)
 		next.byName[sc.Name] = u
-		added = append(added, u)
 	}
-	var leaving []*upstream
 	for _, u := range cur.list {
 		if next.byName[u.name] != u {
-			leaving = append(leaving, u)
+			plan.leaving = append(plan.leaving, u)
 			if next.byName[u.name] == nil {
 				res.Removed = append(res.Removed, u.name)
 			}
 		}
 	}
+	plan.ups = next
+	return nil
+}
 
-	// Admission settings: auth keys, access lists, limits, tool rules.
-	gd, err := newGuard(ctx, cfg, g.opts)
-	if err != nil {
-		return ReloadResult{}, err
+// commit makes the plan current: the config, the admission settings, the
+// policy generation and the upstream set (with its catalogue) are each
+// swapped atomically. Called with g.pol.mu held.
+func (g *Gateway) commit(plan *reloadPlan) {
+	g.cfgp.Store(plan.cfg)
+	g.guard.Swap(plan.guard).close()
+	if plan.res.Policies {
+		g.pol.fileSpecs = plan.cfg.Policies
+		g.pol.swapLocked(plan.pol)
 	}
-	if old.Audit != cfg.Audit || !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) || !reflect.DeepEqual(old.Observability.Metrics, cfg.Observability.Metrics) {
-		res.RestartNeeded = append(res.RestartNeeded, "audit/telemetry/metrics")
-	}
-
-	// Policies next: a module that fails to load rejects the reload.
-	if !reflect.DeepEqual(old.Policies, cfg.Policies) {
-		p := &g.pol
-		p.mu.Lock()
-		prev := p.fileSpecs
-		p.fileSpecs = cfg.Policies
-		err := p.rebuildLocked(ctx, p.adminSpecs(), nil)
-		if err != nil {
-			p.fileSpecs = prev
-		}
-		p.mu.Unlock()
-		if err != nil {
-			gd.close()
-			return ReloadResult{}, &config.Error{File: cfg.Path, Key: "policies", Reason: err.Error()}
-		}
-		res.Policies = true
-	}
-
-	// Commit: swap the upstream set and the config, publish, start the new
-	// upstreams and let the leaving ones drain.
-	g.cfgp.Store(cfg)
-	g.guard.Swap(gd).close()
-	g.mu.Lock()
-	g.reserved[kindTools] = cfg.Reserved.Tools
-	g.reserved[kindPrompts] = cfg.Reserved.Prompts
-	g.ups.Store(next)
-	g.publishLocked()
-	if !reflect.DeepEqual(old.Access, cfg.Access) || !reflect.DeepEqual(old.ToolRules, cfg.ToolRules) {
+	g.route.replace(plan.ups, reservedOf(plan.cfg))
+	if plan.views {
 		// What each session may see changed without the catalogue changing.
-		g.mu.Lock()
-		for s := range g.sessions {
+		for _, s := range g.route.allSessions() {
 			go s.listChanged(listKinds[kindTools].changed)
 		}
-		g.mu.Unlock()
 	}
-	for _, u := range added {
+}
+
+// cleanUp starts the upstreams the plan added and lets the ones it removed
+// finish their calls in flight, then stops them.
+func (g *Gateway) cleanUp(plan *reloadPlan) {
+	for _, u := range plan.added {
 		g.startUpstream(u)
 	}
-	for _, u := range leaving {
+	for _, u := range plan.leaving {
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
 			u.drainAndStop(g.ctx)
 		}()
 	}
-	g.log.Info("configuration reloaded", "file", cfg.Path, "added", res.Added, "removed", res.Removed,
-		"changed", res.Changed, "kept", len(res.Kept), "policies_changed", res.Policies, "restart_needed", res.RestartNeeded)
-	return res, nil
 }
 
 // drainAndStop waits (at most the upstream's timeout) for the calls in

@@ -52,7 +52,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	write(fmt.Sprintf(`"stay": {"url": %q, "prefix": "stay"}, "gone": {"url": %q, "prefix": "gone"}`, stay, gone), "[V1]")
 	url, g := startGatewayFile(t, path, policyOptions(t))
 	watcher := connect(t, url, &mcp.ClientOptions{})
-	before := g.upstreams().byName["stay"].current()
+	before := g.route.upstreams().byName["stay"].current()
 
 	var (
 		stop     atomic.Bool
@@ -95,7 +95,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if failures.Load() > 0 {
 		t.Fatalf("%d of %d calls to the untouched upstream failed", failures.Load(), calls.Load())
 	}
-	if g.upstreams().byName["stay"].current() != before {
+	if g.route.upstreams().byName["stay"].current() != before {
 		t.Error("the untouched upstream was reconnected")
 	}
 	if txt, _ := callText(t, watcher, "fresh_leak", nil); !strings.Contains(txt, "[V2]") {
@@ -143,7 +143,7 @@ func TestReloadRemovesAfterInFlightCalls(t *testing.T) {
 		done <- textOf(res)
 	}()
 	waitFor(t, "the call to be in flight", func() bool {
-		l := g.upstreams().byName["slow"].current()
+		l := g.route.upstreams().byName["slow"].current()
 		return l != nil && l.forwarded() == 1
 	})
 	os.WriteFile(path, []byte(`{"mcpServers": {}}`), 0o600)

@@ -109,9 +109,7 @@ func BenchmarkToolSearch10k(b *testing.B) {
 // benchDeferred returns the deferred tools of the gateway's session that
 // built a view.
 func benchDeferred(b *testing.B, g *Gateway) []*item {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for s := range g.sessions {
+	for _, s := range g.route.allSessions() {
 		s.mu.Lock()
 		v := s.view
 		s.mu.Unlock()

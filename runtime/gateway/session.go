@@ -4,21 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
+
+// This file is the downstream session: one client's connection, its read
+// loop, and the dispatch of each request to its stage (initialize, ping and
+// logging/setLevel are answered here; lists and named calls go to the
+// router, route.go). Writes to the client and the gateway's own requests to
+// it (sampling, elicitation, roots, approval) go through here too.
 
 // noID is the zero id: "related to no request".
 var noID jsonrpc.ID
@@ -114,7 +117,7 @@ func (s *session) close() {
 			if t := c.timer.Load(); t != nil {
 				t.Stop()
 			}
-			c.end(s.g, "client disconnected")
+			c.end("client disconnected")
 			f.l.notify("notifications/cancelled", cancelParams(f.id, "client disconnected"))
 		}
 	}
@@ -264,78 +267,11 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 		reason, _ := wire.String(n.Params, "reason")
 		s.cancelCall(id, reason)
 	case "notifications/roots/list_changed":
-		for _, u := range s.g.upstreams().list {
+		for _, u := range s.g.route.upstreams().list {
 			if l := u.current(); l != nil {
 				l.notify(n.Method, n.Params)
 			}
 		}
-	}
-}
-
-// cancelCall forwards a client's cancellation to the upstream holding the
-// request. The request gets no answer, as the protocol prescribes.
-func (s *session) cancelCall(id jsonrpc.ID, reason string) {
-	s.mu.Lock()
-	f, ok := s.inflight[id]
-	delete(s.inflight, id)
-	s.mu.Unlock()
-	if !ok {
-		return
-	}
-	if c := f.l.take(f.id); c != nil {
-		if t := c.timer.Load(); t != nil {
-			t.Stop()
-		}
-		if reason == "" {
-			reason = "cancelled by the client"
-		}
-		c.end(s.g, reason)
-		f.l.notify("notifications/cancelled", cancelParams(f.id, reason))
-	}
-}
-
-// finish delivers an upstream's answer to a forwarded call.
-func (s *session) finish(c *call, resp *jsonrpc.Response) {
-	s.mu.Lock()
-	delete(s.inflight, c.origID)
-	s.mu.Unlock()
-	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
-	if c.tool != "" {
-		outcome, msg := metricsOK, ""
-		if e, ok := resp.Error.(*jsonrpc.Error); ok {
-			outcome, msg = metricsError, e.Message
-			if transports.IsLocal(resp) || e.Code == jsonrpc.CodeInternalError && strings.HasPrefix(e.Message, "edge-mcp: ") {
-				outcome = metricsUnavailable
-			}
-		} else if resp.Error != nil {
-			outcome, msg = metricsError, resp.Error.Error()
-		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
-			outcome = metricsError
-		}
-		s.g.recordToolCall(s, c.server, c.tool, outcome, c.start, c.args, msg)
-	}
-	switch {
-	case c.pol != nil && resp.Error == nil:
-		// Result policies may take a while: off the upstream's read loop.
-		go func() {
-			defer c.end(s.g, "")
-			s.write(s.ctx, s.filterResult(c, out))
-		}()
-	default:
-		c.end(s.g, "")
-		s.write(s.ctx, out)
-	}
-	if c.tool != "" && s.g.events.wanted(slog.LevelInfo) {
-		ev := Event{Type: EventToolExecuted, Server: c.server, Tool: c.tool, Success: true,
-			Duration: time.Since(c.start), ContentLength: len(resp.Result)}
-		if e, ok := resp.Error.(*jsonrpc.Error); ok {
-			ev.Success, ev.ErrorMessage = false, e.Message
-		} else if resp.Error != nil {
-			ev.Success, ev.ErrorMessage = false, resp.Error.Error()
-		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
-			ev.Success, ev.ErrorMessage = false, "the tool reported an error (isError)"
-		}
-		s.g.events.emit(slog.LevelInfo, ev)
 	}
 }
 
@@ -421,7 +357,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	s.caps.roots = p.Capabilities.Roots != nil
 	version := supportedVersion(p.ProtocolVersion)
 	var instructions string
-	for _, u := range s.g.upstreams().list {
+	for _, u := range s.g.route.upstreams().list {
 		if l := u.current(); l != nil && l.instructions != "" {
 			instructions += u.name + ": " + l.instructions + "\n"
 		}
@@ -448,162 +384,6 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	s.reply(req.ID, b)
 }
 
-func (s *session) list(req *jsonrpc.Request, k listKind) {
-	cursor, _ := wire.String(req.Params, "cursor")
-	cat := s.catalogue()
-	page, err := cat.page(k, cursor, s.g.opts.PageSize)
-	if err != nil {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
-		return
-	}
-	s.reply(req.ID, page)
-}
-
-// forwardNamed routes tools/call and prompts/get by params.name.
-func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
-	name, ok := wire.String(req.Params, "name")
-	if !ok {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
-		return
-	}
-	it := s.catalogue().index[k][name]
-	if it == nil {
-		what := "tool"
-		if k == kindPrompts {
-			what = "prompt"
-		}
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
-		return
-	}
-	if k == kindTools {
-		s.toolCall(req, it)
-		return
-	}
-	var pg *policyGen
-	if cur := s.g.pol.current(); cur != nil && len(cur.chain.Match(it.up.name, it.name)) > 0 {
-		pg = s.g.pol.acquire()
-	}
-	params := req.Params
-	if it.name != it.exposed {
-		var err error
-		if params, err = wire.SetField(params, "name", wire.AppendString(nil, it.name)); err != nil {
-			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
-			return
-		}
-	}
-	info := forwardInfo{kind: k, upName: it.name}
-	if pg != nil {
-		if resultPolicy(pg.chain, k, it.up.name, it.name) {
-			info.pol = pg // released when the call ends
-			info.args, _, _ = wire.Field(params, "arguments")
-		} else {
-			s.g.pol.release(pg)
-		}
-	}
-	s.forward(req, it.up, params, info)
-}
-
-// forwardURI routes resources/read by params.uri.
-func (s *session) forwardURI(req *jsonrpc.Request) {
-	uri, ok := wire.String(req.Params, "uri")
-	if !ok {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
-		return
-	}
-	u := s.catalogue().resource(uri)
-	if u == nil {
-		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
-		return
-	}
-	info := forwardInfo{kind: kindResources, upName: uri}
-	if cur := s.g.pol.current(); cur != nil && resultPolicy(cur.chain, kindResources, u.name, uri) {
-		if pg := s.g.pol.acquire(); pg != nil {
-			if resultPolicy(pg.chain, kindResources, u.name, uri) {
-				info.pol = pg // released when the call ends
-			} else {
-				s.g.pol.release(pg)
-			}
-		}
-	}
-	s.forward(req, u, req.Params, info)
-}
-
-func (s *session) subscribe(req *jsonrpc.Request) {
-	uri, ok := wire.String(req.Params, "uri")
-	if !ok {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
-		return
-	}
-	u := s.catalogue().resource(uri)
-	if u == nil {
-		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
-		return
-	}
-	if !s.g.subscribe(s, uri) {
-		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
-		return
-	}
-	s.forward(req, u, req.Params, forwardInfo{})
-}
-
-func (s *session) unsubscribe(req *jsonrpc.Request) {
-	uri, ok := wire.String(req.Params, "uri")
-	if !ok {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
-		return
-	}
-	u := s.catalogue().resource(uri)
-	if u == nil || !s.g.unsubscribe(s, uri) {
-		s.reply(req.ID, json.RawMessage(`{}`))
-		return
-	}
-	s.forward(req, u, req.Params, forwardInfo{})
-}
-
-// complete routes completion/complete by the prompt or resource template it
-// completes for.
-func (s *session) complete(req *jsonrpc.Request) {
-	ref, _, _ := wire.Field(req.Params, "ref")
-	typ, _ := wire.String(ref, "type")
-	cat := s.catalogue()
-	switch typ {
-	case "ref/prompt":
-		name, _ := wire.String(ref, "name")
-		it := cat.index[kindPrompts][name]
-		if it == nil {
-			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown prompt %q", name)
-			return
-		}
-		params := req.Params
-		if it.name != it.exposed {
-			newRef, err := wire.SetField(ref, "name", wire.AppendString(nil, it.name))
-			if err == nil {
-				params, err = wire.SetField(params, "ref", newRef)
-			}
-			if err != nil {
-				s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
-				return
-			}
-		}
-		s.forward(req, it.up, params, forwardInfo{})
-	case "ref/resource":
-		uri, _ := wire.String(ref, "uri")
-		u := (*upstream)(nil)
-		if it := cat.index[kindTemplates][uri]; it != nil {
-			u = it.up
-		} else {
-			u = cat.resource(uri)
-		}
-		if u == nil {
-			s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
-			return
-		}
-		s.forward(req, u, req.Params, forwardInfo{})
-	default:
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "completion/complete: unknown ref type %q", typ)
-	}
-}
-
 // setLevel records the session's level and passes it to every upstream that
 // logs. Log messages are filtered per session, so one client's level does
 // not silence another's.
@@ -616,7 +396,7 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 	}
 	s.logLevel.Store(int32(i))
 	var wg sync.WaitGroup
-	for _, u := range s.g.upstreams().list {
+	for _, u := range s.g.route.upstreams().list {
 		l := u.current()
 		if l == nil {
 			continue
@@ -636,135 +416,4 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 	}
 	wg.Wait()
 	s.reply(req.ID, json.RawMessage(`{}`))
-}
-
-// forward sends the client's request to upstream u. The answer comes back
-// through the link's read loop (link.finish → session.finish).
-// forwardInfo is what a forwarded call carries besides its params: the
-// exposed tool name (for events) and, when result policies apply, the chain
-// and what they need to see.
-type forwardInfo struct {
-	tool   string
-	kind   listKind
-	upName string          // upstream tool or prompt name, or resource URI
-	args   json.RawMessage // the call's arguments, for result policies
-	pol    *policyGen      // non-nil when the result passes through policies; the call holds a reference
-	// For tools/call: the tool rule's timeout (0: the server's), the
-	// upstream concurrency slot to give back, when the chain started, and
-	// the trace span.
-	timeout time.Duration
-	slot    func()
-	start   time.Time
-	span    trace.Span
-}
-
-// abandon releases what a call that never went upstream holds.
-func (info *forwardInfo) abandon(g *Gateway) {
-	g.pol.release(info.pol)
-	if info.slot != nil {
-		info.slot()
-	}
-	if info.span != nil {
-		info.span.End()
-	}
-}
-
-func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
-	l := u.current()
-	if l == nil {
-		info.abandon(s.g)
-		if info.tool != "" {
-			s.g.recordToolCall(s, u.name, info.tool, metricsUnavailable, info.start, info.args, errNotConnected.Error())
-		}
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
-		return
-	}
-	start := info.start
-	if start.IsZero() {
-		start = time.Now()
-	}
-	c := &call{method: req.Method, start: start, sess: s, origID: req.ID, tool: info.tool, server: u.name,
-		kind: info.kind, upName: info.upName, args: info.args, pol: info.pol, slot: info.slot, span: info.span}
-	id, ok := l.register(c)
-	if !ok {
-		info.abandon(s.g)
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
-		return
-	}
-	params, err := s.rewriteMeta(params, c, id)
-	if err != nil {
-		if l.take(id) != nil {
-			c.end(s.g, "")
-		}
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
-		return
-	}
-	s.mu.Lock()
-	if _, dup := s.inflight[req.ID]; dup || s.closed {
-		s.mu.Unlock()
-		if l.take(id) != nil {
-			c.end(s.g, "")
-		}
-		s.replyError(req.ID, jsonrpc.CodeInvalidRequest, "request id %v is already in flight", req.ID.Raw())
-		return
-	}
-	s.inflight[req.ID] = inflight{l, id}
-	s.mu.Unlock()
-	timeout := u.cfg.Timeout
-	if info.timeout > 0 {
-		timeout = info.timeout
-	}
-	c.timer.Store(time.AfterFunc(timeout, func() {
-		if l.take(id) == nil {
-			return
-		}
-		if c.tool != "" {
-			s.g.recordToolCall(s, u.name, c.tool, metricsTimeout, c.start, c.args, "timeout")
-		}
-		c.end(s.g, "timeout")
-		s.mu.Lock()
-		delete(s.inflight, req.ID)
-		s.mu.Unlock()
-		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
-		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
-	}))
-	s.g.senders.submit(func() {
-		err := l.conn.Write(l.ctx, &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: params})
-		if err != nil {
-			if c := l.take(id); c != nil {
-				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))
-			}
-			l.suspect()
-		}
-	})
-}
-
-// rewriteMeta replaces the client's progress token with the upstream request
-// id (so tokens of different clients cannot collide upstream) and drops the
-// per-connection _meta keys. Params without _meta pass untouched.
-func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.RawMessage, error) {
-	meta, ok, err := wire.Field(params, "_meta")
-	if err != nil || !ok {
-		return params, err
-	}
-	changed := false
-	if tok, ok, _ := wire.Field(meta, "progressToken"); ok {
-		c.progressToken = append(json.RawMessage(nil), tok...)
-		if meta, err = wire.SetField(meta, "progressToken", strconv.AppendInt(nil, id, 10)); err != nil {
-			return nil, err
-		}
-		changed = true
-	}
-	for _, k := range connectionMetaKeys {
-		if _, ok, _ := wire.Field(meta, k); ok {
-			if meta, err = wire.DeleteField(meta, k); err != nil {
-				return nil, err
-			}
-			changed = true
-		}
-	}
-	if !changed {
-		return params, nil
-	}
-	return wire.SetField(params, "_meta", meta)
 }

@@ -194,7 +194,7 @@ func TestStdioRestartsLeaveNoZombies(t *testing.T) {
 		`"s": {"command": "sh", "args": ["-c", "echo 'everything-server starting (banner)'; exec %s"], "retry_initial": 0.01, "retry_max": 0.05}`, bin)), Options{})
 	cs := connect(t, url, nil)
 	pid := func() int {
-		l := g.upstreams().list[0].current()
+		l := g.route.upstreams().list[0].current()
 		if l == nil {
 			return 0
 		}

@@ -21,7 +21,7 @@ type sessionView struct {
 
 // catalogue returns the session's view of the current catalogue.
 func (s *session) catalogue() *catalogue {
-	cat := s.g.catalogue()
+	cat := s.g.route.catalogue()
 	gd := s.g.guard.Load()
 	pg := s.g.pol.current()
 	if gd.access == nil && !gd.anyDeferred && !pg.hooks().Has(policy.HookToolsList) {

@@ -17,7 +17,6 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/schema"
 	"github.com/edge-mcp/edge-mcp/internal/telemetry"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
-	"github.com/edge-mcp/edge-mcp/policy"
 )
 
 // This file is the tools/call chain, in order: the gateway's own tools
@@ -50,7 +49,9 @@ type toolCall struct {
 	args   json.RawMessage
 	target *upstream
 	tool   string // the upstream's tool name
-	pg     *policyGen
+	// scope holds the policy generation deciding the call and its
+	// concurrency slot; toolCallSlow releases it.
+	scope callScope
 	// approval is set when a rule or a policy asks a person first.
 	approval bool
 }
@@ -79,40 +80,34 @@ func (s *session) toolCall(req *jsonrpc.Request, it *item) {
 			return
 		}
 	}
-	if cur := s.g.pol.current(); cur != nil && len(cur.chain.Match(it.up.name, it.name)) > 0 {
-		if pg := s.g.pol.acquire(); pg != nil && len(pg.chain.Match(it.up.name, it.name)) > 0 {
-			tc.pg = pg
-		} else {
-			s.g.pol.release(pg)
-		}
-	}
+	tc.scope = s.g.pol.scope(kindTools, it.up.name, it.name)
 	tc.approval = tc.ts.approval
-	if tc.pg != nil || tc.approval || gd.concurrency(it.up.name) != nil {
+	if tc.scope.held() || tc.approval || gd.concurrency(it.up.name) != nil {
 		go s.toolCallSlow(tc, gd) // modules, people and queues take time: off the read loop
 		return
 	}
-	s.toolCallForward(tc, nil)
+	s.toolCallForward(tc)
 }
 
 // toolCallSlow runs the stages that may wait.
+// It owns the call's scope: whatever happens, the scope is released once
+// the call has been answered.
 func (s *session) toolCallSlow(tc *toolCall, gd *guard) {
-	if tc.pg != nil && !s.decide(tc) {
+	defer tc.scope.release()
+	if tc.scope.pg != nil && !s.decide(tc) {
 		return
 	}
 	if tc.approval {
 		if err := s.approve(tc); err != nil {
-			s.g.pol.release(tc.pg)
 			s.refuse(tc, metrics.OutcomeDenied, err.Error())
 			return
 		}
 	}
-	var slot func()
 	if conc := gd.concurrency(tc.target.name); conc != nil {
 		ctx, cancel := context.WithTimeout(s.ctx, s.timeoutOf(tc))
 		rel, err := conc.Acquire(ctx)
 		cancel()
 		if err != nil {
-			s.g.pol.release(tc.pg)
 			reason := fmt.Sprintf("edge-mcp: server %q is busy: %d calls in flight and %d waiting", tc.target.name, conc.InFlight(), conc.Waiting())
 			if !errors.Is(err, limits.ErrQueueFull) {
 				reason = fmt.Sprintf("edge-mcp: server %q stayed busy: %v", tc.target.name, err)
@@ -121,101 +116,32 @@ func (s *session) toolCallSlow(tc *toolCall, gd *guard) {
 			s.replyError(tc.req.ID, jsonrpc.CodeInternalError, "%s", reason)
 			return
 		}
-		slot = rel
+		tc.scope.slot = rel
 	}
-	s.toolCallForward(tc, slot)
+	if done := s.toolCallForward(tc); done != nil {
+		<-done
+	}
 }
 
-// decide runs the tool_call policies; false means the call was answered.
-func (s *session) decide(tc *toolCall) bool {
-	pg := tc.pg
-	ch := pg.chain
-	fail := func(outcome, format string, args ...any) bool {
-		s.g.pol.release(pg)
-		tc.pg = nil
-		msg := fmt.Sprintf(format, args...)
-		s.recordCall(tc, outcome, msg)
-		s.replyError(tc.req.ID, jsonrpc.CodeInternalError, "%s", msg)
-		return false
-	}
-	if !ch.Hooks().Has(policy.HookToolCall) {
-		return true
-	}
-	start := time.Now()
-	d, err := ch.ToolCall(s.ctx, policy.CallInput{Client: s.client, Server: tc.it.up.name, Tool: tc.it.name, Arguments: tc.args})
-	if err != nil {
-		s.g.metrics.PolicyFailure(policyModuleOf(err), "tool_call")
-		return fail(metrics.OutcomeError, "edge-mcp: policy check ended: %v", err)
-	}
-	s.g.metrics.PolicyDecision(orChain(d.Module), "tool_call", d.Action.String(), time.Since(start))
-	switch d.Action {
-	case policy.Deny:
-		s.g.pol.release(pg)
-		tc.pg = nil
-		s.refuse(tc, metrics.OutcomeDenied, fmt.Sprintf("edge-mcp: policy %q denied this call: %s", d.Module, d.Reason))
-		return false
-	case policy.Route:
-		target := s.g.upstreams().byName[d.Server]
-		if target == nil {
-			return fail(metrics.OutcomeError, "edge-mcp: policy %q routed the call to unknown server %q", d.Module, d.Server)
-		}
-		tc.target = target
-		if d.Tool != "" {
-			tc.tool = d.Tool
-		}
-	}
-	if d.Arguments != nil {
-		tc.args = d.Arguments
-		var err error
-		if tc.params, err = wire.SetField(tc.params, "arguments", d.Arguments); err != nil {
-			return fail(metrics.OutcomeError, "edge-mcp: applying policy %q: %v", d.Module, err)
-		}
-	}
-	tc.approval = tc.approval || d.RequireApproval
-	return true
-}
-
-func orChain(module string) string {
-	if module == "" {
-		return "chain"
-	}
-	return module
-}
-
-func policyModuleOf(err error) string {
-	var ce *policy.CallError
-	if errors.As(err, &ce) {
-		return ce.Module
-	}
-	return "chain"
-}
-
-// toolCallForward sends the call upstream; slot, when set, releases the
-// upstream's concurrency slot when the call ends.
-func (s *session) toolCallForward(tc *toolCall, slot func()) {
+// toolCallForward sends the call upstream. It returns a channel closed when
+// the call has been answered, or nil when it was answered already (or holds
+// no scope, so nobody waits).
+func (s *session) toolCallForward(tc *toolCall) <-chan struct{} {
 	params := tc.params
 	if tc.tool != tc.it.name || tc.target != tc.it.up || tc.it.exposed != tc.it.name {
 		var err error
 		if params, err = wire.SetField(params, "name", wire.AppendString(nil, tc.tool)); err != nil {
-			s.g.pol.release(tc.pg)
-			if slot != nil {
-				slot()
-			}
 			s.replyError(tc.req.ID, jsonrpc.CodeInvalidParams, "%s: %v", tc.req.Method, err)
-			return
+			return nil
 		}
 	}
-	info := forwardInfo{tool: tc.it.exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.timeout, slot: slot, start: tc.start}
+	info := forwardInfo{tool: tc.it.exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.timeout, start: tc.start, waited: tc.scope.held()}
 	if s.g.auditLog != nil {
 		info.args = tc.args
 	}
-	if pg := tc.pg; pg != nil {
-		if resultPolicy(pg.chain, kindTools, tc.target.name, tc.tool) {
-			info.pol = pg // released when the call ends
-			info.args = tc.args
-		} else {
-			s.g.pol.release(pg)
-		}
+	if pg := tc.scope.pg; pg != nil && resultPolicy(pg.chain, kindTools, tc.target.name, tc.tool) {
+		info.pg = pg
+		info.args = tc.args
 	}
 	if s.g.tracer != nil {
 		ctx, span := s.g.tracer.Start(telemetry.ExtractMeta(s.ctx, params), "tools/call "+tc.it.exposed,
@@ -224,7 +150,7 @@ func (s *session) toolCallForward(tc *toolCall, slot func()) {
 		params = telemetry.InjectMeta(ctx, params)
 		info.span = span
 	}
-	s.forward(tc.req, tc.target, params, info)
+	return s.forward(tc.req, tc.target, params, info)
 }
 
 // timeoutOf is the deadline of a call: its tool rule's, else its server's.

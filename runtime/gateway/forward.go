@@ -1,0 +1,174 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+)
+
+// This file sends a routed request upstream: the request id is remapped to
+// one of the upstream link's own, the client's progress token replaced, the
+// per-connection _meta keys dropped, and the call registered in flight with
+// its timeout. Everything else in params passes through as raw JSON.
+
+// cancelCall forwards a client's cancellation to the upstream holding the
+// request. The request gets no answer, as the protocol prescribes.
+func (s *session) cancelCall(id jsonrpc.ID, reason string) {
+	s.mu.Lock()
+	f, ok := s.inflight[id]
+	delete(s.inflight, id)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	if c := f.l.take(f.id); c != nil {
+		if t := c.timer.Load(); t != nil {
+			t.Stop()
+		}
+		if reason == "" {
+			reason = "cancelled by the client"
+		}
+		c.end(reason)
+		f.l.notify("notifications/cancelled", cancelParams(f.id, reason))
+	}
+}
+
+// forward sends the client's request to upstream u. The answer comes back
+// through the link's read loop (link.finish → session.finish).
+// forwardInfo is what a forwarded call carries besides its params: the
+// exposed tool name (for events) and, when result policies apply, the chain
+// and what they need to see.
+type forwardInfo struct {
+	tool   string
+	kind   listKind
+	upName string          // upstream tool or prompt name, or resource URI
+	args   json.RawMessage // the call's arguments, for result policies
+	pg     *policyGen      // non-nil when the result passes through policies (held by the caller's scope)
+	// waited is set when the caller waits for the call to end (it holds a
+	// scope): forward then returns a channel closed at the end.
+	waited bool
+	// For tools/call: the tool rule's timeout (0: the server's), when the
+	// chain started, and the trace span.
+	timeout time.Duration
+	start   time.Time
+	span    trace.Span
+}
+
+// abandon ends what a call that never went upstream started.
+func (info *forwardInfo) abandon() {
+	if info.span != nil {
+		info.span.End()
+	}
+}
+
+// It returns a channel closed when the call ends when info.waited, else nil;
+// nil also when the call never went upstream (it has been answered).
+func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) <-chan struct{} {
+	l := u.current()
+	if l == nil {
+		info.abandon()
+		if info.tool != "" {
+			s.g.recordToolCall(s, u.name, info.tool, metricsUnavailable, info.start, info.args, errNotConnected.Error())
+		}
+		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
+		return nil
+	}
+	start := info.start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	c := &call{method: req.Method, start: start, sess: s, origID: req.ID, tool: info.tool, server: u.name,
+		kind: info.kind, upName: info.upName, args: info.args, pg: info.pg, span: info.span}
+	if info.waited {
+		c.done = make(chan struct{})
+	}
+	id, ok := l.register(c)
+	if !ok {
+		info.abandon()
+		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
+		return nil
+	}
+	params, err := s.rewriteMeta(params, c, id)
+	if err != nil {
+		if l.take(id) != nil {
+			c.end("")
+		}
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
+		return c.done
+	}
+	s.mu.Lock()
+	if _, dup := s.inflight[req.ID]; dup || s.closed {
+		s.mu.Unlock()
+		if l.take(id) != nil {
+			c.end("")
+		}
+		s.replyError(req.ID, jsonrpc.CodeInvalidRequest, "request id %v is already in flight", req.ID.Raw())
+		return c.done
+	}
+	s.inflight[req.ID] = inflight{l, id}
+	s.mu.Unlock()
+	timeout := u.cfg.Timeout
+	if info.timeout > 0 {
+		timeout = info.timeout
+	}
+	c.timer.Store(time.AfterFunc(timeout, func() {
+		if l.take(id) == nil {
+			return
+		}
+		if c.tool != "" {
+			s.g.recordToolCall(s, u.name, c.tool, metricsTimeout, c.start, c.args, "timeout")
+		}
+		c.end("timeout")
+		s.mu.Lock()
+		delete(s.inflight, req.ID)
+		s.mu.Unlock()
+		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
+		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
+	}))
+	s.g.senders.submit(func() {
+		err := l.conn.Write(l.ctx, &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: params})
+		if err != nil {
+			if c := l.take(id); c != nil {
+				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))
+			}
+			l.suspect()
+		}
+	})
+	return c.done
+}
+
+// rewriteMeta replaces the client's progress token with the upstream request
+// id (so tokens of different clients cannot collide upstream) and drops the
+// per-connection _meta keys. Params without _meta pass untouched.
+func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.RawMessage, error) {
+	meta, ok, err := wire.Field(params, "_meta")
+	if err != nil || !ok {
+		return params, err
+	}
+	changed := false
+	if tok, ok, _ := wire.Field(meta, "progressToken"); ok {
+		c.progressToken = append(json.RawMessage(nil), tok...)
+		if meta, err = wire.SetField(meta, "progressToken", strconv.AppendInt(nil, id, 10)); err != nil {
+			return nil, err
+		}
+		changed = true
+	}
+	for _, k := range connectionMetaKeys {
+		if _, ok, _ := wire.Field(meta, k); ok {
+			if meta, err = wire.DeleteField(meta, k); err != nil {
+				return nil, err
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return params, nil
+	}
+	return wire.SetField(params, "_meta", meta)
+}

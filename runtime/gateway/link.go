@@ -1,0 +1,400 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/transports"
+)
+
+// This file is one live connection to an upstream (a link): the calls in
+// flight on it, by upstream id; its read loop; health pings; the MCP
+// handshake and the listing of what the server offers.
+
+// call is one request edge-mcp sent upstream and awaits an answer to.
+type call struct {
+	method string
+	start  time.Time
+
+	// For the gateway's own requests.
+	reply chan *jsonrpc.Response
+
+	// For requests forwarded from a downstream session.
+	sess          *session
+	origID        jsonrpc.ID
+	progressToken json.RawMessage // the client's token, when the call carries one
+	tool          string          // exposed tool name, for tools/call
+	server        string          // the upstream's name, for events
+	kind          listKind        // what the call reads: a tool, prompt or resource
+	upName        string          // upstream tool or prompt name, or resource URI
+	args          json.RawMessage // the call's arguments, for result policies
+	pg            *policyGen      // non-nil when the result passes through policies (held by the caller's scope)
+	done          chan struct{}   // closed when the call ends, when its caller waits for that
+	span          trace.Span      // the call's trace span, ended with it
+	timer         atomic.Pointer[time.Timer]
+}
+
+// link is one live connection to an upstream, with its own id space and
+// table of calls in flight.
+type link struct {
+	u      *upstream
+	conn   transports.Connection
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the read loop ends
+
+	protocolVersion string
+	caps            map[string]json.RawMessage // server capabilities
+	instructions    string
+
+	nextID atomic.Int64
+
+	probeNow chan struct{} // asks the health loop for a ping at once
+	misses   int           // consecutive missed pings; health loop only
+
+	mu      sync.Mutex
+	pending map[int64]*call
+	// serverCalls maps requests the upstream sent us (by their id) to the
+	// cancel function of their forwarding.
+	serverCalls map[jsonrpc.ID]context.CancelFunc
+	err         error
+	closed      bool
+}
+
+func newLink(ctx context.Context, u *upstream, conn transports.Connection) *link {
+	lctx, cancel := context.WithCancel(ctx)
+	l := &link{
+		u: u, conn: conn, ctx: lctx, cancel: cancel, done: make(chan struct{}),
+		pending:     make(map[int64]*call),
+		serverCalls: make(map[jsonrpc.ID]context.CancelFunc),
+		probeNow:    make(chan struct{}, 1),
+	}
+	go l.readLoop()
+	return l
+}
+
+// suspect asks the health loop to check the server now: a call just failed
+// in a way that may mean the server is gone.
+func (l *link) suspect() {
+	select {
+	case l.probeNow <- struct{}{}:
+	default:
+	}
+}
+
+// health pings the server every interval, and at once when a call failed
+// suspiciously. An unreachable server fails the link at once; a server that
+// does not answer in time fails it after misses consecutive pings, so a
+// slow but answering server stays healthy.
+func (l *link) health(h HealthOptions) {
+	t := time.NewTicker(h.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		case <-l.probeNow:
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, h.Timeout)
+		_, err := l.call(ctx, "ping", nil)
+		cancel()
+		l.u.mu.Lock()
+		l.u.lastHealth = time.Now()
+		l.u.mu.Unlock()
+		var rpcErr *jsonrpc.Error
+		switch {
+		case err == nil, errors.As(err, &rpcErr) && !errors.Is(err, errUnreachable):
+			l.misses = 0 // it answered, even if with an error
+			continue
+		case l.ctx.Err() != nil:
+			return
+		case errors.Is(err, errUnreachable):
+			l.fail(fmt.Errorf("health check: %w", err))
+			return
+		}
+		l.misses++
+		l.u.log.Warn("health check missed", "misses", l.misses, "of", h.Misses, "err", err)
+		if l.misses >= h.Misses {
+			l.fail(fmt.Errorf("health check: %d pings in a row unanswered: %w", l.misses, err))
+			return
+		}
+	}
+}
+
+// fail records err as the reason the link ended and closes the connection,
+// which ends the read loop.
+func (l *link) fail(err error) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = err
+	}
+	l.mu.Unlock()
+	l.conn.Close()
+}
+
+func (l *link) failure() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		return errors.New("upstream connection closed")
+	}
+	return l.err
+}
+
+// close ends the link: the connection is closed and every call in flight is
+// answered with an error at once.
+func (l *link) close(reason error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	if l.err == nil {
+		l.err = reason
+	}
+	pending := l.pending
+	l.pending = map[int64]*call{}
+	l.mu.Unlock()
+	l.cancel()
+	l.conn.Close()
+	for _, c := range pending {
+		l.finish(c, nil, fmt.Errorf("server %q disconnected: %v", l.u.name, reason))
+	}
+}
+
+// register assigns an upstream id to c and records it as in flight.
+func (l *link) register(c *call) (int64, bool) {
+	id := l.nextID.Add(1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, false
+	}
+	l.pending[id] = c
+	return id, true
+}
+
+// take removes and returns the call with upstream id, if still in flight.
+func (l *link) take(id int64) *call {
+	l.mu.Lock()
+	c := l.pending[id]
+	delete(l.pending, id)
+	l.mu.Unlock()
+	return c
+}
+
+func (l *link) peek(id int64) *call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending[id]
+}
+
+// finish delivers the one answer of call c: resp, or err when the call
+// failed inside the gateway.
+func (l *link) finish(c *call, resp *jsonrpc.Response, err error) {
+	if t := c.timer.Load(); t != nil {
+		t.Stop()
+	}
+	if resp == nil {
+		resp = &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: " + err.Error()}}
+	}
+	if c.reply != nil {
+		c.reply <- resp
+		return
+	}
+	c.sess.finish(c, resp)
+}
+
+// call sends a request of the gateway's own and waits for its answer.
+func (l *link) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	c := &call{method: method, start: time.Now(), reply: make(chan *jsonrpc.Response, 1)}
+	id, ok := l.register(c)
+	if !ok {
+		return nil, l.failure()
+	}
+	if err := l.conn.Write(ctx, &jsonrpc.Request{ID: intID(id), Method: method, Params: params}); err != nil {
+		l.take(id)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sending %s: %w", method, ctx.Err())
+		}
+		return nil, fmt.Errorf("sending %s: %w: %w", method, errUnreachable, err)
+	}
+	select {
+	case resp := <-c.reply:
+		if resp.Error != nil {
+			if transports.IsLocal(resp) {
+				return nil, fmt.Errorf("%s: %w: %w", method, errUnreachable, resp.Error)
+			}
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		if l.take(id) != nil {
+			l.notify("notifications/cancelled", cancelParams(id, "timeout"))
+		}
+		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
+	}
+}
+
+// notify sends a notification upstream; failures are logged, not returned:
+// a broken connection is noticed by the read loop.
+func (l *link) notify(method string, params json.RawMessage) {
+	if err := l.conn.Write(l.ctx, &jsonrpc.Request{Method: method, Params: params}); err != nil {
+		l.u.log.Debug("sending notification upstream", "method", method, "err", err)
+	}
+}
+
+func cancelParams(id int64, reason string) json.RawMessage {
+	b := append([]byte(`{"requestId":`), strconv.FormatInt(id, 10)...)
+	b = append(b, `,"reason":`...)
+	b = wire.AppendString(b, reason)
+	return append(b, '}')
+}
+
+func intID(id int64) jsonrpc.ID {
+	v, _ := jsonrpc.MakeID(float64(id))
+	return v
+}
+
+func idInt(id jsonrpc.ID) (int64, bool) {
+	v, ok := id.Raw().(int64)
+	return v, ok
+}
+
+// initialize performs the MCP handshake.
+func (l *link) initialize(ctx context.Context) error {
+	params := `{"protocolVersion":"` + upstreamProtocolVersion + `","capabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}},"clientInfo":{"name":"edge-mcp","version":"` + Version + `"}}`
+	res, err := l.call(ctx, "initialize", json.RawMessage(params))
+	if err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	var r struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
+		Instructions    string                     `json:"instructions"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return fmt.Errorf("initialize: decoding result: %w", err)
+	}
+	if !knownVersion(r.ProtocolVersion) {
+		return fmt.Errorf("initialize: server chose unsupported protocol version %q", r.ProtocolVersion)
+	}
+	l.protocolVersion, l.caps, l.instructions = r.ProtocolVersion, r.Capabilities, r.Instructions
+	l.notify("notifications/initialized", nil)
+	return nil
+}
+
+func knownVersion(v string) bool {
+	for _, k := range knownProtocolVersions {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// discover reads the lists named by kinds, following nextCursor to the end.
+// A list the server does not offer (no capability, or METHOD_NOT_FOUND) is
+// empty, not an error.
+func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, error) {
+	var out upstreamLists
+	for _, k := range kinds {
+		if _, ok := l.caps[kindCapability[k]]; !ok {
+			continue
+		}
+		cursor := ""
+		for page := 0; ; page++ {
+			params := json.RawMessage(`{}`)
+			if cursor != "" {
+				params = json.RawMessage(`{"cursor":` + string(wire.AppendString(nil, cursor)) + `}`)
+			}
+			res, err := l.call(ctx, listKinds[k].method, params)
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+				break
+			}
+			if err != nil {
+				return out, fmt.Errorf("discovering %s: %w", listKinds[k].member, err)
+			}
+			items, next, err := parseItems(l.u, k, res)
+			if err != nil {
+				return out, err
+			}
+			out[k] = append(out[k], items...)
+			if next == "" || next == cursor || page > 10000 {
+				break
+			}
+			cursor = next
+		}
+	}
+	return out, nil
+}
+
+// readLoop dispatches everything the upstream sends until the connection
+// fails.
+func (l *link) readLoop() {
+	defer close(l.done)
+	for {
+		msg, err := l.conn.Read(l.ctx)
+		if err != nil {
+			l.mu.Lock()
+			if l.err == nil {
+				l.err = err
+			}
+			l.mu.Unlock()
+			return
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			id, ok := idInt(m.ID)
+			if !ok {
+				l.u.log.Debug("dropping response with foreign id", "id", m.ID.Raw())
+				continue
+			}
+			if c := l.take(id); c != nil {
+				if e, ok := m.Error.(*jsonrpc.Error); ok && transports.IsLocal(m) && c.reply == nil {
+					// The transport answered because the server could not:
+					// say which server, and check whether it is still there.
+					m = &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: e.Code, Data: e.Data,
+						Message: fmt.Sprintf("edge-mcp: server %q: %s", l.u.name, e.Message)}}
+					l.suspect()
+				}
+				l.finish(c, m, nil)
+			}
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				l.serverRequest(m)
+			} else {
+				l.serverNotification(m)
+			}
+		}
+	}
+}
+
+// end is called once when a forwarded call is over: it ends the call's
+// trace span (marked failed with reason, when given) and tells the caller
+// waiting to release the call's scope.
+func (c *call) end(reason string) {
+	if c.done != nil {
+		defer close(c.done)
+	}
+	if c.span != nil {
+		if reason != "" {
+			c.span.SetStatus(codes.Error, reason)
+		}
+		c.span.End()
+	}
+}

@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/auth"
+	"github.com/edge-mcp/edge-mcp/internal/compress"
+)
+
+// This file is the listener: every HTTP surface of the gateway and what
+// serves it. The MCP transports (/mcp, /sse, /ws) and the OpenAI-style API
+// (/v1/) pass the admission stage (admit.go) first; the status document,
+// health and readiness probes and metrics are answered here.
+
+// Handler returns the downstream HTTP handler: streamable HTTP at /mcp,
+// legacy HTTP+SSE at /sse (its POST endpoint too), WebSocket (subprotocol
+// mcp) at /ws, the OpenAI-style tool API under /v1/, the status document at
+// /status, /healthz, /readyz, Prometheus metrics at /metrics and the OAuth
+// protected resource metadata.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", g.admit(transportStreamable, g.http))
+	mux.Handle("/sse", g.admit("sse", g.sse))
+	mux.Handle("/ws", g.admit("websocket", g.ws))
+	mux.Handle("/v1/", g.admit("openai", g.openAIHandler()))
+	mux.HandleFunc("GET /status", g.serveStatus)
+	mux.HandleFunc("GET /healthz", g.serveHealthz)
+	mux.HandleFunc("GET /readyz", g.serveReadyz)
+	if g.metrics != nil {
+		mux.Handle("GET /metrics", g.metrics.Handler())
+	}
+	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := g.guard.Load().auth; a != nil {
+			a.MetadataHandler().ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	mux.Handle(auth.MetadataPath, meta)
+	mux.Handle(auth.MetadataPath+"/", meta)
+	if c := g.config().Observability.Compression; c == nil || *c {
+		return compress.Middleware(mux, compress.Options{})
+	}
+	return mux
+}
+
+// serveHealthz answers while the process serves.
+func (g *Gateway) serveHealthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// serveReadyz answers 200 once the configuration is loaded and every
+// required upstream (observability.required_servers) is connected, else 503
+// naming what is missing.
+func (g *Gateway) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	var missing []string
+	ups := g.route.upstreams()
+	for _, name := range g.config().Observability.RequiredServers {
+		u := ups.byName[name]
+		if u == nil || u.current() == nil {
+			missing = append(missing, name)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if g.ctx == nil || len(missing) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"status": "not ready", "missing": missing})
+		return
+	}
+	json.NewEncoder(w).Encode(map[string]any{"status": "ready"})
+}
+
+// ServerStatus is one upstream's entry in the status document.
+type ServerStatus struct {
+	Name            string    `json:"name"`
+	Transport       string    `json:"transport"`
+	State           State     `json:"state"`
+	ProtocolVersion string    `json:"protocol_version,omitempty"`
+	Tools           int       `json:"tools"`
+	Prompts         int       `json:"prompts"`
+	Resources       int       `json:"resources"`
+	Templates       int       `json:"resource_templates"`
+	LastHealthCheck time.Time `json:"last_health_check,omitzero"`
+	Retries         int       `json:"retries"`
+	NextRetry       time.Time `json:"next_retry,omitzero"`
+	LastError       string    `json:"last_error,omitempty"`
+}
+
+// Status reports every upstream, in config order.
+func (g *Gateway) Status() []ServerStatus {
+	ups, offers := g.route.offers()
+	out := make([]ServerStatus, 0, len(ups))
+	for i, u := range ups {
+		u.mu.Lock()
+		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: u.state, Retries: u.retries, LastError: u.lastErr, LastHealthCheck: u.lastHealth}
+		if u.state == StateFailed {
+			st.NextRetry = u.nextRetry
+		}
+		u.mu.Unlock()
+		if l := u.current(); l != nil {
+			st.ProtocolVersion = l.protocolVersion
+		}
+		if o := offers[i]; o != nil {
+			st.Tools, st.Prompts, st.Resources, st.Templates = len(o[kindTools]), len(o[kindPrompts]), len(o[kindResources]), len(o[kindTemplates])
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// PolicyStatus is one policy module's entry in the status document.
+type PolicyStatus struct {
+	Name       string `json:"name"`
+	Digest     string `json:"digest"`
+	ABIVersion string `json:"abi_version"`
+	Healthy    bool   `json:"healthy"`
+	Calls      uint64 `json:"calls"`
+	Failures   uint64 `json:"failures"`
+	Instances  int64  `json:"instances"`
+	LastError  string `json:"last_error,omitempty"`
+}
+
+// PolicyStatus reports every attached policy module, in chain order.
+func (g *Gateway) PolicyStatus() []PolicyStatus {
+	var out []PolicyStatus
+	for _, st := range g.pol.stats() {
+		out = append(out, PolicyStatus{Name: st.Name, Digest: st.Digest, ABIVersion: st.ABIVersion, Healthy: st.Healthy,
+			Calls: st.Calls, Failures: st.Failures, Instances: st.Instances, LastError: st.LastError})
+	}
+	return out
+}
+
+func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(struct {
+		Servers  []ServerStatus `json:"servers"`
+		Policies []PolicyStatus `json:"policies,omitempty"`
+	}{g.Status(), g.PolicyStatus()})
+}

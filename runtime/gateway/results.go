@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/transports"
+)
+
+// This file is the way back: an upstream's answer to a forwarded call is
+// recorded (metrics, audit, events), passes the result policies of the
+// call's generation when any apply, and is written to the session that
+// asked, under the client's own request id.
+
+// toolError is a CallToolResult that reports an error to the model.
+func toolError(text string) json.RawMessage {
+	b := append([]byte(`{"content":[{"type":"text","text":`), wire.AppendString(nil, text)...)
+	return append(b, `}],"isError":true}`...)
+}
+
+// resultHooks is the result hook of each kind a call reads.
+var resultHooks = [numKinds]policy.Hook{kindTools: policy.HookToolResult, kindPrompts: policy.HookPromptResult,
+	kindResources: policy.HookResourceResult, kindTemplates: policy.HookResourceResult}
+
+// resultPolicy reports whether a call's result must pass through the chain.
+func resultPolicy(ch *policy.Chain, kind listKind, server, name string) bool {
+	return ch.Hooks().Has(resultHooks[kind]) && len(ch.Match(server, name)) > 0
+}
+
+// filterResult runs the result policies of a finished call and returns the
+// response to send downstream.
+func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Response {
+	var (
+		res json.RawMessage
+		err error
+	)
+	ch := c.pg.chain
+	switch c.kind {
+	case kindTools:
+		res, err = ch.ToolResult(s.ctx, policy.ResultInput{Client: s.client, Server: c.server, Tool: c.upName, Arguments: c.args, Result: resp.Result})
+	case kindPrompts:
+		res, err = ch.PromptResult(s.ctx, policy.PromptInput{Client: s.client, Server: c.server, Prompt: c.upName, Arguments: c.args, Result: resp.Result})
+	case kindResources:
+		res, err = ch.ResourceResult(s.ctx, policy.ResourceInput{Client: s.client, Server: c.server, URI: c.upName, Result: resp.Result})
+	}
+	var denied *policy.DeniedError
+	switch {
+	case errors.As(err, &denied):
+		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("edge-mcp: policy %q withheld this result: %s", denied.Module, denied.Reason)}}
+	case err != nil:
+		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: policy check ended: " + err.Error()}}
+	}
+	return &jsonrpc.Response{ID: resp.ID, Result: res}
+}
+
+// finish delivers an upstream's answer to a forwarded call.
+func (s *session) finish(c *call, resp *jsonrpc.Response) {
+	s.mu.Lock()
+	delete(s.inflight, c.origID)
+	s.mu.Unlock()
+	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
+	if c.tool != "" {
+		outcome, msg := metricsOK, ""
+		if e, ok := resp.Error.(*jsonrpc.Error); ok {
+			outcome, msg = metricsError, e.Message
+			if transports.IsLocal(resp) || e.Code == jsonrpc.CodeInternalError && strings.HasPrefix(e.Message, "edge-mcp: ") {
+				outcome = metricsUnavailable
+			}
+		} else if resp.Error != nil {
+			outcome, msg = metricsError, resp.Error.Error()
+		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
+			outcome = metricsError
+		}
+		s.g.recordToolCall(s, c.server, c.tool, outcome, c.start, c.args, msg)
+	}
+	switch {
+	case c.pg != nil && resp.Error == nil:
+		// Result policies may take a while: off the upstream's read loop.
+		go func() {
+			defer c.end("")
+			s.write(s.ctx, s.filterResult(c, out))
+		}()
+	default:
+		c.end("")
+		s.write(s.ctx, out)
+	}
+	if c.tool != "" && s.g.events.wanted(slog.LevelInfo) {
+		ev := Event{Type: EventToolExecuted, Server: c.server, Tool: c.tool, Success: true,
+			Duration: time.Since(c.start), ContentLength: len(resp.Result)}
+		if e, ok := resp.Error.(*jsonrpc.Error); ok {
+			ev.Success, ev.ErrorMessage = false, e.Message
+		} else if resp.Error != nil {
+			ev.Success, ev.ErrorMessage = false, resp.Error.Error()
+		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
+			ev.Success, ev.ErrorMessage = false, "the tool reported an error (isError)"
+		}
+		s.g.events.emit(slog.LevelInfo, ev)
+	}
+}

@@ -1,0 +1,546 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/transports"
+)
+
+// This file is the router: every routing decision of the gateway. Client
+// requests are routed by name or URI through the current catalogue snapshot
+// to the upstream that owns the tool, prompt, resource or template; a
+// server→client message (a request, progress, a log line, a resource
+// update) is routed back to the session whose call caused it.
+
+// router is the routing room: it owns the current catalogue snapshot, the
+// set of upstreams, the live downstream sessions and their resource
+// subscriptions. Every routing decision reads from it: which upstream owns
+// a tool, prompt, resource or template (the catalogue), and which session a
+// server→client message belongs to (sessions, subscriptions).
+//
+// Its methods are safe for concurrent use. Lookups (catalogue, upstreams)
+// are lock-free loads of immutable snapshots; changes take mu, build a new
+// snapshot and swap it in, and tell sessions after mu is released.
+type router struct {
+	log      *slog.Logger
+	pageSize int
+	// pin filters an upstream's offer through tool pinning (nil: no pins).
+	// It is called with mu held.
+	pin func(u *upstream, offer *upstreamLists) *upstreamLists
+
+	cat atomic.Pointer[catalogue]
+	ups atomic.Pointer[upstreamSet] // replaced whole on reload
+
+	mu       sync.Mutex // guards the fields below and upstream.offer
+	gen      uint64
+	reserved [numKinds]map[string]string
+	sessions map[*session]struct{}
+	subs     map[string]map[*session]struct{} // resource URI → subscribed sessions
+}
+
+// upstreamSet is the configured upstreams, in config order. It is immutable:
+// a reload builds a new set and swaps it in.
+type upstreamSet struct {
+	list   []*upstream
+	byName map[string]*upstream
+}
+
+func newRouter(log *slog.Logger, pageSize int, set *upstreamSet, reserved [numKinds]map[string]string) *router {
+	r := &router{log: log, pageSize: pageSize, reserved: reserved,
+		sessions: make(map[*session]struct{}), subs: make(map[string]map[*session]struct{})}
+	r.ups.Store(set)
+	r.cat.Store(buildCatalogue(0, set.list, make([]*upstreamLists, len(set.list)), reserved, pageSize, log))
+	return r
+}
+
+// catalogue returns the current snapshot.
+func (r *router) catalogue() *catalogue { return r.cat.Load() }
+
+// upstreams returns the current set of upstreams.
+func (r *router) upstreams() *upstreamSet { return r.ups.Load() }
+
+// setOffer replaces everything upstream u offers (nil: it is gone) and
+// publishes a new catalogue snapshot.
+func (r *router) setOffer(u *upstream, offer *upstreamLists) {
+	r.publish(func() { u.offer = offer })
+}
+
+// updateOffer replaces the lists named by kinds of upstream u.
+func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists) {
+	r.publish(func() {
+		next := &upstreamLists{}
+		if cur := u.offer; cur != nil {
+			*next = *cur
+		}
+		for _, k := range kinds {
+			next[k] = fresh[k]
+		}
+		u.offer = next
+	})
+}
+
+// replace swaps in a new upstream set and reserved names (a reload) and
+// publishes the catalogue they make.
+func (r *router) replace(set *upstreamSet, reserved [numKinds]map[string]string) {
+	r.publish(func() {
+		r.ups.Store(set)
+		r.reserved = reserved
+	})
+}
+
+// publish applies change (nil: none) under mu, builds and swaps in a new
+// snapshot, then tells every session which lists changed.
+func (r *router) publish(change func()) {
+	old, next, sessions := r.rebuild(change)
+	var changed []string
+	for _, k := range []listKind{kindTools, kindPrompts} {
+		if !sameList(old, next, k) {
+			changed = append(changed, listKinds[k].changed)
+		}
+	}
+	if !sameList(old, next, kindResources) || !sameList(old, next, kindTemplates) {
+		changed = append(changed, listKinds[kindResources].changed)
+	}
+	for _, s := range sessions {
+		for _, m := range changed {
+			s.listChanged(m)
+		}
+	}
+}
+
+// rebuild is publish's critical section.
+func (r *router) rebuild(change func()) (old, next *catalogue, sessions []*session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if change != nil {
+		change()
+	}
+	r.gen++
+	old = r.cat.Load()
+	ups := r.upstreams().list
+	offers := make([]*upstreamLists, len(ups))
+	for i, u := range ups {
+		offers[i] = u.offer
+		if r.pin != nil {
+			offers[i] = r.pin(u, u.offer)
+		}
+	}
+	next = buildCatalogue(r.gen, ups, offers, r.reserved, r.pageSize, r.log)
+	r.cat.Store(next)
+	return old, next, r.sessionsLocked()
+}
+
+// offers returns what each upstream of the current set offers, in order.
+func (r *router) offers() ([]*upstream, []*upstreamLists) {
+	ups := r.upstreams().list
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	offers := make([]*upstreamLists, len(ups))
+	for i, u := range ups {
+		offers[i] = u.offer
+	}
+	return ups, offers
+}
+
+// addSession registers a live session.
+func (r *router) addSession(s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sessions[s] = struct{}{}
+}
+
+// removeSession forgets s and returns the URIs it was the last subscriber
+// of (the upstream must be told).
+func (r *router) removeSession(s *session) (unsubscribe []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.sessions, s)
+	for uri, set := range r.subs {
+		if _, ok := set[s]; ok {
+			delete(set, s)
+			if len(set) == 0 {
+				delete(r.subs, uri)
+				unsubscribe = append(unsubscribe, uri)
+			}
+		}
+	}
+	return unsubscribe
+}
+
+// allSessions returns the live sessions.
+func (r *router) allSessions() []*session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessionsLocked()
+}
+
+func (r *router) sessionsLocked() []*session {
+	out := make([]*session, 0, len(r.sessions))
+	for s := range r.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// anySession returns the most recently active initialized session, for
+// upstream requests that belong to no call in flight.
+func (r *router) anySession() *session {
+	var best *session
+	for _, s := range r.allSessions() {
+		if !s.initialized.Load() {
+			continue
+		}
+		if best == nil || s.lastActive.Load() > best.lastActive.Load() {
+			best = s
+		}
+	}
+	return best
+}
+
+// broadcastLog sends a log message that belongs to no call to every session
+// whose level admits it.
+func (r *router) broadcastLog(params json.RawMessage) {
+	for _, s := range r.allSessions() {
+		s.log(noID, params)
+	}
+}
+
+// subscribe records that s wants updates for uri and reports whether it is
+// the first subscriber (so the upstream must be told).
+func (r *router) subscribe(s *session, uri string) (first bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := r.subs[uri]
+	if set == nil {
+		set = make(map[*session]struct{})
+		r.subs[uri] = set
+	}
+	first = len(set) == 0
+	set[s] = struct{}{}
+	return first
+}
+
+// unsubscribe removes s from uri's subscribers and reports whether it was
+// the last one.
+func (r *router) unsubscribe(s *session, uri string) (last bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := r.subs[uri]
+	if _, ok := set[s]; !ok {
+		return false
+	}
+	delete(set, s)
+	if len(set) == 0 {
+		delete(r.subs, uri)
+		return true
+	}
+	return false
+}
+
+// resourceUpdated forwards notifications/resources/updated to the sessions
+// subscribed to uri.
+func (r *router) resourceUpdated(params json.RawMessage, uri string) {
+	r.mu.Lock()
+	targets := make([]*session, 0, len(r.subs[uri]))
+	for s := range r.subs[uri] {
+		targets = append(targets, s)
+	}
+	r.mu.Unlock()
+	for _, s := range targets {
+		s.notify(noID, "notifications/resources/updated", params)
+	}
+}
+
+func (s *session) list(req *jsonrpc.Request, k listKind) {
+	cursor, _ := wire.String(req.Params, "cursor")
+	cat := s.catalogue()
+	page, err := cat.page(k, cursor, s.g.opts.PageSize)
+	if err != nil {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
+		return
+	}
+	s.reply(req.ID, page)
+}
+
+// forwardNamed routes tools/call and prompts/get by params.name.
+func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
+	name, ok := wire.String(req.Params, "name")
+	if !ok {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
+		return
+	}
+	it := s.catalogue().index[k][name]
+	if it == nil {
+		what := "tool"
+		if k == kindPrompts {
+			what = "prompt"
+		}
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
+		return
+	}
+	if k == kindTools {
+		s.toolCall(req, it)
+		return
+	}
+	params := req.Params
+	if it.name != it.exposed {
+		var err error
+		if params, err = wire.SetField(params, "name", wire.AppendString(nil, it.name)); err != nil {
+			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
+			return
+		}
+	}
+	info := forwardInfo{kind: k, upName: it.name}
+	sc := s.g.pol.scope(k, it.up.name, it.name)
+	if sc.held() {
+		info.pg, info.waited = sc.pg, true
+		info.args, _, _ = wire.Field(params, "arguments")
+	}
+	s.forwardScoped(sc, req, it.up, params, info)
+}
+
+// forwardScoped forwards a call that may hold a scope, and releases the
+// scope once the call has been answered.
+func (s *session) forwardScoped(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
+	done := s.forward(req, u, params, info)
+	if sc.held() {
+		go sc.releaseAfter(done)
+	}
+}
+
+// forwardURI routes resources/read by params.uri.
+func (s *session) forwardURI(req *jsonrpc.Request) {
+	uri, ok := wire.String(req.Params, "uri")
+	if !ok {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
+		return
+	}
+	u := s.catalogue().resource(uri)
+	if u == nil {
+		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
+		return
+	}
+	info := forwardInfo{kind: kindResources, upName: uri}
+	sc := s.g.pol.scope(kindResources, u.name, uri)
+	info.pg, info.waited = sc.pg, sc.held()
+	s.forwardScoped(sc, req, u, req.Params, info)
+}
+
+func (s *session) subscribe(req *jsonrpc.Request) {
+	uri, ok := wire.String(req.Params, "uri")
+	if !ok {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
+		return
+	}
+	u := s.catalogue().resource(uri)
+	if u == nil {
+		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
+		return
+	}
+	if !s.g.route.subscribe(s, uri) {
+		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
+		return
+	}
+	s.forward(req, u, req.Params, forwardInfo{})
+}
+
+func (s *session) unsubscribe(req *jsonrpc.Request) {
+	uri, ok := wire.String(req.Params, "uri")
+	if !ok {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
+		return
+	}
+	u := s.catalogue().resource(uri)
+	if u == nil || !s.g.route.unsubscribe(s, uri) {
+		s.reply(req.ID, json.RawMessage(`{}`))
+		return
+	}
+	s.forward(req, u, req.Params, forwardInfo{})
+}
+
+// complete routes completion/complete by the prompt or resource template it
+// completes for.
+func (s *session) complete(req *jsonrpc.Request) {
+	ref, _, _ := wire.Field(req.Params, "ref")
+	typ, _ := wire.String(ref, "type")
+	cat := s.catalogue()
+	switch typ {
+	case "ref/prompt":
+		name, _ := wire.String(ref, "name")
+		it := cat.index[kindPrompts][name]
+		if it == nil {
+			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown prompt %q", name)
+			return
+		}
+		params := req.Params
+		if it.name != it.exposed {
+			newRef, err := wire.SetField(ref, "name", wire.AppendString(nil, it.name))
+			if err == nil {
+				params, err = wire.SetField(params, "ref", newRef)
+			}
+			if err != nil {
+				s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
+				return
+			}
+		}
+		s.forward(req, it.up, params, forwardInfo{})
+	case "ref/resource":
+		uri, _ := wire.String(ref, "uri")
+		u := (*upstream)(nil)
+		if it := cat.index[kindTemplates][uri]; it != nil {
+			u = it.up
+		} else {
+			u = cat.resource(uri)
+		}
+		if u == nil {
+			s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
+			return
+		}
+		s.forward(req, u, req.Params, forwardInfo{})
+	default:
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "completion/complete: unknown ref type %q", typ)
+	}
+}
+
+// relatedCall returns the forwarded call an upstream message belongs to: the
+// one the transport says it arrived with, or else, when exactly one forwarded
+// call is in flight, that one.
+func (l *link) relatedCall(msg jsonrpc.Message) *call {
+	if rid, ok := transports.RelatedTo(msg); ok {
+		if id, ok := idInt(rid); ok {
+			if c := l.peek(id); c != nil && c.sess != nil {
+				return c
+			}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var found *call
+	for _, c := range l.pending {
+		if c.sess == nil {
+			continue
+		}
+		if found != nil && found.sess != c.sess {
+			// Several sessions have calls in flight and the transport does
+			// not relate messages to requests: pick the newest call.
+			if c.start.After(found.start) {
+				found = c
+			}
+			continue
+		}
+		if found == nil || c.start.After(found.start) {
+			found = c
+		}
+	}
+	return found
+}
+
+// serverRequest handles a request from the upstream server: ping is answered
+// here; sampling, elicitation and roots go to the downstream session whose
+// call is in flight.
+func (l *link) serverRequest(req *jsonrpc.Request) {
+	if req.Method == "ping" {
+		l.respond(req.ID, json.RawMessage(`{}`), nil)
+		return
+	}
+	c := l.relatedCall(req)
+	var s *session
+	var rel jsonrpc.ID
+	if c != nil {
+		s, rel = c.sess, c.origID
+	} else {
+		s = l.u.g.route.anySession()
+	}
+	if s == nil {
+		l.respond(req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("edge-mcp: no downstream client session to forward %s to", req.Method)})
+		return
+	}
+	ctx, cancel := context.WithCancel(l.ctx)
+	l.mu.Lock()
+	l.serverCalls[req.ID] = cancel
+	l.mu.Unlock()
+	go func() {
+		defer func() {
+			l.mu.Lock()
+			delete(l.serverCalls, req.ID)
+			l.mu.Unlock()
+			cancel()
+		}()
+		res, rerr := s.request(ctx, rel, req.Method, req.Params)
+		l.respond(req.ID, res, rerr)
+	}()
+}
+
+func (l *link) respond(id jsonrpc.ID, result json.RawMessage, rerr *jsonrpc.Error) {
+	resp := &jsonrpc.Response{ID: id, Result: result}
+	if rerr != nil {
+		resp.Error = rerr
+		resp.Result = nil
+	}
+	if err := l.conn.Write(l.ctx, resp); err != nil {
+		l.u.log.Debug("answering upstream request", "err", err)
+	}
+}
+
+// serverNotification routes a notification from the upstream server.
+func (l *link) serverNotification(n *jsonrpc.Request) {
+	g := l.u.g
+	switch n.Method {
+	case "notifications/progress":
+		tok, ok, _ := wire.Field(n.Params, "progressToken")
+		if !ok {
+			return
+		}
+		id, err := strconv.ParseInt(string(tok), 10, 64)
+		if err != nil {
+			return
+		}
+		c := l.peek(id)
+		if c == nil || c.sess == nil || c.progressToken == nil {
+			return // finished or unknown: no progress after the result
+		}
+		params, err := wire.SetField(n.Params, "progressToken", c.progressToken)
+		if err != nil {
+			return
+		}
+		c.sess.notify(c.origID, n.Method, params)
+	case "notifications/message":
+		if c := l.relatedCall(n); c != nil {
+			c.sess.log(c.origID, n.Params)
+			return
+		}
+		g.route.broadcastLog(n.Params)
+	case "notifications/resources/updated":
+		uri, _ := wire.String(n.Params, "uri")
+		g.route.resourceUpdated(n.Params, uri)
+	case "notifications/tools/list_changed":
+		go l.u.refresh(l, []listKind{kindTools})
+	case "notifications/prompts/list_changed":
+		go l.u.refresh(l, []listKind{kindPrompts})
+	case "notifications/resources/list_changed":
+		go l.u.refresh(l, []listKind{kindResources, kindTemplates})
+	case "notifications/cancelled":
+		id, ok := requestID(n.Params)
+		if !ok {
+			return
+		}
+		l.mu.Lock()
+		cancel := l.serverCalls[id]
+		l.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	default:
+		l.u.log.Debug("dropping upstream notification", "method", n.Method)
+	}
+}
