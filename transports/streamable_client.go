@@ -898,11 +898,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// encodeBufs recycles the buffers messages are encoded into.
-var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-const maxPooledEncodeBuf = 64 << 10
-
 // outgoing is the encoded body of one POST and the first reader of it. The
 // buffer returns to the pool when the Write and every reader handed to the
 // HTTP client are done with it (the client may read and close the body after
@@ -923,13 +918,10 @@ type postBody struct {
 }
 
 func newOutgoing(msg jsonrpc.Message) (*outgoing, error) {
-	bp := encodeBufs.Get().(*[]byte)
-	b, err := wire.Append((*bp)[:0], msg)
+	bp, err := encodePooled(msg)
 	if err != nil {
-		encodeBufs.Put(bp)
 		return nil, fmt.Errorf("encoding: %w", err)
 	}
-	*bp = b
 	o := &outgoing{buf: bp}
 	o.body.o = o
 	o.refs.Store(2) // the Write and o.body
@@ -949,9 +941,7 @@ func (o *outgoing) getBody() (io.ReadCloser, error) {
 
 func (o *outgoing) unref() {
 	if o.refs.Add(-1) == 0 {
-		if cap(*o.buf) <= maxPooledEncodeBuf {
-			encodeBufs.Put(o.buf)
-		}
+		putEncodeBuf(o.buf)
 	}
 }
 

@@ -174,7 +174,7 @@ type WebSocketServer struct {
 	log         *slog.Logger
 	maxMsg      int64
 	ping        time.Duration
-	guard       sseSrvGuard
+	guard       *Guard
 	compression websocket.CompressionMode
 	closed      atomic.Bool
 
@@ -193,7 +193,7 @@ func NewWebSocketServer(accept func(Connection), opts WebSocketServerOptions) *W
 		log:         opts.Logger,
 		maxMsg:      opts.MaxMessageBytes,
 		ping:        opts.PingInterval,
-		guard:       newSSESrvGuard(opts.AllowedOrigins, opts.AllowedHosts),
+		guard:       NewGuard(GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
 		compression: websocket.CompressionNoContextTakeover,
 		conns:       make(map[*wsConn]struct{}),
 	}
@@ -231,8 +231,7 @@ func (s *WebSocketServer) Close() error {
 // ServeHTTP implements [http.Handler]. It returns when the WebSocket has
 // ended.
 func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg := s.guard.check(r); msg != "" {
-		http.Error(w, msg, http.StatusForbidden)
+	if !s.guard.allow(w, r) {
 		return
 	}
 	if s.closed.Load() {
@@ -544,7 +543,7 @@ func (c *wsConn) readLoop() {
 		if c.ended() {
 			continue // closing: drain until the peer's close frame
 		}
-		msg, _, code, reason := srvDecode(data)
+		msg, _, code, reason := decodeMessage(data)
 		if msg == nil {
 			c.badMessage(data, code, reason)
 			continue
