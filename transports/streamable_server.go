@@ -1,12 +1,10 @@
 package transports
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -91,10 +89,7 @@ var (
 
 	streamableAllow = []string{"GET, POST, DELETE"}
 
-	sseMessageStart = []byte("event: message\ndata: ")
-	sseDataCont     = []byte("\ndata: ")
-	sseEventEnd     = []byte("\n\n")
-	sseOpened       = []byte(": stream opened\n\n")
+	sseOpened = []byte(": stream opened\n\n")
 
 	streamPool = sync.Pool{New: func() any { return &responseStream{notify: make(chan struct{}, 1)} }}
 )
@@ -642,36 +637,6 @@ func (o *streamOut) finish() {
 	if o.rc != nil {
 		_ = o.rc.SetWriteDeadline(time.Time{})
 	}
-}
-
-// writeMessageEvent writes data as one SSE "message" event; line breaks in data
-// (legal JSON whitespace) continue on further data lines.
-func writeMessageEvent(w io.Writer, data []byte) error {
-	if _, err := w.Write(sseMessageStart); err != nil {
-		return err
-	}
-	for {
-		i := bytes.IndexAny(data, "\r\n")
-		if i < 0 {
-			break
-		}
-		if _, err := w.Write(data[:i]); err != nil {
-			return err
-		}
-		j := i + 1
-		if data[i] == '\r' && j < len(data) && data[j] == '\n' {
-			j++
-		}
-		data = data[j:]
-		if _, err := w.Write(sseDataCont); err != nil {
-			return err
-		}
-	}
-	if _, err := w.Write(data); err != nil {
-		return err
-	}
-	_, err := w.Write(sseEventEnd)
-	return err
 }
 
 // pump writes the messages queued on st until the response has been
