@@ -183,18 +183,17 @@ func appendID(b []byte, id jsonrpc.ID) []byte {
 // of times from any goroutine: the first call closes done, which unblocks
 // every pending Read and deliver.
 type serverSession struct {
+	ending
 	id   string
 	peer any // who opened it; see Peer
 	in   chan jsonrpc.Message
-	done chan struct{}
-	once sync.Once
 }
 
 func (b *serverSession) init(peer any) {
 	b.id = rand.Text()
 	b.peer = peer
 	b.in = make(chan jsonrpc.Message, incomingQueue)
-	b.done = make(chan struct{})
+	b.ending.init()
 }
 
 // SessionID returns the session's id.
@@ -232,28 +231,6 @@ func (b *serverSession) deliver(ctx context.Context, msg jsonrpc.Message) error 
 		return errSessionClosed
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// end runs cleanup and closes done, the first time it is called; it
-// reports whether this call did.
-func (b *serverSession) end(cleanup func()) bool {
-	first := false
-	b.once.Do(func() {
-		first = true
-		cleanup()
-		close(b.done)
-	})
-	return first
-}
-
-// ended reports whether end has been called.
-func (b *serverSession) ended() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -275,7 +276,7 @@ func (sess *sseSession) Close() error {
 }
 
 func (sess *sseSession) close() {
-	if sess.end(func() { sess.srv.sessions.remove(sess.id, sess) }) {
+	if sess.end(io.EOF, func() { sess.srv.sessions.remove(sess.id, sess) }) {
 		sess.srv.log.Debug("SSE session closed", "session", sess.id)
 	}
 }

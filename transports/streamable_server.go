@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -488,7 +489,7 @@ func (sess *streamableSession) Close() error {
 
 func (sess *streamableSession) close() {
 	s := sess.srv
-	closed := sess.end(func() {
+	closed := sess.end(io.EOF, func() {
 		s.sessions.remove(sess.id, sess)
 		sess.mu.Lock()
 		sess.closed = true

@@ -7,6 +7,7 @@ package transports
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,6 +31,46 @@ var (
 	// ErrClosed is returned by operations on a closed connection.
 	ErrClosed = errors.New("connection closed")
 )
+
+// ending is the end of a connection or session, shared by the connections
+// of this package: the first call of end runs its cleanup, records why the
+// connection ended and closes done, which unblocks whatever waits on it
+// (Read, handlers delivering messages, stream pumps); later calls do
+// nothing. It is safe for concurrent use; err may be read once done is
+// closed. Call init before use.
+type ending struct {
+	once sync.Once
+	done chan struct{}
+	err  error // why it ended; written before done is closed
+}
+
+func (e *ending) init() { e.done = make(chan struct{}) }
+
+// end ends it for reason err, running cleanup (when not nil) before done
+// is closed, the first time it is called; it reports whether this call
+// did.
+func (e *ending) end(err error, cleanup func()) bool {
+	first := false
+	e.once.Do(func() {
+		first = true
+		if cleanup != nil {
+			cleanup()
+		}
+		e.err = err
+		close(e.done)
+	})
+	return first
+}
+
+// ended reports whether end has been called and has returned.
+func (e *ending) ended() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
 
 type peerKey struct{}
 

@@ -72,10 +72,8 @@ type wsConn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the client's read loop and the ping loop
 
-	in      chan jsonrpc.Message
-	done    chan struct{} // closed by end
-	endOnce sync.Once
-	err     error // why the connection ended; written before done is closed
+	in     chan jsonrpc.Message
+	ending // why and when the connection ended
 
 	closeOnce sync.Once
 
@@ -104,8 +102,8 @@ func newWSConn(ws *websocket.Conn, log *slog.Logger, client bool, id string, max
 		id:     id,
 		maxMsg: maxMsg,
 		in:     make(chan jsonrpc.Message, wsIncomingQueue),
-		done:   make(chan struct{}),
 	}
+	c.ending.init()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.lastRead.Store(wsNow())
 	c.wtimer = time.AfterFunc(time.Hour, c.writeWatchdog)
@@ -232,7 +230,7 @@ func (c *wsConn) Close() error {
 
 func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 	c.closeOnce.Do(func() {
-		c.end(ErrClosed)
+		c.end(ErrClosed, nil)
 		// The read loop keeps reading (and discarding) until the peer's
 		// close frame arrives; if it does not arrive in time, cancelling
 		// ctx closes the socket under the pending read.
@@ -245,27 +243,10 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 	})
 }
 
-// end records why the connection ended and unblocks Read.
-func (c *wsConn) end(err error) {
-	c.endOnce.Do(func() {
-		c.err = err
-		close(c.done)
-	})
-}
-
 // fail ends the connection after an error and closes the socket at once.
 func (c *wsConn) fail(err error) {
-	c.end(err)
+	c.end(err, nil)
 	c.cancel()
-}
-
-func (c *wsConn) ended() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // readLoop reads messages until the socket fails or closes. It runs on its
@@ -281,13 +262,13 @@ func (c *wsConn) readLoop() {
 	for {
 		typ, r, err := c.ws.Reader(c.ctx)
 		if err != nil {
-			c.end(c.readErr(err))
+			c.end(c.readErr(err), nil)
 			return
 		}
 		c.lastRead.Store(wsNow())
 		if typ != websocket.MessageText {
 			c.log.Warn("WebSocket peer sent a binary frame: closing the connection with status 1003")
-			c.end(fmt.Errorf("reading from WebSocket: %w", errWSBinary))
+			c.end(fmt.Errorf("reading from WebSocket: %w", errWSBinary), nil)
 			t := time.AfterFunc(wsCloseTimeout, c.cancel)
 			_ = c.ws.Close(websocket.StatusUnsupportedData, "binary frames are not supported; send JSON-RPC messages as text")
 			t.Stop()
@@ -296,7 +277,7 @@ func (c *wsConn) readLoop() {
 		data, err := c.readMessage(r)
 		c.lastRead.Store(wsNow())
 		if err != nil {
-			c.end(c.readErr(err))
+			c.end(c.readErr(err), nil)
 			return
 		}
 		if c.ended() {

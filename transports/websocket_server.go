@@ -121,7 +121,7 @@ func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := newWSConn(ws, log, false, rand.Text(), s.maxMsg, s.ping)
 	c.peer = PeerFromContext(r.Context())
 	if !s.conns.add(c.id, c) {
-		c.end(ErrClosed)
+		c.end(ErrClosed, nil)
 		c.cancel()
 		_ = ws.CloseNow()
 		c.wg.Wait()
