@@ -27,7 +27,7 @@ type SSEServerOptions struct {
 	KeepAlive time.Duration
 	// AllowedOrigins lists Origin header values accepted besides loopback
 	// origins (for loopback hosts) and same-origin requests. "*" accepts any
-	// Origin. The rules are those of [StreamableServerOptions].
+	// Origin. The rules are those of [Guard].
 	AllowedOrigins []string
 	// AllowedHosts lists Host header values (with or without port) accepted
 	// on a loopback listener besides loopback names. "*" accepts any Host.
@@ -45,6 +45,14 @@ type SSEServerOptions struct {
 // message and is answered 202 Accepted; an unknown session gets 404, a body
 // that is not one JSON-RPC message gets 400 with a JSON-RPC error body, an
 // oversized body 413.
+//
+// Concurrency and lifetime: an SSEServer is safe for concurrent use; its
+// options are fixed by [NewSSEServer]. Every request first passes the
+// server's [Guard]. A session lives as long as its GET: when the client
+// goes away, the gateway closes the Connection or [SSEServer.Close] is
+// called, the stream ends, Read returns io.EOF and later POSTs get 404 (503
+// after Close). Write never blocks on the client: it queues at most 1024
+// messages and then closes the session.
 type SSEServer struct {
 	accept    func(Connection)
 	log       *slog.Logger

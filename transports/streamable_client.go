@@ -53,6 +53,17 @@ var (
 
 // StreamableClientTransport connects to an MCP server over streamable HTTP
 // (2025-03-26 and later).
+//
+// Concurrency and lifetime: the transport is a value to configure and must
+// not be changed after the first Connect; Connect may be called
+// concurrently and every call returns an independent connection. On the
+// connection, Write may be called concurrently (each call is one POST);
+// Read must not be called concurrently with itself. Close cancels the
+// requests in flight and the standalone GET stream, deletes the session
+// (best effort), waits for the connection's goroutines and unblocks Read,
+// which returns [ErrClosed]; a connection that failed (the server dropped
+// the session: [ErrSessionExpired]) ends Read with the failure after the
+// messages already queued.
 type StreamableClientTransport struct {
 	// URL is the server's MCP endpoint.
 	URL string

@@ -27,7 +27,7 @@ type StreamableServerOptions struct {
 	MaxBodyBytes int64
 	// AllowedOrigins lists Origin header values accepted besides loopback
 	// origins (for loopback hosts) and same-origin requests. "*" accepts any
-	// Origin.
+	// Origin. The rules are those of [Guard].
 	AllowedOrigins []string
 	// AllowedHosts lists Host header values (with or without port) accepted
 	// on a loopback listener besides loopback names. "*" accepts any Host.
@@ -54,6 +54,16 @@ type StreamableServerOptions struct {
 // text/event-stream that ends after the response.
 //
 // Stream resumption (Last-Event-ID) and JSON-RPC batches are not supported.
+//
+// Concurrency and lifetime: a StreamableServer is safe for concurrent use
+// and serves any number of requests at once; its options are fixed by
+// [NewStreamableServer]. Every request first passes the server's [Guard].
+// A session lives from its initialize POST until the client DELETEs it, it
+// stays idle for the IdleTimeout, the gateway closes its Connection or
+// [StreamableServer.Close] is called; then its Read returns io.EOF, its
+// pending handlers return and later requests naming it get 404 (503 after
+// Close). Write never blocks on the client: messages are queued per stream
+// (bounded; a stream whose client does not keep up is failed).
 type StreamableServer struct {
 	accept    func(Connection)
 	log       *slog.Logger
@@ -76,9 +86,6 @@ const (
 	// cancelTimeout bounds how long a handler waits to hand a synthesized
 	// cancellation to a reader that does not read.
 	cancelTimeout = 5 * time.Second
-
-	headerSessionID       = "Mcp-Session-Id"
-	headerProtocolVersion = "Mcp-Protocol-Version"
 
 	// codeUnsupportedVersion is the 2026-07-28 UnsupportedProtocolVersion
 	// code; older clients treat it as any error, newer ones fall back.
@@ -159,7 +166,7 @@ func (s *StreamableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // checkVersion validates a present MCP-Protocol-Version header and returns
 // the error data to send when it is unsupported.
 func checkProtocolVersion(r *http.Request) (string, []byte) {
-	v := r.Header[headerProtocolVersion]
+	v := r.Header[hdrProtocolVersion]
 	if len(v) == 0 {
 		return "", nil
 	}
@@ -172,7 +179,7 @@ func checkProtocolVersion(r *http.Request) (string, []byte) {
 		Supported []string `json:"supported"`
 		Requested string   `json:"requested"`
 	}{supportedVersions, v[0]})
-	return fmt.Sprintf("unsupported %s %q (supported: %s)", headerProtocolVersion, v[0], strings.Join(supportedVersions, ", ")), data
+	return fmt.Sprintf("unsupported %s %q (supported: %s)", hdrProtocolVersion, v[0], strings.Join(supportedVersions, ", ")), data
 }
 
 func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +219,7 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 
 	var sess *streamableSession
 	created := false
-	if sid := r.Header[headerSessionID]; len(sid) > 0 && sid[0] != "" {
+	if sid := r.Header[hdrSessionID]; len(sid) > 0 && sid[0] != "" {
 		if sess = s.lookup(sid[0]); sess == nil {
 			writeJSONRPCError(w, http.StatusNotFound, reqID, codeServerError, "session not found", nil)
 			return
@@ -220,7 +227,7 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 	} else {
 		if !isReq || !req.IsCall() || req.Method != "initialize" {
 			writeJSONRPCError(w, http.StatusBadRequest, reqID, codeServerError,
-				"Bad Request: missing "+headerSessionID+" header (only an initialize request may start a session)", nil)
+				"Bad Request: missing "+hdrSessionID+" header (only an initialize request may start a session)", nil)
 			return
 		}
 		if sess = s.newSession(PeerFromContext(r.Context())); sess == nil {
@@ -279,10 +286,10 @@ func (s *StreamableServer) sessionFor(w http.ResponseWriter, r *http.Request) (*
 		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeUnsupportedVersion, reason, data)
 		return nil, false
 	}
-	sid := r.Header[headerSessionID]
+	sid := r.Header[hdrSessionID]
 	if len(sid) == 0 || sid[0] == "" {
 		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeServerError,
-			fmt.Sprintf("Bad Request: %s requires an %s header", r.Method, headerSessionID), nil)
+			fmt.Sprintf("Bad Request: %s requires an %s header", r.Method, hdrSessionID), nil)
 		return nil, false
 	}
 	sess := s.lookup(sid[0])
@@ -579,7 +586,7 @@ func (o *streamOut) startSSE() {
 	h["Content-Type"] = ctEventStream
 	h["Cache-Control"] = noCache
 	if o.sessionID != "" {
-		h[headerSessionID] = []string{o.sessionID}
+		h[hdrSessionID] = []string{o.sessionID}
 	}
 	o.w.WriteHeader(http.StatusOK)
 	o.started, o.sse = true, true
@@ -602,7 +609,7 @@ func (o *streamOut) writeBatch(batch []*[]byte, final bool) error {
 			h["Content-Length"] = []string{strconv.Itoa(len(b))}
 		}
 		if o.sessionID != "" {
-			h[headerSessionID] = []string{o.sessionID}
+			h[hdrSessionID] = []string{o.sessionID}
 		}
 		o.w.WriteHeader(http.StatusOK)
 		o.started = true

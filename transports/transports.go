@@ -2,6 +2,30 @@
 // client transports reach upstream MCP servers, server transports accept
 // downstream MCP clients. Every transport yields a [Connection]; nothing here
 // knows about tools, routing or policies.
+//
+// Client side: [StreamableClientTransport], [WebSocketClientTransport] and
+// [CommandTransport] (stdio) each return one Connection from Connect.
+// Server side: [StreamableServer], [SSEServer] and [WebSocketServer] are
+// http.Handlers that hand a Connection per client session to their accept
+// function. [Guard] is the Origin/Host check of all of them, exported so that
+// every other HTTP surface can sit behind the same rules.
+//
+// # Concurrency and lifetime
+//
+// Every Connection of this package follows the go-sdk's contract: Read must
+// not be called concurrently with itself; Write may be called concurrently
+// (with itself and with Read), and the ctx passed to it bounds at most that
+// Write's own wait: its end never tears down the shared connection; Close
+// may be called at any time, from any goroutine, more than once, and
+// unblocks a pending Read, which then returns an error (io.EOF or
+// [ErrClosed], as each type says). Read also returns when its ctx ends,
+// leaving the connection usable.
+//
+// A server type's Close ends every session it accepted (their Reads return)
+// and answers later requests with 503; it does not wait for the gateway to
+// stop reading. Options structs, transports and servers are not to be
+// changed after their first use; servers and [Guard] are safe for
+// concurrent use.
 package transports
 
 import (

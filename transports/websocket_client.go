@@ -13,6 +13,16 @@ import (
 
 // WebSocketClientTransport connects to an MCP server over WebSocket
 // (subprotocol "mcp", one JSON-RPC message per text frame).
+//
+// Concurrency and lifetime: the transport must not be changed after the
+// first Connect; Connect may be called concurrently. On the connection,
+// Write may be called concurrently (writes are serialized and bounded by a
+// 30 s timeout, never by the ctx passed to Write) and Read must not be
+// called concurrently with itself; a background goroutine reads the socket
+// and another sends keepalive pings. Close sends a close frame, waits at
+// most 2 s for the server's, stops both goroutines and makes a pending Read
+// return [ErrClosed]; a normal close by the server makes Read return io.EOF
+// after the messages that came before it.
 type WebSocketClientTransport struct {
 	// URL is the server's endpoint, ws:// or wss:// (http:// and https://
 	// are accepted as synonyms).

@@ -25,7 +25,7 @@ type WebSocketServerOptions struct {
 	PingInterval time.Duration
 	// AllowedOrigins lists Origin header values accepted besides loopback
 	// origins (for loopback hosts) and same-origin requests. "*" accepts any
-	// Origin. The rules are those of [StreamableServerOptions].
+	// Origin. The rules are those of [Guard].
 	AllowedOrigins []string
 	// AllowedHosts lists Host header values (with or without port) accepted
 	// on a loopback listener besides loopback names. "*" accepts any Host.
@@ -42,6 +42,18 @@ type WebSocketServerOptions struct {
 // error (id null; -32700 for malformed JSON, -32600 otherwise) and the
 // connection stays open; a binary frame closes the connection with status
 // 1003.
+//
+// Concurrency and lifetime: a WebSocketServer is safe for concurrent use;
+// its options are fixed by [NewWebSocketServer]. Every request first passes
+// the server's [Guard]. ServeHTTP runs the connection's read loop and
+// returns when the connection has ended. On the Connection, Write may be
+// called concurrently (writes are serialized; one the client does not take
+// within 30 s closes the connection) and Read must not be called
+// concurrently with itself. Close (of the Connection) sends a close frame,
+// waits at most 2 s for the client's, and makes Read return [ErrClosed]; a
+// normal close by the client makes Read return io.EOF after the messages
+// that came before it. [WebSocketServer.Close] closes every connection with
+// status 1001, waiting for them, and answers later requests with 503.
 type WebSocketServer struct {
 	accept      func(Connection)
 	log         *slog.Logger
