@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -172,6 +173,67 @@ func appendID(b []byte, id jsonrpc.ID) []byte {
 	default:
 		return append(b, "null"...)
 	}
+}
+
+// serverBase is what the HTTP server types share: the accept function,
+// logger, limits and guard fixed at construction, and the admission of a
+// request. It is immutable after newServerBase.
+type serverBase struct {
+	accept    func(Connection)
+	log       *slog.Logger
+	maxBody   int64
+	keepAlive time.Duration
+	guard     *Guard
+}
+
+// newServerBase applies the defaults: a discarding logger, defaultMaxBody
+// for maxBody <= 0 and defaultKeepAlive for a zero keepAlive.
+func newServerBase(accept func(Connection), log *slog.Logger, maxBody int64, keepAlive time.Duration, guard GuardOptions) serverBase {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if maxBody <= 0 {
+		maxBody = defaultMaxBody
+	}
+	if keepAlive == 0 {
+		keepAlive = defaultKeepAlive
+	}
+	return serverBase{accept: accept, log: log, maxBody: maxBody, keepAlive: keepAlive, guard: NewGuard(guard)}
+}
+
+// admit passes r through the guard and refuses it with 503 when the server
+// is closed; it returns false when it wrote an answer.
+func (b *serverBase) admit(w http.ResponseWriter, r *http.Request, closed bool) bool {
+	if !b.guard.allow(w, r) {
+		return false
+	}
+	if closed {
+		writeRejection(w, http.StatusServiceUnavailable, "server is shutting down")
+		return false
+	}
+	return true
+}
+
+// readPOSTMessage reads the body of a POST, at most max bytes, and decodes
+// the one JSON-RPC message in it. On failure it writes the error answer
+// (413, or 400 with a parse or invalid-request error) and returns nil.
+func readPOSTMessage(w http.ResponseWriter, r *http.Request, max int64) jsonrpc.Message {
+	body, err := readBody(r, max)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			writeJSONRPCError(w, http.StatusRequestEntityTooLarge, noID, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("request body exceeds %d bytes", max), nil)
+			return nil
+		}
+		writeJSONRPCError(w, http.StatusBadRequest, noID, jsonrpc.CodeParseError,
+			fmt.Sprintf("reading request body: %v", err), nil)
+		return nil
+	}
+	msg, status, code, reason := decodeMessage(body)
+	if msg == nil {
+		writeJSONRPCError(w, status, noID, code, reason, nil)
+	}
+	return msg
 }
 
 // serverSession is what the streamable HTTP and HTTP+SSE sessions share:

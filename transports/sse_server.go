@@ -2,7 +2,6 @@ package transports
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,12 +53,8 @@ type SSEServerOptions struct {
 // after Close). Write never blocks on the client: it queues at most 1024
 // messages and then closes the session.
 type SSEServer struct {
-	accept    func(Connection)
-	log       *slog.Logger
-	maxBody   int64
-	keepAlive time.Duration
-	guard     *Guard
-	sessions  sessionTable[*sseSession]
+	serverBase
+	sessions sessionTable[*sseSession]
 }
 
 const (
@@ -76,23 +71,8 @@ var sseAllow = []string{"GET, POST"}
 // endpoint event is sent; the caller reads from it until Read returns
 // io.EOF.
 func NewSSEServer(accept func(Connection), opts SSEServerOptions) *SSEServer {
-	s := &SSEServer{
-		accept:    accept,
-		log:       opts.Logger,
-		maxBody:   opts.MaxBodyBytes,
-		keepAlive: opts.KeepAlive,
-		guard:     NewGuard(GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = defaultMaxBody
-	}
-	if s.keepAlive == 0 {
-		s.keepAlive = defaultKeepAlive
-	}
-	return s
+	return &SSEServer{serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
+		GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts})}
 }
 
 // Close ends every session (their event streams end and their Read returns
@@ -106,11 +86,7 @@ func (s *SSEServer) Close() error {
 
 // ServeHTTP implements [http.Handler].
 func (s *SSEServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.guard.allow(w, r) {
-		return
-	}
-	if s.sessions.isClosed() {
-		writeJSONRPCError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, codeServerError, "server is shutting down", nil)
+	if !s.admit(w, r, s.sessions.isClosed()) {
 		return
 	}
 	switch r.Method {
@@ -140,20 +116,8 @@ func (s *SSEServer) servePOST(w http.ResponseWriter, r *http.Request) {
 		writeJSONRPCError(w, http.StatusNotFound, jsonrpc.ID{}, codeServerError, "session not found", nil)
 		return
 	}
-	body, err := readBody(r, s.maxBody)
-	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			writeJSONRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("request body exceeds %d bytes", s.maxBody), nil)
-			return
-		}
-		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError,
-			fmt.Sprintf("reading request body: %v", err), nil)
-		return
-	}
-	msg, status, code, reason := decodeMessage(body)
+	msg := readPOSTMessage(w, r, s.maxBody)
 	if msg == nil {
-		writeJSONRPCError(w, status, jsonrpc.ID{}, code, reason, nil)
 		return
 	}
 	switch sess.deliver(r.Context(), msg) {

@@ -65,14 +65,10 @@ type StreamableServerOptions struct {
 // Close). Write never blocks on the client: messages are queued per stream
 // (bounded; a stream whose client does not keep up is failed).
 type StreamableServer struct {
-	accept    func(Connection)
-	log       *slog.Logger
-	maxBody   int64
-	keepAlive time.Duration
-	idle      time.Duration
-	guard     *Guard
-	epoch     time.Time
-	sessions  sessionTable[*streamableSession]
+	serverBase
+	idle     time.Duration
+	epoch    time.Time
+	sessions sessionTable[*streamableSession]
 }
 
 const (
@@ -108,22 +104,10 @@ var (
 // the caller reads from it until Read returns io.EOF.
 func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) *StreamableServer {
 	s := &StreamableServer{
-		accept:    accept,
-		log:       opts.Logger,
-		maxBody:   opts.MaxBodyBytes,
-		keepAlive: opts.KeepAlive,
-		idle:      opts.IdleTimeout,
-		guard:     NewGuard(GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
-		epoch:     time.Now(),
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = defaultMaxBody
-	}
-	if s.keepAlive == 0 {
-		s.keepAlive = defaultKeepAlive
+		serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
+			GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
+		idle:  opts.IdleTimeout,
+		epoch: time.Now(),
 	}
 	if s.idle == 0 {
 		s.idle = defaultIdleTimeout
@@ -142,11 +126,7 @@ func (s *StreamableServer) Close() error {
 
 // ServeHTTP implements [http.Handler].
 func (s *StreamableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.guard.allow(w, r) {
-		return
-	}
-	if s.sessions.isClosed() {
-		writeJSONRPCError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, codeServerError, "server is shutting down", nil)
+	if !s.admit(w, r, s.sessions.isClosed()) {
 		return
 	}
 	switch r.Method {
@@ -191,20 +171,8 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 			"Accept must allow both application/json and text/event-stream", nil)
 		return
 	}
-	body, err := readBody(r, s.maxBody)
-	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
-			writeJSONRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("request body exceeds %d bytes", s.maxBody), nil)
-			return
-		}
-		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError,
-			fmt.Sprintf("reading request body: %v", err), nil)
-		return
-	}
-	msg, status, code, reason := decodeMessage(body)
+	msg := readPOSTMessage(w, r, s.maxBody)
 	if msg == nil {
-		writeJSONRPCError(w, status, jsonrpc.ID{}, code, reason, nil)
 		return
 	}
 	req, isReq := msg.(*jsonrpc.Request)

@@ -55,11 +55,9 @@ type WebSocketServerOptions struct {
 // that came before it. [WebSocketServer.Close] closes every connection with
 // status 1001, waiting for them, and answers later requests with 503.
 type WebSocketServer struct {
-	accept      func(Connection)
-	log         *slog.Logger
+	serverBase  // its maxBody and keepAlive are unused
 	maxMsg      int64
 	ping        time.Duration
-	guard       *Guard
 	compression websocket.CompressionMode
 	conns       sessionTable[*wsConn]
 }
@@ -71,15 +69,11 @@ type WebSocketServer struct {
 // the client). The handler returns when the connection has ended.
 func NewWebSocketServer(accept func(Connection), opts WebSocketServerOptions) *WebSocketServer {
 	s := &WebSocketServer{
-		accept:      accept,
-		log:         opts.Logger,
+		serverBase: newServerBase(accept, opts.Logger, 0, 0,
+			GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
 		maxMsg:      opts.MaxMessageBytes,
 		ping:        opts.PingInterval,
-		guard:       NewGuard(GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
 		compression: websocket.CompressionNoContextTakeover,
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
 	}
 	if opts.DisableCompression {
 		s.compression = websocket.CompressionDisabled
@@ -105,11 +99,7 @@ func (s *WebSocketServer) Close() error {
 // ServeHTTP implements [http.Handler]. It returns when the WebSocket has
 // ended.
 func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.guard.allow(w, r) {
-		return
-	}
-	if s.conns.isClosed() {
-		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+	if !s.admit(w, r, s.conns.isClosed()) {
 		return
 	}
 	if wsHeaderHasToken(r.Header, "Upgrade", "websocket") && !wsHeaderHasToken(r.Header, "Sec-Websocket-Protocol", wsSubprotocol) {
