@@ -2,20 +2,15 @@ package transports
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
-	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
 
 // SSEServerOptions configures an [SSEServer].
@@ -31,7 +26,7 @@ type SSEServerOptions struct {
 	KeepAlive time.Duration
 	// AllowedOrigins lists Origin header values accepted besides loopback
 	// origins (for loopback hosts) and same-origin requests. "*" accepts any
-	// Origin. The rules are those of [StreamableServerOptions].
+	// Origin. The rules are those of [Guard].
 	AllowedOrigins []string
 	// AllowedHosts lists Host header values (with or without port) accepted
 	// on a loopback listener besides loopback names. "*" accepts any Host.
@@ -49,38 +44,26 @@ type SSEServerOptions struct {
 // message and is answered 202 Accepted; an unknown session gets 404, a body
 // that is not one JSON-RPC message gets 400 with a JSON-RPC error body, an
 // oversized body 413.
+//
+// Concurrency and lifetime: an SSEServer is safe for concurrent use; its
+// options are fixed by [NewSSEServer]. Every request first passes the
+// server's [Guard]. A session lives as long as its GET: when the client
+// goes away, the gateway closes the Connection or [SSEServer.Close] is
+// called, the stream ends, Read returns io.EOF and later POSTs get 404 (503
+// after Close). Write never blocks on the client: it queues at most 1024
+// messages and then closes the session.
 type SSEServer struct {
-	accept    func(Connection)
-	log       *slog.Logger
-	maxBody   int64
-	keepAlive time.Duration
-	guard     sseSrvGuard
-	closed    atomic.Bool
-
-	mu       sync.Mutex
-	sessions map[string]*sseSrvSession
+	serverBase
+	sessions sessionTable[*sseSession]
 }
 
 const (
-	sseSrvDefaultMaxBody   = 4 << 20
-	sseSrvDefaultKeepAlive = 25 * time.Second
-	// sseSrvMaxQueue bounds the messages waiting to be written to one
+	// sseMaxQueue bounds the messages waiting to be written to one
 	// event stream; a client that does not keep up loses its session.
-	sseSrvMaxQueue = 1024
-	// sseSrvIncomingQueue is the capacity of the queue between the POST
-	// handlers and Read.
-	sseSrvIncomingQueue = 64
-	// sseSrvWriteTimeout bounds one write to the event stream.
-	sseSrvWriteTimeout = 30 * time.Second
-	// sseSrvMaxPooledBuf is the largest encode buffer returned to the pool.
-	sseSrvMaxPooledBuf = 64 << 10
+	sseMaxQueue = 1024
 )
 
-var (
-	sseSrvKeepAlive = []byte(": keepalive\n\n")
-	sseSrvAllow     = []string{"GET, POST"}
-	sseSrvBufPool   = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-)
+var sseAllow = []string{"GET, POST"}
 
 // NewSSEServer returns a handler for one HTTP+SSE endpoint; mount it at the
 // same path for GET and POST. accept (not nil) is called synchronously in
@@ -88,37 +71,14 @@ var (
 // endpoint event is sent; the caller reads from it until Read returns
 // io.EOF.
 func NewSSEServer(accept func(Connection), opts SSEServerOptions) *SSEServer {
-	s := &SSEServer{
-		accept:    accept,
-		log:       opts.Logger,
-		maxBody:   opts.MaxBodyBytes,
-		keepAlive: opts.KeepAlive,
-		guard:     newSSESrvGuard(opts.AllowedOrigins, opts.AllowedHosts),
-		sessions:  make(map[string]*sseSrvSession),
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = sseSrvDefaultMaxBody
-	}
-	if s.keepAlive == 0 {
-		s.keepAlive = sseSrvDefaultKeepAlive
-	}
-	return s
+	return &SSEServer{serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
+		GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts})}
 }
 
 // Close ends every session (their event streams end and their Read returns
 // io.EOF); later requests get 503.
 func (s *SSEServer) Close() error {
-	s.closed.Store(true)
-	s.mu.Lock()
-	all := make([]*sseSrvSession, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		all = append(all, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range all {
+	for _, sess := range s.sessions.shutdown() {
 		sess.close()
 	}
 	return nil
@@ -126,12 +86,7 @@ func (s *SSEServer) Close() error {
 
 // ServeHTTP implements [http.Handler].
 func (s *SSEServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg := s.guard.check(r); msg != "" {
-		srvWriteError(w, http.StatusForbidden, jsonrpc.ID{}, srvCodeServerError, msg, nil)
-		return
-	}
-	if s.closed.Load() {
-		srvWriteError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, srvCodeServerError, "server is shutting down", nil)
+	if !s.admit(w, r, s.sessions.isClosed()) {
 		return
 	}
 	switch r.Method {
@@ -140,59 +95,44 @@ func (s *SSEServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		s.servePOST(w, r)
 	default:
-		w.Header()["Allow"] = sseSrvAllow
-		srvWriteError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, srvCodeServerError,
+		w.Header()["Allow"] = sseAllow
+		writeJSONRPCError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, codeServerError,
 			fmt.Sprintf("method %s not allowed; use GET to open an event stream, POST to send a message", r.Method), nil)
 	}
 }
 
 func (s *SSEServer) servePOST(w http.ResponseWriter, r *http.Request) {
-	id, ok := sseSrvSessionParam(r.URL.RawQuery)
+	id, ok := sseSessionParam(r.URL.RawQuery)
 	if !ok {
-		srvWriteError(w, http.StatusBadRequest, jsonrpc.ID{}, srvCodeServerError,
+		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeServerError,
 			"Bad Request: missing sessionId query parameter (POST to the URI of the endpoint event)", nil)
 		return
 	}
-	if !srvIsJSONType(r.Header.Get("Content-Type")) {
-		srvWriteError(w, http.StatusUnsupportedMediaType, jsonrpc.ID{}, srvCodeServerError,
-			"Content-Type must be application/json", nil)
+	if !requireJSON(w, r) {
 		return
 	}
-	s.mu.Lock()
-	sess := s.sessions[id]
-	s.mu.Unlock()
-	if sess == nil {
-		srvWriteError(w, http.StatusNotFound, jsonrpc.ID{}, srvCodeServerError, "session not found", nil)
+	sess, ok := s.sessions.get(id)
+	if !ok {
+		writeJSONRPCError(w, http.StatusNotFound, jsonrpc.ID{}, codeServerError, "session not found", nil)
 		return
 	}
-	body, err := srvReadBody(r, s.maxBody)
-	if err != nil {
-		if errors.Is(err, errSrvTooLarge) {
-			srvWriteError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("request body exceeds %d bytes", s.maxBody), nil)
-			return
-		}
-		srvWriteError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError,
-			fmt.Sprintf("reading request body: %v", err), nil)
-		return
-	}
-	msg, status, code, reason := srvDecode(body)
+	msg := readPOSTMessage(w, r, s.maxBody)
 	if msg == nil {
-		srvWriteError(w, status, jsonrpc.ID{}, code, reason, nil)
 		return
 	}
-	select {
-	case sess.in <- msg:
+	switch sess.deliver(r.Context(), msg) {
+	case nil:
 		w.WriteHeader(http.StatusAccepted)
-	case <-sess.done:
-		srvWriteError(w, http.StatusNotFound, jsonrpc.ID{}, srvCodeServerError, "session closed", nil)
-	case <-r.Context().Done():
+	case errSessionClosed:
+		writeJSONRPCError(w, http.StatusNotFound, jsonrpc.ID{}, codeServerError, "session closed", nil)
+	default:
+		// The client is gone; there is nobody to answer.
 	}
 }
 
-// sseSrvSessionParam returns the sessionId (or, as the go-sdk spells it,
+// sseSessionParam returns the sessionId (or, as the go-sdk spells it,
 // sessionid) parameter of a raw query.
-func sseSrvSessionParam(q string) (string, bool) {
+func sseSessionParam(q string) (string, bool) {
 	for q != "" {
 		var kv string
 		kv, q, _ = strings.Cut(q, "&")
@@ -212,10 +152,10 @@ func sseSrvSessionParam(q string) (string, bool) {
 	return "", false
 }
 
-// sseSrvEndpoint returns the URI of a session's POST endpoint relative to
+// sseEndpoint returns the URI of a session's POST endpoint relative to
 // the GET's URI: its last path segment with the session query, so that it
 // resolves to the same path however the server is mounted or proxied.
-func sseSrvEndpoint(r *http.Request, id string) string {
+func sseEndpoint(r *http.Request, id string) string {
 	p := r.URL.EscapedPath()
 	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && u.Path != "" {
 		p = u.EscapedPath() // the path the client sent, before any StripPrefix
@@ -228,41 +168,34 @@ func sseSrvEndpoint(r *http.Request, id string) string {
 }
 
 func (s *SSEServer) serveGET(w http.ResponseWriter, r *http.Request) {
-	if _, sseOK := srvAccepts(r.Header["Accept"]); !sseOK {
-		srvWriteError(w, http.StatusNotAcceptable, jsonrpc.ID{}, srvCodeServerError,
+	if _, sseOK := acceptsTypes(r.Header["Accept"]); !sseOK {
+		writeJSONRPCError(w, http.StatusNotAcceptable, jsonrpc.ID{}, codeServerError,
 			"Accept must allow text/event-stream", nil)
 		return
 	}
-	sess := &sseSrvSession{
-		srv:  s,
-		id:   rand.Text(),
-		in:   make(chan jsonrpc.Message, sseSrvIncomingQueue),
-		out:  make(chan *[]byte, sseSrvMaxQueue),
-		done: make(chan struct{}),
+	sess := &sseSession{
+		srv: s,
+		out: make(chan *[]byte, sseMaxQueue),
 	}
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		srvWriteError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, srvCodeServerError, "server is shutting down", nil)
+	sess.init(PeerFromContext(r.Context()))
+	if !s.sessions.add(sess.id, sess) {
+		writeJSONRPCError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, codeServerError, "server is shutting down", nil)
 		return
 	}
-	s.sessions[sess.id] = sess
-	s.mu.Unlock()
 	defer sess.close()
 	s.log.Debug("SSE session opened", "session", sess.id, "remote", r.RemoteAddr)
 
 	h := w.Header()
-	h["Content-Type"] = srvCTSSE
-	h["Cache-Control"] = srvNoCache
+	h["Content-Type"] = ctEventStream
+	h["Cache-Control"] = noCache
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 
-	sess.peer = PeerFromContext(r.Context())
 	s.accept(sess)
 
-	_ = rc.SetWriteDeadline(time.Now().Add(sseSrvWriteTimeout))
-	if err := writeSSEEvent(w, "endpoint", "", []byte(sseSrvEndpoint(r, sess.id))); err != nil {
+	_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if err := writeSSEEvent(w, "endpoint", "", []byte(sseEndpoint(r, sess.id))); err != nil {
 		return
 	}
 	if err := rc.Flush(); err != nil {
@@ -271,83 +204,58 @@ func (s *SSEServer) serveGET(w http.ResponseWriter, r *http.Request) {
 	sess.pump(r.Context(), w, rc)
 }
 
-// sseSrvSession is one HTTP+SSE session; it is the [Connection] handed to
-// accept.
-type sseSrvSession struct {
-	peer any // who opened it; see Peer
-	srv  *SSEServer
-	id   string
-	in   chan jsonrpc.Message // POSTed messages for Read
-	out  chan *[]byte         // encoded messages for the event stream
-	done chan struct{}
-	once sync.Once
-}
-
-// SessionID returns the session's id, the sessionId of its endpoint URI.
-func (sess *sseSrvSession) SessionID() string { return sess.id }
-
-// Read returns the next message the client POSTed, in the order the POSTs
-// were accepted, or io.EOF once the session has ended.
-func (sess *sseSrvSession) Read(ctx context.Context) (jsonrpc.Message, error) {
-	return readInbox(ctx, sess.in, sess.done)
+// sseSession is one HTTP+SSE session; it is the [Connection] handed to
+// accept. Its id is the sessionId of its endpoint URI; Read returns the
+// messages the client POSTed, in the order the POSTs were accepted.
+//
+// Read must not be called concurrently with itself; Write and Close may be
+// called concurrently with anything, and Close more than once. Close, the
+// end of the GET and [SSEServer.Close] end the session: the event stream
+// ends, Read returns io.EOF and Write fails with [ErrClosed].
+type sseSession struct {
+	serverSession
+	srv *SSEServer
+	out chan *[]byte // encoded messages for the event stream
 }
 
 // Write queues msg for the event stream without waiting for the client. A
 // client that lets more than 1024 messages pile up loses its session.
-func (sess *sseSrvSession) Write(_ context.Context, msg jsonrpc.Message) error {
+func (sess *sseSession) Write(_ context.Context, msg jsonrpc.Message) error {
 	select {
 	case <-sess.done:
 		return fmt.Errorf("SSE session %s: %w", sess.id, ErrClosed)
 	default:
 	}
-	bp := sseSrvBufPool.Get().(*[]byte)
-	b, err := wire.Append((*bp)[:0], msg)
+	bp, err := encodePooled(msg)
 	if err != nil {
-		sseSrvPutBuf(bp)
 		return fmt.Errorf("SSE session %s: encoding message: %w", sess.id, err)
 	}
-	*bp = b
 	select {
 	case sess.out <- bp:
 		return nil
 	default:
 	}
-	sseSrvPutBuf(bp)
-	sess.srv.log.Warn("SSE client too slow: closing its session", "session", sess.id, "queued", sseSrvMaxQueue)
+	putEncodeBuf(bp)
+	sess.srv.log.Warn("SSE client too slow: closing its session", "session", sess.id, "queued", sseMaxQueue)
 	sess.close()
-	return fmt.Errorf("SSE session %s: client too slow (%d messages queued): %w", sess.id, sseSrvMaxQueue, ErrClosed)
+	return fmt.Errorf("SSE session %s: client too slow (%d messages queued): %w", sess.id, sseMaxQueue, ErrClosed)
 }
 
 // Close ends the session: the event stream ends and Read returns io.EOF.
-func (sess *sseSrvSession) Close() error {
+func (sess *sseSession) Close() error {
 	sess.close()
 	return nil
 }
 
-func (sess *sseSrvSession) close() {
-	sess.once.Do(func() {
-		s := sess.srv
-		s.mu.Lock()
-		if s.sessions[sess.id] == sess {
-			delete(s.sessions, sess.id)
-		}
-		s.mu.Unlock()
-		close(sess.done)
-		s.log.Debug("SSE session closed", "session", sess.id)
-	})
-}
-
-func sseSrvPutBuf(bp *[]byte) {
-	if cap(*bp) > sseSrvMaxPooledBuf {
-		return
+func (sess *sseSession) close() {
+	if sess.end(io.EOF, func() { sess.srv.sessions.remove(sess.id, sess) }) {
+		sess.srv.log.Debug("SSE session closed", "session", sess.id)
 	}
-	*bp = (*bp)[:0]
-	sseSrvBufPool.Put(bp)
 }
 
 // pump writes queued messages and keepalives to the event stream until the
 // client goes away, a write fails or the session ends.
-func (sess *sseSrvSession) pump(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController) {
+func (sess *sseSession) pump(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController) {
 	var (
 		ka  *time.Timer
 		kaC <-chan time.Time
@@ -360,15 +268,15 @@ func (sess *sseSrvSession) pump(ctx context.Context, w http.ResponseWriter, rc *
 	for {
 		select {
 		case bp := <-sess.out:
-			_ = rc.SetWriteDeadline(time.Now().Add(sseSrvWriteTimeout))
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 			err := writeSSEEvent(w, "message", "", *bp)
-			sseSrvPutBuf(bp)
+			putEncodeBuf(bp)
 			// Write what else is queued before flushing once.
 			for more := true; more && err == nil; {
 				select {
 				case bp := <-sess.out:
 					err = writeSSEEvent(w, "message", "", *bp)
-					sseSrvPutBuf(bp)
+					putEncodeBuf(bp)
 				default:
 					more = false
 				}
@@ -381,8 +289,8 @@ func (sess *sseSrvSession) pump(ctx context.Context, w http.ResponseWriter, rc *
 				return
 			}
 		case <-kaC:
-			_ = rc.SetWriteDeadline(time.Now().Add(sseSrvWriteTimeout))
-			_, err := w.Write(sseSrvKeepAlive)
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+			_, err := w.Write(sseKeepAlive)
 			if err == nil {
 				err = rc.Flush()
 			}
@@ -399,63 +307,3 @@ func (sess *sseSrvSession) pump(ctx context.Context, w http.ResponseWriter, rc *
 		}
 	}
 }
-
-// sseSrvGuard implements DNS-rebinding protection for the SSE and
-// WebSocket servers. It duplicates the rules of StreamableServer.checkOrigin
-// (which needs a StreamableServer), using the same helpers.
-type sseSrvGuard struct {
-	origins   map[string]bool
-	hosts     map[string]bool
-	anyOrigin bool
-	anyHost   bool
-}
-
-func newSSESrvGuard(origins, hosts []string) sseSrvGuard {
-	g := sseSrvGuard{
-		origins: make(map[string]bool, len(origins)),
-		hosts:   make(map[string]bool, len(hosts)),
-	}
-	for _, o := range origins {
-		if o == "*" {
-			g.anyOrigin = true
-		}
-		g.origins[strings.ToLower(strings.TrimRight(o, "/"))] = true
-	}
-	for _, h := range hosts {
-		if h == "*" {
-			g.anyHost = true
-		}
-		g.hosts[strings.ToLower(h)] = true
-	}
-	return g
-}
-
-// check returns a reason when the request must be rejected with 403: a
-// non-loopback Host on a loopback listener (unless allowed), or an Origin
-// that is neither allowed, nor same-origin, nor loopback for a loopback
-// Host.
-func (g *sseSrvGuard) check(r *http.Request) string {
-	hostname := srvHostname(r.Host)
-	loopbackHost := srvIsLoopbackName(hostname)
-	if !loopbackHost && !g.anyHost && srvLoopbackListener(r) &&
-		!g.hosts[strings.ToLower(r.Host)] && !g.hosts[strings.ToLower(hostname)] {
-		return fmt.Sprintf("Forbidden: Host %q is not allowed on a loopback listener", r.Host)
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" || g.anyOrigin || g.origins[strings.ToLower(strings.TrimRight(origin, "/"))] {
-		return ""
-	}
-	u, err := url.Parse(origin)
-	if err == nil && u.Host != "" {
-		if loopbackHost && srvIsLoopbackName(u.Hostname()) {
-			return ""
-		}
-		if !loopbackHost && strings.EqualFold(u.Host, r.Host) {
-			return ""
-		}
-	}
-	return fmt.Sprintf("Forbidden: Origin %q is not allowed", origin)
-}
-
-// PeerInfo returns who opened the connection (see Peer).
-func (s *sseSrvSession) PeerInfo() any { return s.peer }

@@ -53,6 +53,17 @@ var (
 
 // StreamableClientTransport connects to an MCP server over streamable HTTP
 // (2025-03-26 and later).
+//
+// Concurrency and lifetime: the transport is a value to configure and must
+// not be changed after the first Connect; Connect may be called
+// concurrently and every call returns an independent connection. On the
+// connection, Write may be called concurrently (each call is one POST);
+// Read must not be called concurrently with itself. Close cancels the
+// requests in flight and the standalone GET stream, deletes the session
+// (best effort), waits for the connection's goroutines and unblocks Read,
+// which returns [ErrClosed]; a connection that failed (the server dropped
+// the session: [ErrSessionExpired]) ends Read with the failure after the
+// messages already queued.
 type StreamableClientTransport struct {
 	// URL is the server's MCP endpoint.
 	URL string
@@ -898,11 +909,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// encodeBufs recycles the buffers messages are encoded into.
-var encodeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-const maxPooledEncodeBuf = 64 << 10
-
 // outgoing is the encoded body of one POST and the first reader of it. The
 // buffer returns to the pool when the Write and every reader handed to the
 // HTTP client are done with it (the client may read and close the body after
@@ -923,13 +929,10 @@ type postBody struct {
 }
 
 func newOutgoing(msg jsonrpc.Message) (*outgoing, error) {
-	bp := encodeBufs.Get().(*[]byte)
-	b, err := wire.Append((*bp)[:0], msg)
+	bp, err := encodePooled(msg)
 	if err != nil {
-		encodeBufs.Put(bp)
 		return nil, fmt.Errorf("encoding: %w", err)
 	}
-	*bp = b
 	o := &outgoing{buf: bp}
 	o.body.o = o
 	o.refs.Store(2) // the Write and o.body
@@ -949,9 +952,7 @@ func (o *outgoing) getBody() (io.ReadCloser, error) {
 
 func (o *outgoing) unref() {
 	if o.refs.Add(-1) == 0 {
-		if cap(*o.buf) <= maxPooledEncodeBuf {
-			encodeBufs.Put(o.buf)
-		}
+		putEncodeBuf(o.buf)
 	}
 }
 

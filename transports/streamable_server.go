@@ -1,17 +1,13 @@
 package transports
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +15,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
-	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
 
 // StreamableServerOptions configures a [StreamableServer].
@@ -33,7 +27,7 @@ type StreamableServerOptions struct {
 	MaxBodyBytes int64
 	// AllowedOrigins lists Origin header values accepted besides loopback
 	// origins (for loopback hosts) and same-origin requests. "*" accepts any
-	// Origin.
+	// Origin. The rules are those of [Guard].
 	AllowedOrigins []string
 	// AllowedHosts lists Host header values (with or without port) accepted
 	// on a loopback listener besides loopback names. "*" accepts any Host.
@@ -60,70 +54,48 @@ type StreamableServerOptions struct {
 // text/event-stream that ends after the response.
 //
 // Stream resumption (Last-Event-ID) and JSON-RPC batches are not supported.
+//
+// Concurrency and lifetime: a StreamableServer is safe for concurrent use
+// and serves any number of requests at once; its options are fixed by
+// [NewStreamableServer]. Every request first passes the server's [Guard].
+// A session lives from its initialize POST until the client DELETEs it, it
+// stays idle for the IdleTimeout, the gateway closes its Connection or
+// [StreamableServer.Close] is called; then its Read returns io.EOF, its
+// pending handlers return and later requests naming it get 404 (503 after
+// Close). Write never blocks on the client: messages are queued per stream
+// (bounded; a stream whose client does not keep up is failed).
 type StreamableServer struct {
-	accept         func(Connection)
-	log            *slog.Logger
-	maxBody        int64
-	keepAlive      time.Duration
-	idle           time.Duration
-	allowedOrigins map[string]bool
-	allowedHosts   map[string]bool
-	anyOrigin      bool
-	anyHost        bool
-	epoch          time.Time
-	closed         atomic.Bool
-
-	mu       sync.Mutex
-	sessions map[string]*srvSession
+	serverBase
+	idle     time.Duration
+	epoch    time.Time
+	sessions sessionTable[*streamableSession]
 }
 
 const (
-	srvDefaultMaxBody   = 4 << 20
-	srvDefaultKeepAlive = 25 * time.Second
-	srvDefaultIdle      = 30 * time.Minute
-	// srvMaxStreamQueue bounds the messages waiting to be written on one
+	defaultIdleTimeout = 30 * time.Minute
+	// maxStreamQueue bounds the messages waiting to be written on one
 	// stream; a stream whose client does not keep up is failed.
-	srvMaxStreamQueue = 1024
-	// srvMaxBacklog bounds the messages kept for the standalone stream while
+	maxStreamQueue = 1024
+	// maxBacklog bounds the messages kept for the standalone stream while
 	// no GET is open; the oldest are dropped.
-	srvMaxBacklog = 256
-	// srvIncomingQueue is the capacity of the queue between the HTTP
-	// handlers and Read.
-	srvIncomingQueue = 64
-	// srvWriteTimeout bounds one write of queued SSE events to a client.
-	srvWriteTimeout = 30 * time.Second
-	// srvCancelTimeout bounds how long a handler waits to hand a synthesized
+	maxBacklog = 256
+	// cancelTimeout bounds how long a handler waits to hand a synthesized
 	// cancellation to a reader that does not read.
-	srvCancelTimeout = 5 * time.Second
-	// srvMaxPooledBuf is the largest encode buffer returned to the pool.
-	srvMaxPooledBuf = 64 << 10
+	cancelTimeout = 5 * time.Second
 
-	srvHeaderSession  = "Mcp-Session-Id"
-	srvHeaderProtocol = "Mcp-Protocol-Version"
-
-	// srvCodeServerError is the JSON-RPC code of transport-level rejections.
-	srvCodeServerError = -32000
-	// srvCodeUnsupportedVersion is the 2026-07-28 UnsupportedProtocolVersion
+	// codeUnsupportedVersion is the 2026-07-28 UnsupportedProtocolVersion
 	// code; older clients treat it as any error, newer ones fall back.
-	srvCodeUnsupportedVersion = -32022
+	codeUnsupportedVersion = -32022
 )
 
 var (
-	srvVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+	supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-	srvCTJSON   = []string{"application/json"}
-	srvCTSSE    = []string{"text/event-stream"}
-	srvNoCache  = []string{"no-cache"}
-	srvAllowHdr = []string{"GET, POST, DELETE"}
+	streamableAllow = []string{"GET, POST, DELETE"}
 
-	srvEventStart = []byte("event: message\ndata: ")
-	srvDataCont   = []byte("\ndata: ")
-	srvEventEnd   = []byte("\n\n")
-	srvKeepAlive  = []byte(": keepalive\n\n")
-	srvOpened     = []byte(": stream opened\n\n")
+	sseOpened = []byte(": stream opened\n\n")
 
-	srvBufPool    = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-	srvStreamPool = sync.Pool{New: func() any { return &srvStream{notify: make(chan struct{}, 1)} }}
+	streamPool = sync.Pool{New: func() any { return &responseStream{notify: make(chan struct{}, 1)} }}
 )
 
 // NewStreamableServer returns a handler for one MCP endpoint. accept (not
@@ -132,39 +104,13 @@ var (
 // the caller reads from it until Read returns io.EOF.
 func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) *StreamableServer {
 	s := &StreamableServer{
-		accept:         accept,
-		log:            opts.Logger,
-		maxBody:        opts.MaxBodyBytes,
-		keepAlive:      opts.KeepAlive,
-		idle:           opts.IdleTimeout,
-		allowedOrigins: make(map[string]bool, len(opts.AllowedOrigins)),
-		allowedHosts:   make(map[string]bool, len(opts.AllowedHosts)),
-		epoch:          time.Now(),
-		sessions:       make(map[string]*srvSession),
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = srvDefaultMaxBody
-	}
-	if s.keepAlive == 0 {
-		s.keepAlive = srvDefaultKeepAlive
+		serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
+			GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
+		idle:  opts.IdleTimeout,
+		epoch: time.Now(),
 	}
 	if s.idle == 0 {
-		s.idle = srvDefaultIdle
-	}
-	for _, o := range opts.AllowedOrigins {
-		if o == "*" {
-			s.anyOrigin = true
-		}
-		s.allowedOrigins[strings.ToLower(strings.TrimRight(o, "/"))] = true
-	}
-	for _, h := range opts.AllowedHosts {
-		if h == "*" {
-			s.anyHost = true
-		}
-		s.allowedHosts[strings.ToLower(h)] = true
+		s.idle = defaultIdleTimeout
 	}
 	return s
 }
@@ -172,14 +118,7 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 // Close closes every session (their Connections' Read returns io.EOF and
 // their pending HTTP handlers return); later requests get 503.
 func (s *StreamableServer) Close() error {
-	s.closed.Store(true)
-	s.mu.Lock()
-	all := make([]*srvSession, 0, len(s.sessions))
-	for _, sess := range s.sessions {
-		all = append(all, sess)
-	}
-	s.mu.Unlock()
-	for _, sess := range all {
+	for _, sess := range s.sessions.shutdown() {
 		sess.close()
 	}
 	return nil
@@ -187,12 +126,7 @@ func (s *StreamableServer) Close() error {
 
 // ServeHTTP implements [http.Handler].
 func (s *StreamableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg := s.checkOrigin(r); msg != "" {
-		srvWriteError(w, http.StatusForbidden, jsonrpc.ID{}, srvCodeServerError, msg, nil)
-		return
-	}
-	if s.closed.Load() {
-		srvWriteError(w, http.StatusServiceUnavailable, jsonrpc.ID{}, srvCodeServerError, "server is shutting down", nil)
+	if !s.admit(w, r, s.sessions.isClosed()) {
 		return
 	}
 	switch r.Method {
@@ -203,80 +137,20 @@ func (s *StreamableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		s.serveDELETE(w, r)
 	default:
-		w.Header()["Allow"] = srvAllowHdr
-		srvWriteError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, srvCodeServerError,
+		w.Header()["Allow"] = streamableAllow
+		writeJSONRPCError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, codeServerError,
 			fmt.Sprintf("method %s not allowed; use GET, POST or DELETE", r.Method), nil)
 	}
 }
 
-// checkOrigin implements DNS-rebinding protection. It returns a reason when
-// the request must be rejected.
-func (s *StreamableServer) checkOrigin(r *http.Request) string {
-	hostname := srvHostname(r.Host)
-	loopbackHost := srvIsLoopbackName(hostname)
-	if !loopbackHost && !s.anyHost && srvLoopbackListener(r) &&
-		!s.allowedHosts[strings.ToLower(r.Host)] && !s.allowedHosts[strings.ToLower(hostname)] {
-		return fmt.Sprintf("Forbidden: Host %q is not allowed on a loopback listener", r.Host)
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" || s.anyOrigin || s.allowedOrigins[strings.ToLower(strings.TrimRight(origin, "/"))] {
-		return ""
-	}
-	u, err := url.Parse(origin)
-	if err == nil && u.Host != "" {
-		if loopbackHost && srvIsLoopbackName(u.Hostname()) {
-			return ""
-		}
-		if !loopbackHost && strings.EqualFold(u.Host, r.Host) {
-			return ""
-		}
-	}
-	return fmt.Sprintf("Forbidden: Origin %q is not allowed", origin)
-}
-
-// srvLoopbackListener reports whether the request arrived on a loopback
-// address.
-func srvLoopbackListener(r *http.Request) bool {
-	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || addr == nil {
-		return false
-	}
-	if tcp, ok := addr.(*net.TCPAddr); ok {
-		return tcp.IP.IsLoopback()
-	}
-	host, _, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// srvHostname returns the host part of a Host header value, without port or
-// IPv6 brackets.
-func srvHostname(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
-}
-
-func srvIsLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // checkVersion validates a present MCP-Protocol-Version header and returns
 // the error data to send when it is unsupported.
-func srvCheckVersion(r *http.Request) (string, []byte) {
-	v := r.Header[srvHeaderProtocol]
+func checkProtocolVersion(r *http.Request) (string, []byte) {
+	v := r.Header[hdrProtocolVersion]
 	if len(v) == 0 {
 		return "", nil
 	}
-	for _, ok := range srvVersions {
+	for _, ok := range supportedVersions {
 		if v[0] == ok {
 			return "", nil
 		}
@@ -284,35 +158,21 @@ func srvCheckVersion(r *http.Request) (string, []byte) {
 	data, _ := json.Marshal(struct {
 		Supported []string `json:"supported"`
 		Requested string   `json:"requested"`
-	}{srvVersions, v[0]})
-	return fmt.Sprintf("unsupported %s %q (supported: %s)", srvHeaderProtocol, v[0], strings.Join(srvVersions, ", ")), data
+	}{supportedVersions, v[0]})
+	return fmt.Sprintf("unsupported %s %q (supported: %s)", hdrProtocolVersion, v[0], strings.Join(supportedVersions, ", ")), data
 }
 
 func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
-	if !srvIsJSONType(r.Header.Get("Content-Type")) {
-		srvWriteError(w, http.StatusUnsupportedMediaType, jsonrpc.ID{}, srvCodeServerError,
-			"Content-Type must be application/json", nil)
+	if !requireJSON(w, r) {
 		return
 	}
-	if jsonOK, sseOK := srvAccepts(r.Header["Accept"]); !jsonOK || !sseOK {
-		srvWriteError(w, http.StatusNotAcceptable, jsonrpc.ID{}, srvCodeServerError,
+	if jsonOK, sseOK := acceptsTypes(r.Header["Accept"]); !jsonOK || !sseOK {
+		writeJSONRPCError(w, http.StatusNotAcceptable, jsonrpc.ID{}, codeServerError,
 			"Accept must allow both application/json and text/event-stream", nil)
 		return
 	}
-	body, err := srvReadBody(r, s.maxBody)
-	if err != nil {
-		if errors.Is(err, errSrvTooLarge) {
-			srvWriteError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("request body exceeds %d bytes", s.maxBody), nil)
-			return
-		}
-		srvWriteError(w, http.StatusBadRequest, jsonrpc.ID{}, jsonrpc.CodeParseError,
-			fmt.Sprintf("reading request body: %v", err), nil)
-		return
-	}
-	msg, status, code, reason := srvDecode(body)
+	msg := readPOSTMessage(w, r, s.maxBody)
 	if msg == nil {
-		srvWriteError(w, status, jsonrpc.ID{}, code, reason, nil)
 		return
 	}
 	req, isReq := msg.(*jsonrpc.Request)
@@ -320,30 +180,29 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 	if isReq {
 		reqID = req.ID
 	}
-	if reason, data := srvCheckVersion(r); reason != "" {
-		srvWriteError(w, http.StatusBadRequest, reqID, srvCodeUnsupportedVersion, reason, data)
+	if reason, data := checkProtocolVersion(r); reason != "" {
+		writeJSONRPCError(w, http.StatusBadRequest, reqID, codeUnsupportedVersion, reason, data)
 		return
 	}
 
-	var sess *srvSession
+	var sess *streamableSession
 	created := false
-	if sid := r.Header[srvHeaderSession]; len(sid) > 0 && sid[0] != "" {
+	if sid := r.Header[hdrSessionID]; len(sid) > 0 && sid[0] != "" {
 		if sess = s.lookup(sid[0]); sess == nil {
-			srvWriteError(w, http.StatusNotFound, reqID, srvCodeServerError, "session not found", nil)
+			writeJSONRPCError(w, http.StatusNotFound, reqID, codeServerError, "session not found", nil)
 			return
 		}
 	} else {
 		if !isReq || !req.IsCall() || req.Method != "initialize" {
-			srvWriteError(w, http.StatusBadRequest, reqID, srvCodeServerError,
-				"Bad Request: missing "+srvHeaderSession+" header (only an initialize request may start a session)", nil)
+			writeJSONRPCError(w, http.StatusBadRequest, reqID, codeServerError,
+				"Bad Request: missing "+hdrSessionID+" header (only an initialize request may start a session)", nil)
 			return
 		}
-		if sess = s.newSession(); sess == nil {
-			srvWriteError(w, http.StatusServiceUnavailable, reqID, srvCodeServerError, "server is shutting down", nil)
+		if sess = s.newSession(PeerFromContext(r.Context())); sess == nil {
+			writeJSONRPCError(w, http.StatusServiceUnavailable, reqID, codeServerError, "server is shutting down", nil)
 			return
 		}
 		created = true
-		sess.peer = PeerFromContext(r.Context())
 		s.accept(sess)
 	}
 	sess.enter()
@@ -357,37 +216,16 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 	switch sess.deliver(r.Context(), msg) {
 	case nil:
 		w.WriteHeader(http.StatusAccepted)
-	case errSrvSessionClosed:
-		srvWriteError(w, sess.closedStatus(), jsonrpc.ID{}, srvCodeServerError, "session terminated", nil)
+	case errSessionClosed:
+		writeJSONRPCError(w, sess.closedStatus(), jsonrpc.ID{}, codeServerError, "session terminated", nil)
 	default:
 		// The client is gone; there is nobody to answer.
 	}
 }
 
-// srvDecode decodes one JSON-RPC message. On failure msg is nil and status,
-// code and reason describe the error response.
-func srvDecode(body []byte) (msg jsonrpc.Message, status int, code int64, reason string) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
-		return nil, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "empty request body"
-	}
-	if trimmed[0] == '[' {
-		return nil, http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
-			"JSON-RPC batches are not supported: send one message per POST"
-	}
-	msg, err := wire.Decode(body)
-	if err == nil {
-		return msg, 0, 0, ""
-	}
-	if !json.Valid(body) {
-		return nil, http.StatusBadRequest, jsonrpc.CodeParseError, fmt.Sprintf("parse error: %v", err)
-	}
-	return nil, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid JSON-RPC message: %v", err)
-}
-
 func (s *StreamableServer) serveGET(w http.ResponseWriter, r *http.Request) {
-	if _, sseOK := srvAccepts(r.Header["Accept"]); !sseOK {
-		srvWriteError(w, http.StatusNotAcceptable, jsonrpc.ID{}, srvCodeServerError,
+	if _, sseOK := acceptsTypes(r.Header["Accept"]); !sseOK {
+		writeJSONRPCError(w, http.StatusNotAcceptable, jsonrpc.ID{}, codeServerError,
 			"Accept must allow text/event-stream", nil)
 		return
 	}
@@ -411,50 +249,42 @@ func (s *StreamableServer) serveDELETE(w http.ResponseWriter, r *http.Request) {
 
 // sessionFor validates the protocol version and session header of a GET or
 // DELETE and returns the session, or writes an error.
-func (s *StreamableServer) sessionFor(w http.ResponseWriter, r *http.Request) (*srvSession, bool) {
-	if reason, data := srvCheckVersion(r); reason != "" {
-		srvWriteError(w, http.StatusBadRequest, jsonrpc.ID{}, srvCodeUnsupportedVersion, reason, data)
+func (s *StreamableServer) sessionFor(w http.ResponseWriter, r *http.Request) (*streamableSession, bool) {
+	if reason, data := checkProtocolVersion(r); reason != "" {
+		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeUnsupportedVersion, reason, data)
 		return nil, false
 	}
-	sid := r.Header[srvHeaderSession]
+	sid := r.Header[hdrSessionID]
 	if len(sid) == 0 || sid[0] == "" {
-		srvWriteError(w, http.StatusBadRequest, jsonrpc.ID{}, srvCodeServerError,
-			fmt.Sprintf("Bad Request: %s requires an %s header", r.Method, srvHeaderSession), nil)
+		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeServerError,
+			fmt.Sprintf("Bad Request: %s requires an %s header", r.Method, hdrSessionID), nil)
 		return nil, false
 	}
 	sess := s.lookup(sid[0])
 	if sess == nil {
-		srvWriteError(w, http.StatusNotFound, jsonrpc.ID{}, srvCodeServerError, "session not found", nil)
+		writeJSONRPCError(w, http.StatusNotFound, jsonrpc.ID{}, codeServerError, "session not found", nil)
 		return nil, false
 	}
 	return sess, true
 }
 
-func (s *StreamableServer) lookup(id string) *srvSession {
-	s.mu.Lock()
-	sess := s.sessions[id]
-	s.mu.Unlock()
+func (s *StreamableServer) lookup(id string) *streamableSession {
+	sess, _ := s.sessions.get(id)
 	return sess
 }
 
 // newSession registers a new session, or returns nil when the server is
 // closed.
-func (s *StreamableServer) newSession() *srvSession {
-	sess := &srvSession{
+func (s *StreamableServer) newSession(peer any) *streamableSession {
+	sess := &streamableSession{
 		srv:   s,
-		id:    rand.Text(),
-		in:    make(chan jsonrpc.Message, srvIncomingQueue),
-		done:  make(chan struct{}),
-		calls: make(map[jsonrpc.ID]*srvStream),
+		calls: make(map[jsonrpc.ID]*responseStream),
 	}
+	sess.init(peer)
 	sess.touch()
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
+	if !s.sessions.add(sess.id, sess) {
 		return nil
 	}
-	s.sessions[sess.id] = sess
-	s.mu.Unlock()
 	if s.idle > 0 {
 		sess.mu.Lock()
 		if !sess.closed {
@@ -466,138 +296,32 @@ func (s *StreamableServer) newSession() *srvSession {
 	return sess
 }
 
-var (
-	errSrvTooLarge      = errors.New("request body too large")
-	errSrvSessionClosed = errors.New("session closed")
-)
-
-// srvReadBody reads the whole body, at most max bytes, allocating it once
-// when the length is known. The returned slice is owned by the caller.
-func srvReadBody(r *http.Request, max int64) ([]byte, error) {
-	if r.ContentLength > max {
-		return nil, errSrvTooLarge
-	}
-	if r.ContentLength >= 0 {
-		b := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, fmt.Errorf("reading %d bytes: %w", len(b), err)
-		}
-		return b, nil
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading chunked body: %w", err)
-	}
-	if int64(len(b)) > max {
-		return nil, errSrvTooLarge
-	}
-	return b, nil
-}
-
-// srvAccepts reports whether the Accept header values allow JSON and SSE.
-func srvAccepts(values []string) (jsonOK, sseOK bool) {
-	for _, v := range values {
-		for v != "" {
-			var tok string
-			tok, v, _ = strings.Cut(v, ",")
-			tok, _, _ = strings.Cut(tok, ";")
-			tok = strings.TrimSpace(tok)
-			switch {
-			case tok == "*/*":
-				jsonOK, sseOK = true, true
-			case strings.EqualFold(tok, "application/json"), strings.EqualFold(tok, "application/*"):
-				jsonOK = true
-			case strings.EqualFold(tok, "text/event-stream"), strings.EqualFold(tok, "text/*"):
-				sseOK = true
-			}
-		}
-	}
-	return jsonOK, sseOK
-}
-
-// srvPrefersSSE reports whether the Accept header values list
-// text/event-stream before application/json (the client's order of
-// preference when no q-values distinguish them).
-func srvPrefersSSE(values []string) bool {
-	for _, v := range values {
-		for v != "" {
-			var tok string
-			tok, v, _ = strings.Cut(v, ",")
-			tok, _, _ = strings.Cut(tok, ";")
-			switch tok = strings.TrimSpace(tok); {
-			case strings.EqualFold(tok, "text/event-stream"):
-				return true
-			case strings.EqualFold(tok, "application/json"):
-				return false
-			}
-		}
-	}
-	return false
-}
-
-func srvIsJSONType(ct string) bool {
-	ct, _, _ = strings.Cut(ct, ";")
-	return strings.EqualFold(strings.TrimSpace(ct), "application/json")
-}
-
-// srvWriteError writes a JSON-RPC error response with the given HTTP status.
-// An invalid id is written as null.
-func srvWriteError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, message string, data []byte) {
-	b := make([]byte, 0, 96+len(message)+len(data))
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = srvAppendID(b, id)
-	b = append(b, `,"error":{"code":`...)
-	b = strconv.AppendInt(b, code, 10)
-	b = append(b, `,"message":`...)
-	m, _ := json.Marshal(message)
-	b = append(b, m...)
-	if len(data) > 0 {
-		b = append(b, `,"data":`...)
-		b = append(b, data...)
-	}
-	b = append(b, "}}"...)
-	h := w.Header()
-	h["Content-Type"] = srvCTJSON
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-func srvAppendID(b []byte, id jsonrpc.ID) []byte {
-	switch v := id.Raw().(type) {
-	case int64:
-		return strconv.AppendInt(b, v, 10)
-	case string:
-		s, _ := json.Marshal(v)
-		return append(b, s...)
-	default:
-		return append(b, "null"...)
-	}
-}
-
-// srvSession is one client session; it is the [Connection] handed to accept.
-type srvSession struct {
-	peer any // who opened it; see Peer
+// streamableSession is one client session; it is the [Connection] handed
+// to accept. Its id is the Mcp-Session-Id.
+//
+// Read must not be called concurrently with itself; Write and Close may be
+// called concurrently with anything, and Close more than once. Close, a
+// DELETE from the client, the idle timeout and [StreamableServer.Close] end
+// the session: Read then returns io.EOF, pending HTTP handlers return and
+// Write fails with [ErrClosed].
+type streamableSession struct {
+	serverSession
 	srv  *StreamableServer
-	id   string
-	in   chan jsonrpc.Message
-	done chan struct{}
-	once sync.Once
 	refs atomic.Int32 // HTTP requests in flight
 	last atomic.Int64 // time of the last request end, since srv.epoch
 
 	mu         sync.Mutex
 	closed     bool
 	timer      *time.Timer
-	calls      map[jsonrpc.ID]*srvStream // open POST streams by request id
-	standalone *srvStream                // the open GET stream, if any
-	backlog    []*[]byte                 // standalone messages while no GET is open
+	calls      map[jsonrpc.ID]*responseStream // open POST streams by request id
+	standalone *responseStream                // the open GET stream, if any
+	backlog    []*[]byte                      // standalone messages while no GET is open
 }
 
-// srvStream is the queue of encoded messages waiting to be written to one
+// responseStream is the queue of encoded messages waiting to be written to one
 // HTTP response. Its fields other than notify and ka are guarded by the
 // session's mu; only the handler goroutine writes to the response.
-type srvStream struct {
+type responseStream struct {
 	id      jsonrpc.ID
 	isInit  bool
 	q       []*[]byte
@@ -609,19 +333,19 @@ type srvStream struct {
 	ka      *time.Timer
 }
 
-func (st *srvStream) signal() {
+func (st *responseStream) signal() {
 	select {
 	case st.notify <- struct{}{}:
 	default:
 	}
 }
 
-func srvGetStream() *srvStream { return srvStreamPool.Get().(*srvStream) }
+func getStream() *responseStream { return streamPool.Get().(*responseStream) }
 
-// srvPutStream recycles a stream that no session references any more.
-func srvPutStream(st *srvStream) {
+// putStream recycles a stream that no session references any more.
+func putStream(st *responseStream) {
 	for i, b := range st.q {
-		srvPutBuf(b)
+		putEncodeBuf(b)
 		st.q[i] = nil
 	}
 	st.q = st.q[:0]
@@ -633,62 +357,23 @@ func srvPutStream(st *srvStream) {
 	if st.ka != nil {
 		st.ka.Stop()
 	}
-	srvStreamPool.Put(st)
-}
-
-func srvPutBuf(bp *[]byte) {
-	if cap(*bp) > srvMaxPooledBuf {
-		return
-	}
-	*bp = (*bp)[:0]
-	srvBufPool.Put(bp)
-}
-
-// SessionID returns the session's Mcp-Session-Id.
-func (sess *srvSession) SessionID() string { return sess.id }
-
-// Read returns the next message the client sent, in arrival order, or
-// io.EOF once the session is closed.
-func (sess *srvSession) Read(ctx context.Context) (jsonrpc.Message, error) {
-	return readInbox(ctx, sess.in, sess.done)
-}
-
-// readInbox is the Read of the server sessions: the next delivered message,
-// io.EOF once done is closed (even when messages are still queued), or the
-// context's error.
-func readInbox(ctx context.Context, in <-chan jsonrpc.Message, done <-chan struct{}) (jsonrpc.Message, error) {
-	select {
-	case <-done:
-		return nil, io.EOF
-	default:
-	}
-	select {
-	case msg := <-in:
-		return msg, nil
-	case <-done:
-		return nil, io.EOF
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	streamPool.Put(st)
 }
 
 // Write queues msg for the client without waiting for it. A response goes to
 // the POST of its request and is dropped (returning nil) when that POST has
 // ended; a request or notification goes to the POST of the request named by
 // [RelatedFromContext] while it is open, else to the standalone stream.
-func (sess *srvSession) Write(ctx context.Context, msg jsonrpc.Message) error {
-	bp := srvBufPool.Get().(*[]byte)
-	b, err := wire.Append((*bp)[:0], msg)
+func (sess *streamableSession) Write(ctx context.Context, msg jsonrpc.Message) error {
+	bp, err := encodePooled(msg)
 	if err != nil {
-		srvPutBuf(bp)
 		return fmt.Errorf("streamable session %s: encoding message: %w", sess.id, err)
 	}
-	*bp = b
 
 	sess.mu.Lock()
 	if sess.closed {
 		sess.mu.Unlock()
-		srvPutBuf(bp)
+		putEncodeBuf(bp)
 		return fmt.Errorf("streamable session %s: %w", sess.id, ErrClosed)
 	}
 	switch m := msg.(type) {
@@ -696,7 +381,7 @@ func (sess *srvSession) Write(ctx context.Context, msg jsonrpc.Message) error {
 		st := sess.calls[m.ID]
 		if st == nil {
 			sess.mu.Unlock()
-			srvPutBuf(bp)
+			putEncodeBuf(bp)
 			sess.srv.log.Debug("dropping response for a request whose HTTP stream has ended",
 				"session", sess.id, "id", m.ID.Raw())
 			return nil
@@ -707,7 +392,7 @@ func (sess *srvSession) Write(ctx context.Context, msg jsonrpc.Message) error {
 		st.q = append(st.q, bp) // the final message may exceed the bound by one
 		st.signal()
 	default:
-		var st *srvStream
+		var st *responseStream
 		if id, ok := RelatedFromContext(ctx); ok {
 			st = sess.calls[id]
 		}
@@ -716,7 +401,7 @@ func (sess *srvSession) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 		var failedID jsonrpc.ID
 		failed, dropped := false, 0
-		if st != nil && len(st.q) >= srvMaxStreamQueue {
+		if st != nil && len(st.q) >= maxStreamQueue {
 			failed, failedID = true, st.id
 			sess.failLocked(st)
 			st = nil
@@ -730,7 +415,7 @@ func (sess *srvSession) Write(ctx context.Context, msg jsonrpc.Message) error {
 		sess.mu.Unlock()
 		if failed {
 			sess.srv.log.Warn("streamable client too slow: failing its stream",
-				"session", sess.id, "request", failedID.Raw(), "queued", srvMaxStreamQueue)
+				"session", sess.id, "request", failedID.Raw(), "queued", maxStreamQueue)
 		}
 		if dropped > 0 {
 			sess.srv.log.Warn("standalone stream backlog full: dropped oldest messages",
@@ -744,7 +429,7 @@ func (sess *srvSession) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 // failLocked detaches an overflowing stream: its handler ends the response.
 // A POST stream's pending request is then cancelled towards the gateway.
-func (sess *srvSession) failLocked(st *srvStream) {
+func (sess *streamableSession) failLocked(st *responseStream) {
 	st.failed = true
 	if st == sess.standalone {
 		sess.standalone = nil
@@ -755,15 +440,15 @@ func (sess *srvSession) failLocked(st *srvStream) {
 }
 
 // backlogLocked keeps standalone messages until a GET stream opens, dropping
-// the oldest beyond srvMaxBacklog. It returns how many it dropped.
-func (sess *srvSession) backlogLocked(bps ...*[]byte) int {
+// the oldest beyond maxBacklog. It returns how many it dropped.
+func (sess *streamableSession) backlogLocked(bps ...*[]byte) int {
 	sess.backlog = append(sess.backlog, bps...)
-	over := len(sess.backlog) - srvMaxBacklog
+	over := len(sess.backlog) - maxBacklog
 	if over <= 0 {
 		return 0
 	}
 	for _, b := range sess.backlog[:over] {
-		srvPutBuf(b)
+		putEncodeBuf(b)
 	}
 	n := copy(sess.backlog, sess.backlog[over:])
 	clear(sess.backlog[n:])
@@ -772,19 +457,15 @@ func (sess *srvSession) backlogLocked(bps ...*[]byte) int {
 }
 
 // Close ends the session: pending handlers return and Read returns io.EOF.
-func (sess *srvSession) Close() error {
+func (sess *streamableSession) Close() error {
 	sess.close()
 	return nil
 }
 
-func (sess *srvSession) close() {
-	sess.once.Do(func() {
-		s := sess.srv
-		s.mu.Lock()
-		if s.sessions[sess.id] == sess {
-			delete(s.sessions, sess.id)
-		}
-		s.mu.Unlock()
+func (sess *streamableSession) close() {
+	s := sess.srv
+	closed := sess.end(io.EOF, func() {
+		s.sessions.remove(sess.id, sess)
 		sess.mu.Lock()
 		sess.closed = true
 		backlog := sess.backlog
@@ -794,32 +475,33 @@ func (sess *srvSession) close() {
 		}
 		sess.mu.Unlock()
 		for _, b := range backlog {
-			srvPutBuf(b)
+			putEncodeBuf(b)
 		}
-		close(sess.done)
-		s.log.Debug("streamable session closed", "session", sess.id)
 	})
+	if closed {
+		s.log.Debug("streamable session closed", "session", sess.id)
+	}
 }
 
-func (sess *srvSession) closedStatus() int {
-	if sess.srv.closed.Load() {
+func (sess *streamableSession) closedStatus() int {
+	if sess.srv.sessions.isClosed() {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusNotFound
 }
 
-func (sess *srvSession) touch() { sess.last.Store(int64(time.Since(sess.srv.epoch))) }
+func (sess *streamableSession) touch() { sess.last.Store(int64(time.Since(sess.srv.epoch))) }
 
-func (sess *srvSession) enter() { sess.refs.Add(1) }
+func (sess *streamableSession) enter() { sess.refs.Add(1) }
 
-func (sess *srvSession) leave() {
+func (sess *streamableSession) leave() {
 	sess.touch()
 	sess.refs.Add(-1)
 }
 
 // idleCheck runs on the idle timer: it closes the session when no request is
 // in flight and none ended within the idle timeout, and re-arms otherwise.
-func (sess *srvSession) idleCheck() {
+func (sess *streamableSession) idleCheck() {
 	idle := sess.srv.idle
 	sess.mu.Lock()
 	if sess.closed {
@@ -842,33 +524,20 @@ func (sess *srvSession) idleCheck() {
 	sess.close()
 }
 
-// deliver hands msg to Read. It returns errSrvSessionClosed or the request
-// context's error when msg could not be delivered.
-func (sess *srvSession) deliver(ctx context.Context, msg jsonrpc.Message) error {
-	select {
-	case sess.in <- msg:
-		return nil
-	case <-sess.done:
-		return errSrvSessionClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// srvEnd tells why a stream's handler stopped.
-type srvEnd int
+// streamEnd tells why a stream's handler stopped.
+type streamEnd int
 
 const (
-	srvEndNone     srvEnd = iota // still running
-	srvEndResponse               // the response was written
-	srvEndClient                 // the client went away or a write failed
-	srvEndSession                // the session was closed
-	srvEndFailed                 // the stream overflowed
+	streamEndNone     streamEnd = iota // still running
+	streamEndResponse                  // the response was written
+	streamEndClient                    // the client went away or a write failed
+	streamEndSession                   // the session was closed
+	streamEndFailed                    // the stream overflowed
 )
 
-// srvOut writes one HTTP response, deciding lazily between a single JSON
+// streamOut writes one HTTP response, deciding lazily between a single JSON
 // body and an event stream.
-type srvOut struct {
+type streamOut struct {
 	w         http.ResponseWriter
 	rc        *http.ResponseController
 	sessionID string // sent as Mcp-Session-Id with the headers, when set
@@ -880,12 +549,12 @@ type srvOut struct {
 	preferSSE bool
 }
 
-func (o *srvOut) startSSE() {
+func (o *streamOut) startSSE() {
 	h := o.w.Header()
-	h["Content-Type"] = srvCTSSE
-	h["Cache-Control"] = srvNoCache
+	h["Content-Type"] = ctEventStream
+	h["Cache-Control"] = noCache
 	if o.sessionID != "" {
-		h[srvHeaderSession] = []string{o.sessionID}
+		h[hdrSessionID] = []string{o.sessionID}
 	}
 	o.w.WriteHeader(http.StatusOK)
 	o.started, o.sse = true, true
@@ -894,7 +563,7 @@ func (o *srvOut) startSSE() {
 
 // writeBatch writes queued messages; final means the last one is the
 // response that ends the stream.
-func (o *srvOut) writeBatch(batch []*[]byte, final bool) error {
+func (o *streamOut) writeBatch(batch []*[]byte, final bool) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -902,13 +571,13 @@ func (o *srvOut) writeBatch(batch []*[]byte, final bool) error {
 		// Fast path: the response came first, answer with plain JSON.
 		b := *batch[0]
 		h := o.w.Header()
-		h["Content-Type"] = srvCTJSON
+		h["Content-Type"] = ctJSON
 		if len(b) > 2048 {
 			// Smaller bodies get a Content-Length from net/http itself.
 			h["Content-Length"] = []string{strconv.Itoa(len(b))}
 		}
 		if o.sessionID != "" {
-			h[srvHeaderSession] = []string{o.sessionID}
+			h[hdrSessionID] = []string{o.sessionID}
 		}
 		o.w.WriteHeader(http.StatusOK)
 		o.started = true
@@ -918,21 +587,21 @@ func (o *srvOut) writeBatch(batch []*[]byte, final bool) error {
 	if !o.started {
 		o.startSSE()
 	}
-	_ = o.rc.SetWriteDeadline(time.Now().Add(srvWriteTimeout))
+	_ = o.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	for _, bp := range batch {
-		if err := srvWriteEvent(o.w, *bp); err != nil {
+		if err := writeMessageEvent(o.w, *bp); err != nil {
 			return err
 		}
 	}
 	return o.rc.Flush()
 }
 
-func (o *srvOut) keepAlive() error {
+func (o *streamOut) keepAlive() error {
 	if !o.started {
 		o.startSSE()
 	}
-	_ = o.rc.SetWriteDeadline(time.Now().Add(srvWriteTimeout))
-	if _, err := o.w.Write(srvKeepAlive); err != nil {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := o.w.Write(sseKeepAlive); err != nil {
 		return err
 	}
 	return o.rc.Flush()
@@ -940,45 +609,15 @@ func (o *srvOut) keepAlive() error {
 
 // finish clears the write deadline so it cannot affect the next request on
 // a kept-alive connection.
-func (o *srvOut) finish() {
+func (o *streamOut) finish() {
 	if o.rc != nil {
 		_ = o.rc.SetWriteDeadline(time.Time{})
 	}
 }
 
-// srvWriteEvent writes data as one SSE "message" event; line breaks in data
-// (legal JSON whitespace) continue on further data lines.
-func srvWriteEvent(w io.Writer, data []byte) error {
-	if _, err := w.Write(srvEventStart); err != nil {
-		return err
-	}
-	for {
-		i := bytes.IndexAny(data, "\r\n")
-		if i < 0 {
-			break
-		}
-		if _, err := w.Write(data[:i]); err != nil {
-			return err
-		}
-		j := i + 1
-		if data[i] == '\r' && j < len(data) && data[j] == '\n' {
-			j++
-		}
-		data = data[j:]
-		if _, err := w.Write(srvDataCont); err != nil {
-			return err
-		}
-	}
-	if _, err := w.Write(data); err != nil {
-		return err
-	}
-	_, err := w.Write(srvEventEnd)
-	return err
-}
-
 // pump writes the messages queued on st until the response has been
 // written, the stream fails, the client goes away or the session closes.
-func (sess *srvSession) pump(ctx context.Context, o *srvOut, st *srvStream) srvEnd {
+func (sess *streamableSession) pump(ctx context.Context, o *streamOut, st *responseStream) streamEnd {
 	batch := st.spare
 	defer func() { st.spare = batch[:0] }()
 	var kaC <-chan time.Time
@@ -991,16 +630,16 @@ func (sess *srvSession) pump(ctx context.Context, o *srvOut, st *srvStream) srvE
 		kaC = st.ka.C
 	}
 	for {
-		stop := srvEndNone
+		stop := streamEndNone
 		select {
 		case <-st.notify:
 		case <-ctx.Done():
-			stop = srvEndClient
+			stop = streamEndClient
 		case <-sess.done:
-			stop = srvEndSession
+			stop = streamEndSession
 		case <-kaC:
 			if err := o.keepAlive(); err != nil {
-				return srvEndClient
+				return streamEndClient
 			}
 			st.ka.Reset(sess.srv.keepAlive)
 			continue
@@ -1011,22 +650,22 @@ func (sess *srvSession) pump(ctx context.Context, o *srvOut, st *srvStream) srvE
 		sess.mu.Unlock()
 
 		var err error
-		if stop != srvEndClient {
+		if stop != streamEndClient {
 			err = o.writeBatch(batch, final)
 		}
 		for i, b := range batch {
-			srvPutBuf(b)
+			putEncodeBuf(b)
 			batch[i] = nil
 		}
 		batch = batch[:0]
 		switch {
-		case stop == srvEndClient || err != nil:
-			return srvEndClient
+		case stop == streamEndClient || err != nil:
+			return streamEndClient
 		case final:
-			return srvEndResponse
+			return streamEndResponse
 		case failed:
-			return srvEndFailed
-		case stop != srvEndNone:
+			return streamEndFailed
+		case stop != streamEndNone:
 			return stop
 		}
 		if kaC != nil {
@@ -1037,39 +676,39 @@ func (sess *srvSession) pump(ctx context.Context, o *srvOut, st *srvStream) srvE
 
 // serveCall serves a POST carrying a request: it registers the request's
 // stream, delivers the request and writes what the gateway sends back.
-func (sess *srvSession) serveCall(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request, created bool) {
-	st := srvGetStream()
+func (sess *streamableSession) serveCall(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request, created bool) {
+	st := getStream()
 	st.id = req.ID
 	st.isInit = req.Method == "initialize"
 	sess.mu.Lock()
 	if sess.closed {
 		sess.mu.Unlock()
-		srvPutStream(st)
-		srvWriteError(w, sess.closedStatus(), req.ID, srvCodeServerError, "session terminated", nil)
+		putStream(st)
+		writeJSONRPCError(w, sess.closedStatus(), req.ID, codeServerError, "session terminated", nil)
 		return
 	}
 	if _, dup := sess.calls[req.ID]; dup {
 		sess.mu.Unlock()
-		srvPutStream(st)
-		srvWriteError(w, http.StatusBadRequest, req.ID, jsonrpc.CodeInvalidRequest,
+		putStream(st)
+		writeJSONRPCError(w, http.StatusBadRequest, req.ID, jsonrpc.CodeInvalidRequest,
 			"duplicate in-flight request id", nil)
 		return
 	}
 	sess.calls[req.ID] = st
 	sess.mu.Unlock()
 
-	o := srvOut{w: w, preferSSE: srvPrefersSSE(r.Header["Accept"])}
+	o := streamOut{w: w, preferSSE: prefersSSE(r.Header["Accept"])}
 	if created {
 		o.sessionID = sess.id
 	}
 	ctx := r.Context()
-	end, delivered := srvEndClient, false
+	end, delivered := streamEndClient, false
 	switch err := sess.deliver(ctx, req); {
 	case err == nil:
 		delivered = true
 		end = sess.pump(ctx, &o, st)
-	case errors.Is(err, errSrvSessionClosed):
-		end = srvEndSession
+	case errors.Is(err, errSessionClosed):
+		end = streamEndSession
 	}
 	o.finish()
 
@@ -1081,23 +720,23 @@ func (sess *srvSession) serveCall(w http.ResponseWriter, r *http.Request, req *j
 	initOK := st.final && !st.errResp
 	sess.mu.Unlock()
 	isInit := st.isInit
-	srvPutStream(st)
+	putStream(st)
 
 	switch end {
-	case srvEndSession:
+	case streamEndSession:
 		if !o.started {
-			srvWriteError(w, sess.closedStatus(), req.ID, srvCodeServerError, "session terminated", nil)
+			writeJSONRPCError(w, sess.closedStatus(), req.ID, codeServerError, "session terminated", nil)
 		}
-	case srvEndFailed:
+	case streamEndFailed:
 		if !o.started {
-			srvWriteError(w, http.StatusServiceUnavailable, req.ID, jsonrpc.CodeInternalError,
+			writeJSONRPCError(w, http.StatusServiceUnavailable, req.ID, jsonrpc.CodeInternalError,
 				"response stream overflowed", nil)
 		}
 	}
-	if (end == srvEndClient || end == srvEndFailed) && delivered && !answered && !isInit {
+	if (end == streamEndClient || end == streamEndFailed) && delivered && !answered && !isInit {
 		sess.cancelUpstream(req.ID)
 	}
-	if created && (end != srvEndResponse || !initOK) {
+	if created && (end != streamEndResponse || !initOK) {
 		// The client cannot use a session whose initialize failed.
 		sess.close()
 	}
@@ -1105,10 +744,10 @@ func (sess *srvSession) serveCall(w http.ResponseWriter, r *http.Request, req *j
 
 // cancelUpstream delivers a synthesized notifications/cancelled for a
 // request whose client went away before its response was written.
-func (sess *srvSession) cancelUpstream(id jsonrpc.ID) {
+func (sess *streamableSession) cancelUpstream(id jsonrpc.ID) {
 	params := make([]byte, 0, 64)
 	params = append(params, `{"requestId":`...)
-	params = srvAppendID(params, id)
+	params = appendID(params, id)
 	params = append(params, `,"reason":"client disconnected"}`...)
 	msg := &jsonrpc.Request{Method: "notifications/cancelled", Params: params}
 	select {
@@ -1118,7 +757,7 @@ func (sess *srvSession) cancelUpstream(id jsonrpc.ID) {
 		return
 	default:
 	}
-	t := time.NewTimer(srvCancelTimeout)
+	t := time.NewTimer(cancelTimeout)
 	defer t.Stop()
 	select {
 	case sess.in <- msg:
@@ -1130,19 +769,19 @@ func (sess *srvSession) cancelUpstream(id jsonrpc.ID) {
 }
 
 // serveStandalone serves the session's GET stream.
-func (sess *srvSession) serveStandalone(w http.ResponseWriter, r *http.Request) {
-	st := srvGetStream()
+func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Request) {
+	st := getStream()
 	sess.mu.Lock()
 	if sess.closed {
 		sess.mu.Unlock()
-		srvPutStream(st)
-		srvWriteError(w, sess.closedStatus(), jsonrpc.ID{}, srvCodeServerError, "session terminated", nil)
+		putStream(st)
+		writeJSONRPCError(w, sess.closedStatus(), jsonrpc.ID{}, codeServerError, "session terminated", nil)
 		return
 	}
 	if sess.standalone != nil {
 		sess.mu.Unlock()
-		srvPutStream(st)
-		srvWriteError(w, http.StatusConflict, jsonrpc.ID{}, srvCodeServerError,
+		putStream(st)
+		writeJSONRPCError(w, http.StatusConflict, jsonrpc.ID{}, codeServerError,
 			"a standalone SSE stream is already open for this session", nil)
 		return
 	}
@@ -1155,10 +794,10 @@ func (sess *srvSession) serveStandalone(w http.ResponseWriter, r *http.Request) 
 	}
 	sess.mu.Unlock()
 
-	o := srvOut{w: w}
+	o := streamOut{w: w}
 	o.startSSE()
-	_ = o.rc.SetWriteDeadline(time.Now().Add(srvWriteTimeout))
-	_, err := w.Write(srvOpened)
+	_ = o.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, err := w.Write(sseOpened)
 	if err == nil {
 		err = o.rc.Flush()
 	}
@@ -1181,12 +820,9 @@ func (sess *srvSession) serveStandalone(w http.ResponseWriter, r *http.Request) 
 		dropped = sess.backlogLocked(newer...)
 	}
 	sess.mu.Unlock()
-	srvPutStream(st)
+	putStream(st)
 	if dropped > 0 {
 		sess.srv.log.Warn("standalone stream backlog full: dropped oldest messages",
 			"session", sess.id, "dropped", dropped)
 	}
 }
-
-// PeerInfo returns who opened the connection (see Peer).
-func (s *srvSession) PeerInfo() any { return s.peer }

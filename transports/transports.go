@@ -2,11 +2,36 @@
 // client transports reach upstream MCP servers, server transports accept
 // downstream MCP clients. Every transport yields a [Connection]; nothing here
 // knows about tools, routing or policies.
+//
+// Client side: [StreamableClientTransport], [WebSocketClientTransport] and
+// [CommandTransport] (stdio) each return one Connection from Connect.
+// Server side: [StreamableServer], [SSEServer] and [WebSocketServer] are
+// http.Handlers that hand a Connection per client session to their accept
+// function. [Guard] is the Origin/Host check of all of them, exported so that
+// every other HTTP surface can sit behind the same rules.
+//
+// # Concurrency and lifetime
+//
+// Every Connection of this package follows the go-sdk's contract: Read must
+// not be called concurrently with itself; Write may be called concurrently
+// (with itself and with Read), and the ctx passed to it bounds at most that
+// Write's own wait: its end never tears down the shared connection; Close
+// may be called at any time, from any goroutine, more than once, and
+// unblocks a pending Read, which then returns an error (io.EOF or
+// [ErrClosed], as each type says). Read also returns when its ctx ends,
+// leaving the connection usable.
+//
+// A server type's Close ends every session it accepted (their Reads return)
+// and answers later requests with 503; it does not wait for the gateway to
+// stop reading. Options structs, transports and servers are not to be
+// changed after their first use; servers and [Guard] are safe for
+// concurrent use.
 package transports
 
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,6 +55,46 @@ var (
 	// ErrClosed is returned by operations on a closed connection.
 	ErrClosed = errors.New("connection closed")
 )
+
+// ending is the end of a connection or session, shared by the connections
+// of this package: the first call of end runs its cleanup, records why the
+// connection ended and closes done, which unblocks whatever waits on it
+// (Read, handlers delivering messages, stream pumps); later calls do
+// nothing. It is safe for concurrent use; err may be read once done is
+// closed. Call init before use.
+type ending struct {
+	once sync.Once
+	done chan struct{}
+	err  error // why it ended; written before done is closed
+}
+
+func (e *ending) init() { e.done = make(chan struct{}) }
+
+// end ends it for reason err, running cleanup (when not nil) before done
+// is closed, the first time it is called; it reports whether this call
+// did.
+func (e *ending) end(err error, cleanup func()) bool {
+	first := false
+	e.once.Do(func() {
+		first = true
+		if cleanup != nil {
+			cleanup()
+		}
+		e.err = err
+		close(e.done)
+	})
+	return first
+}
+
+// ended reports whether end has been called and has returned.
+func (e *ending) ended() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
 
 type peerKey struct{}
 

@@ -2,14 +2,10 @@ package transports
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,244 +55,6 @@ var wsEpoch = time.Now()
 
 func wsNow() int64 { return int64(time.Since(wsEpoch)) }
 
-// WebSocketClientTransport connects to an MCP server over WebSocket
-// (subprotocol "mcp", one JSON-RPC message per text frame).
-type WebSocketClientTransport struct {
-	// URL is the server's endpoint, ws:// or wss:// (http:// and https://
-	// are accepted as synonyms).
-	URL string
-	// Header is sent with the opening handshake (e.g. Authorization).
-	Header http.Header
-	// HTTPClient performs the opening handshake; nil means
-	// http.DefaultClient. A Timeout on it bounds the handshake only.
-	HTTPClient *http.Client
-	// Logger receives warnings and debug messages; nil discards them.
-	Logger *slog.Logger
-	// MaxMessageBytes caps one incoming message; 0 means 64 MiB. A larger
-	// message closes the connection with status 1009.
-	MaxMessageBytes int64
-	// PingInterval is how long the connection may receive nothing before a
-	// ping is sent; a pong must come back within the same interval or the
-	// connection is closed. Zero means 30 s; negative disables pings.
-	PingInterval time.Duration
-	// DisableCompression stops offering permessage-deflate.
-	DisableCompression bool
-}
-
-// Connect performs the opening handshake, bounded by ctx, and returns the
-// connection. It fails when the server does not select the "mcp"
-// subprotocol. Cancelling ctx after Connect returned does not affect the
-// connection.
-//
-// Writes are serialized and bounded by an internal timeout, never by the
-// context passed to Write (an expiring context would close the whole
-// WebSocket). Messages arrive in order through Read; a message that is not
-// a valid JSON-RPC message is logged and dropped.
-func (t *WebSocketClientTransport) Connect(ctx context.Context) (Connection, error) {
-	u, err := url.Parse(t.URL)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to WebSocket server: parsing URL: %w", err)
-	}
-	switch u.Scheme {
-	case "ws", "wss", "http", "https":
-	default:
-		return nil, fmt.Errorf("connecting to WebSocket server: URL %q is not ws, wss, http or https", t.URL)
-	}
-	log := t.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	opts := &websocket.DialOptions{
-		HTTPClient:      t.HTTPClient,
-		HTTPHeader:      t.Header,
-		Subprotocols:    []string{wsSubprotocol},
-		CompressionMode: websocket.CompressionContextTakeover,
-	}
-	if t.DisableCompression {
-		opts.CompressionMode = websocket.CompressionDisabled
-	}
-	ws, resp, err := websocket.Dial(ctx, t.URL, opts)
-	if err != nil {
-		if resp != nil && resp.Body != nil {
-			if s := readSnippet(resp.Body); s != "" {
-				return nil, fmt.Errorf("connecting to WebSocket server %s: %w (response: %s)", u.Redacted(), err, s)
-			}
-		}
-		return nil, fmt.Errorf("connecting to WebSocket server %s: %w", u.Redacted(), err)
-	}
-	if p := ws.Subprotocol(); p != wsSubprotocol {
-		_ = ws.Close(websocket.StatusProtocolError, "subprotocol mcp required")
-		return nil, fmt.Errorf("connecting to WebSocket server %s: the server did not select the %q subprotocol (selected %q)",
-			u.Redacted(), wsSubprotocol, p)
-	}
-	c := newWSConn(ws, log, true, "", t.MaxMessageBytes, t.PingInterval)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.readLoop()
-	}()
-	return c, nil
-}
-
-// WebSocketServerOptions configures a [WebSocketServer].
-type WebSocketServerOptions struct {
-	// Logger receives warnings and debug messages; nil discards them.
-	Logger *slog.Logger
-	// MaxMessageBytes caps one incoming message; 0 means 64 MiB. A larger
-	// message closes the connection with status 1009.
-	MaxMessageBytes int64
-	// PingInterval is how long a connection may receive nothing before a
-	// keepalive ping is sent; a pong must come back within the same
-	// interval or the connection is closed. Zero means 30 s; negative
-	// disables pings.
-	PingInterval time.Duration
-	// AllowedOrigins lists Origin header values accepted besides loopback
-	// origins (for loopback hosts) and same-origin requests. "*" accepts any
-	// Origin. The rules are those of [StreamableServerOptions].
-	AllowedOrigins []string
-	// AllowedHosts lists Host header values (with or without port) accepted
-	// on a loopback listener besides loopback names. "*" accepts any Host.
-	AllowedHosts []string
-	// DisableCompression stops accepting permessage-deflate.
-	DisableCompression bool
-}
-
-// WebSocketServer accepts MCP clients over WebSocket at one endpoint. It is
-// an [http.Handler]: a GET upgrade request offering the "mcp" subprotocol
-// becomes a [Connection]; a request that does not offer it gets 400.
-//
-// A text frame that is not a JSON-RPC message is answered with a JSON-RPC
-// error (id null; -32700 for malformed JSON, -32600 otherwise) and the
-// connection stays open; a binary frame closes the connection with status
-// 1003.
-type WebSocketServer struct {
-	accept      func(Connection)
-	log         *slog.Logger
-	maxMsg      int64
-	ping        time.Duration
-	guard       sseSrvGuard
-	compression websocket.CompressionMode
-	closed      atomic.Bool
-
-	mu    sync.Mutex
-	conns map[*wsConn]struct{}
-}
-
-// NewWebSocketServer returns a handler for one WebSocket endpoint. accept
-// (not nil) is called synchronously in the HTTP handler with the Connection
-// of every new WebSocket, before any of its messages is read; the caller
-// reads from it until Read returns an error (io.EOF after a normal close by
-// the client). The handler returns when the connection has ended.
-func NewWebSocketServer(accept func(Connection), opts WebSocketServerOptions) *WebSocketServer {
-	s := &WebSocketServer{
-		accept:      accept,
-		log:         opts.Logger,
-		maxMsg:      opts.MaxMessageBytes,
-		ping:        opts.PingInterval,
-		guard:       newSSESrvGuard(opts.AllowedOrigins, opts.AllowedHosts),
-		compression: websocket.CompressionNoContextTakeover,
-		conns:       make(map[*wsConn]struct{}),
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if opts.DisableCompression {
-		s.compression = websocket.CompressionDisabled
-	}
-	return s
-}
-
-// Close closes every connection with status 1001 (going away) and makes
-// later requests fail with 503.
-func (s *WebSocketServer) Close() error {
-	s.closed.Store(true)
-	s.mu.Lock()
-	all := make([]*wsConn, 0, len(s.conns))
-	for c := range s.conns {
-		all = append(all, c)
-	}
-	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, c := range all {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.closeWith(websocket.StatusGoingAway, "server shutting down")
-		}()
-	}
-	wg.Wait()
-	return nil
-}
-
-// ServeHTTP implements [http.Handler]. It returns when the WebSocket has
-// ended.
-func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg := s.guard.check(r); msg != "" {
-		http.Error(w, msg, http.StatusForbidden)
-		return
-	}
-	if s.closed.Load() {
-		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	if wsHeaderHasToken(r.Header, "Upgrade", "websocket") && !wsHeaderHasToken(r.Header, "Sec-Websocket-Protocol", wsSubprotocol) {
-		http.Error(w, `Bad Request: the WebSocket subprotocol "mcp" is required (send Sec-WebSocket-Protocol: mcp)`,
-			http.StatusBadRequest)
-		return
-	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols: []string{wsSubprotocol},
-		// The origin was checked above, with the rules of the other
-		// server transports.
-		InsecureSkipVerify: true,
-		CompressionMode:    s.compression,
-	})
-	if err != nil {
-		// Accept has written the error response.
-		s.log.Debug("rejected WebSocket handshake", "remote", r.RemoteAddr, "error", err)
-		return
-	}
-	log := s.log.With("remote", r.RemoteAddr)
-	c := newWSConn(ws, log, false, rand.Text(), s.maxMsg, s.ping)
-	s.mu.Lock()
-	if s.closed.Load() {
-		s.mu.Unlock()
-		c.end(ErrClosed)
-		c.cancel()
-		_ = ws.CloseNow()
-		c.wg.Wait()
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-	log.Debug("WebSocket connection opened", "session", c.id)
-
-	c.peer = PeerFromContext(r.Context())
-	s.accept(c)
-	c.readLoop()
-	c.wg.Wait()
-
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	log.Debug("WebSocket connection closed", "session", c.id)
-}
-
-// wsHeaderHasToken reports whether a comma-separated header contains token
-// (case-insensitively).
-func wsHeaderHasToken(h http.Header, key, token string) bool {
-	for _, v := range h[key] {
-		for v != "" {
-			var t string
-			t, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // wsConn is the Connection of both WebSocket transports.
 type wsConn struct {
 	peer   any // who opened it (server side); see Peer
@@ -314,10 +72,8 @@ type wsConn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the client's read loop and the ping loop
 
-	in      chan jsonrpc.Message
-	done    chan struct{} // closed by end
-	endOnce sync.Once
-	err     error // why the connection ended; written before done is closed
+	in     chan jsonrpc.Message
+	ending // why and when the connection ended
 
 	closeOnce sync.Once
 
@@ -346,8 +102,8 @@ func newWSConn(ws *websocket.Conn, log *slog.Logger, client bool, id string, max
 		id:     id,
 		maxMsg: maxMsg,
 		in:     make(chan jsonrpc.Message, wsIncomingQueue),
-		done:   make(chan struct{}),
 	}
+	c.ending.init()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.lastRead.Store(wsNow())
 	c.wtimer = time.AfterFunc(time.Hour, c.writeWatchdog)
@@ -474,7 +230,7 @@ func (c *wsConn) Close() error {
 
 func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 	c.closeOnce.Do(func() {
-		c.end(ErrClosed)
+		c.end(ErrClosed, nil)
 		// The read loop keeps reading (and discarding) until the peer's
 		// close frame arrives; if it does not arrive in time, cancelling
 		// ctx closes the socket under the pending read.
@@ -487,27 +243,10 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 	})
 }
 
-// end records why the connection ended and unblocks Read.
-func (c *wsConn) end(err error) {
-	c.endOnce.Do(func() {
-		c.err = err
-		close(c.done)
-	})
-}
-
 // fail ends the connection after an error and closes the socket at once.
 func (c *wsConn) fail(err error) {
-	c.end(err)
+	c.end(err, nil)
 	c.cancel()
-}
-
-func (c *wsConn) ended() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // readLoop reads messages until the socket fails or closes. It runs on its
@@ -523,13 +262,13 @@ func (c *wsConn) readLoop() {
 	for {
 		typ, r, err := c.ws.Reader(c.ctx)
 		if err != nil {
-			c.end(c.readErr(err))
+			c.end(c.readErr(err), nil)
 			return
 		}
 		c.lastRead.Store(wsNow())
 		if typ != websocket.MessageText {
 			c.log.Warn("WebSocket peer sent a binary frame: closing the connection with status 1003")
-			c.end(fmt.Errorf("reading from WebSocket: %w", errWSBinary))
+			c.end(fmt.Errorf("reading from WebSocket: %w", errWSBinary), nil)
 			t := time.AfterFunc(wsCloseTimeout, c.cancel)
 			_ = c.ws.Close(websocket.StatusUnsupportedData, "binary frames are not supported; send JSON-RPC messages as text")
 			t.Stop()
@@ -538,13 +277,13 @@ func (c *wsConn) readLoop() {
 		data, err := c.readMessage(r)
 		c.lastRead.Store(wsNow())
 		if err != nil {
-			c.end(c.readErr(err))
+			c.end(c.readErr(err), nil)
 			return
 		}
 		if c.ended() {
 			continue // closing: drain until the peer's close frame
 		}
-		msg, _, code, reason := srvDecode(data)
+		msg, _, code, reason := decodeMessage(data)
 		if msg == nil {
 			c.badMessage(data, code, reason)
 			continue

@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// Reading and writing text/event-stream: sseReader parses the streams of
+// the client transports; writeSSEEvent and writeMessageEvent write the
+// events of the server transports.
+
 // errSSETooLarge is wrapped by the errors of an sseReader that met a line or
 // an event larger than its limit.
 var errSSETooLarge = errors.New("server-sent event too large")
@@ -404,4 +408,40 @@ func writeSSEEvent(w io.Writer, name, id string, data []byte) error {
 		return fmt.Errorf("writing event: %w", err)
 	}
 	return nil
+}
+
+var (
+	sseMessageStart = []byte("event: message\ndata: ")
+	sseDataCont     = []byte("\ndata: ")
+	sseEventEnd     = []byte("\n\n")
+)
+
+// writeMessageEvent writes data as one SSE "message" event; line breaks in data
+// (legal JSON whitespace) continue on further data lines.
+func writeMessageEvent(w io.Writer, data []byte) error {
+	if _, err := w.Write(sseMessageStart); err != nil {
+		return err
+	}
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			break
+		}
+		if _, err := w.Write(data[:i]); err != nil {
+			return err
+		}
+		j := i + 1
+		if data[i] == '\r' && j < len(data) && data[j] == '\n' {
+			j++
+		}
+		data = data[j:]
+		if _, err := w.Write(sseDataCont); err != nil {
+			return err
+		}
+	}
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	_, err := w.Write(sseEventEnd)
+	return err
 }

@@ -45,6 +45,16 @@ const (
 // The child runs in its own process group. Lines on its stdout that are not
 // JSON-RPC messages (banners, debug prints) are dropped, logged at Debug
 // and counted; its stderr lines are logged at Info with the server's name.
+//
+// Concurrency and lifetime: the transport must not be changed after the
+// first Connect; each Connect starts its own child. On the connection,
+// Write may be called concurrently (lines are written whole, one at a time)
+// and Read must not be called concurrently with itself. The connection
+// lives until Close or until the child exits: Close stops the child (see
+// [CommandTransport.Connect]) and returns once it is reaped, making a
+// pending Read return [ErrClosed]; when the child exits on its own, Read
+// returns its remaining messages and then an error wrapping its exit
+// status.
 type CommandTransport struct {
 	// Command is the program to run, looked up in PATH when it has no slash.
 	Command string
