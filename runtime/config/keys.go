@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -12,7 +15,8 @@ type key struct {
 	// name is the key's path: "listen", "mcpServers.*.timeout" (* is any
 	// server name), "auth.api_keys[].name" ([] is any element).
 	name string
-	// typ is the type the README shows; empty: derived from the field.
+	// typ is the type the README shows; empty: derived from the field
+	// (see typeName).
 	typ string
 	// value is the default Parse sets before decoding, or nil.
 	value any
@@ -22,7 +26,8 @@ type key struct {
 	// doc says in a line what the key does.
 	doc string
 	// field points at the Go value the key decodes into, given the value
-	// of the enclosing object (*document at the top level).
+	// of the enclosing object (*document at the top level); given nil, a
+	// nil pointer of that type.
 	field func(parent any) any
 	// decode replaces the generic decoding for the few keys that need it.
 	decode func(d *decoder, path string, parent any) *Error
@@ -32,14 +37,20 @@ type key struct {
 	check func(v any) (at, reason string)
 }
 
-// at returns a field accessor for parents of type *P.
+// at returns a field accessor for parents of type *P. Given nil, it
+// returns a nil *F: the field's type, for the docs.
 func at[P, F any](f func(*P) *F) func(any) any {
-	return func(p any) any { return f(p.(*P)) }
+	return func(p any) any {
+		if p == nil {
+			return (*F)(nil)
+		}
+		return f(p.(*P))
+	}
 }
 
 // in returns an accessor for a field of the Config.
 func in[F any](f func(*Config) *F) func(any) any {
-	return func(p any) any { return f(p.(*document).cfg) }
+	return at(func(d *document) *F { return f(d.cfg) })
 }
 
 // keys is the table. Order matters within one object: it is the order the
@@ -59,16 +70,16 @@ var keys = []key{
 		doc: "exposed tool name → server name"},
 	{name: "reserved.prompts", field: at(func(r *reservations) *[]configPair { return &r.prompts }),
 		doc: "exposed prompt name → server name"},
-	{name: "mcpServers", typ: "object", def: "{}", decode: decodeServers,
-		doc: "the upstream servers, by name; order matters: on a name conflict the first server wins"},
+	{name: "mcpServers", typ: "object", def: "`{}`", decode: decodeServers,
+		doc: "the upstream servers, by name; **order matters**: on a name conflict the first server wins"},
 	{name: "log_level", value: "info", field: in(func(c *Config) *string { return &c.LogLevel }), check: oneOf("debug", "info", "warn", "error"),
 		doc: "`debug`, `info`, `warn` or `error`"},
 	{name: "policies", typ: "[object]", decode: decodePolicies,
-		doc: "Wasm policy modules, applied in order"},
+		doc: "Wasm policy modules, applied in order (see [Policy modules](#policy-modules-webassembly))"},
 	{name: "admin", field: in(func(c *Config) *Admin { return &c.Admin }), check: checkAdmin,
-		doc: "admin API and module store"},
+		doc: "admin API and module store (see [Operating modules](#operating-policy-modules))"},
 	{name: "auth", field: in(func(c *Config) *Auth { return &c.Auth }), check: checkAuth,
-		doc: "how downstream clients authenticate"},
+		doc: "how downstream clients authenticate (see [Access control](#access-control-and-limits))"},
 	{name: "access", field: in(func(c *Config) *[]AccessRule { return &c.Access }), check: checkAccessRule,
 		doc: "which identities may use which servers and tools; none: everyone everything"},
 	{name: "limits", field: in(func(c *Config) *Limits { return &c.Limits }),
@@ -78,7 +89,7 @@ var keys = []key{
 	{name: "pinning", field: in(func(c *Config) *Pinning { return &c.Pinning }),
 		doc: "what happens when an upstream changes a tool definition"},
 	{name: "audit", field: in(func(c *Config) *Audit { return &c.Audit }),
-		doc: "the JSONL audit log"},
+		doc: "the JSONL audit log (see [Observability](#observability))"},
 	{name: "telemetry", field: in(func(c *Config) *Telemetry { return &c.Telemetry }),
 		doc: "OpenTelemetry traces"},
 	{name: "observability", field: in(func(c *Config) *Observability { return &c.Observability }),
@@ -184,4 +195,57 @@ var serverKeys = []key{
 		doc: "first reconnect delay; it doubles, ±50% jitter"},
 	{name: "mcpServers.*.retry_max", def: "300", field: srv(func(s *configRawServer) *time.Duration { return &s.retryMax }),
 		doc: "longest reconnect delay; not less than `retry_initial`"},
+}
+
+// typeName is the type of k as the README shows it: string, bool, number,
+// "number (s)" (seconds), [string], object or [object].
+func (k *key) typeName() string {
+	if k.typ != "" {
+		return k.typ
+	}
+	t := reflect.TypeOf(k.field(nil)).Elem()
+	switch t {
+	case reflect.TypeFor[configString]():
+		return "string"
+	case reflect.TypeFor[time.Duration]():
+		return "number (s)"
+	case reflect.TypeFor[[]configString]():
+		return "[string]"
+	case reflect.TypeFor[[]configPair]():
+		return "object"
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		return "number"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Struct {
+			return "[object]"
+		}
+		return "[" + t.Elem().Kind().String() + "]"
+	}
+	return t.String()
+}
+
+// defaultText is k's default as the README shows it: a string value in
+// backticks, a duration in seconds, else def ("" when there is none).
+func (k *key) defaultText() string {
+	switch v := k.value.(type) {
+	case string:
+		return "`" + v + "`"
+	case time.Duration:
+		return strconv.FormatFloat(v.Seconds(), 'f', -1, 64)
+	case nil:
+		return k.def
+	default:
+		return fmt.Sprint(v)
+	}
 }

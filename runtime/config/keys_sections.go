@@ -15,7 +15,7 @@ func concat(tables ...[]key) []key {
 }
 
 var adminKeys = []key{
-	{name: "admin.listen", def: "127.0.0.1:9090", field: at(func(a *Admin) *string { return &a.Listen }),
+	{name: "admin.listen", def: "`127.0.0.1:9090`", field: at(func(a *Admin) *string { return &a.Listen }),
 		doc: "the admin API's address (`--admin` overrides; `off`: none); not loopback: `tokens` required"},
 	{name: "admin.tokens", field: at(func(a *Admin) *map[string]string { return &a.Tokens }),
 		doc: "admin identity → bearer token (16 characters at least)"},
@@ -34,7 +34,7 @@ var adminKeys = []key{
 }
 
 var authKeys = []key{
-	{name: "auth.mode", def: "none", field: at(func(a *Auth) *string { return &a.Mode }),
+	{name: "auth.mode", def: "`none`", field: at(func(a *Auth) *string { return &a.Mode }),
 		doc: "`none`, `api_key` or `jwt`"},
 	{name: "auth.allow_unauthenticated", def: "false", field: at(func(a *Auth) *bool { return &a.AllowUnauthenticated }),
 		doc: "allow mode `none` on a listener that is not loopback"},
@@ -54,7 +54,7 @@ var authKeys = []key{
 		doc: "the `iss` tokens must carry (required)"},
 	{name: "auth.jwt.audience", field: at(func(j *JWT) *[]string { return &j.Audience }),
 		doc: "`aud` values accepted, one at least (required)"},
-	{name: "auth.jwt.algorithms", def: "by key type", field: at(func(j *JWT) *[]string { return &j.Algorithms }),
+	{name: "auth.jwt.algorithms", def: "by the key source", field: at(func(j *JWT) *[]string { return &j.Algorithms }),
 		doc: "accepted algorithms: `HS256`, `RS256`, `ES256`"},
 	{name: "auth.jwt.hmac_secret", field: at(func(j *JWT) *string { return &j.HMACSecret }),
 		doc: "HS256 secret; exactly one of the four key sources is set"},
@@ -68,7 +68,7 @@ var authKeys = []key{
 		doc: "how often the JWKS is fetched again"},
 	{name: "auth.jwt.leeway", typ: "number (s)", def: "30", field: at(func(j *JWT) *float64 { return &j.Leeway }), check: inRange(0, 300, " seconds"),
 		doc: "clock skew allowed on `exp` and `nbf`"},
-	{name: "auth.jwt.identity_claim", def: "sub", field: at(func(j *JWT) *string { return &j.IdentityClaim }),
+	{name: "auth.jwt.identity_claim", def: "`sub`", field: at(func(j *JWT) *string { return &j.IdentityClaim }),
 		doc: "the claim that names the client identity"},
 	{name: "auth.resource_metadata", field: at(func(a *Auth) **ResourceMetadata { return &a.ResourceMetadata }),
 		doc: "RFC 9728 metadata served at `/.well-known/oauth-protected-resource` (mode `jwt`)"},
@@ -108,20 +108,22 @@ func rateKeys(path string) []key {
 var limitKeys = concat([]key{
 	{name: "limits.client_rate", field: at(func(l *Limits) **Rate { return &l.ClientRate }), check: checkRate,
 		doc: "token bucket per client identity, over its tool calls"},
+}, rateKeys("limits.client_rate"), []key{
 	{name: "limits.tool_rate", field: at(func(l *Limits) **Rate { return &l.ToolRate }), check: checkRate,
 		doc: "token bucket per identity and tool"},
+}, rateKeys("limits.tool_rate"), []key{
 	{name: "limits.upstream_concurrency", def: "unlimited", field: at(func(l *Limits) *int { return &l.UpstreamConcurrency }), check: notNegative,
 		doc: "calls in flight per upstream"},
-	{name: "limits.upstream_queue", def: "2 × upstream_concurrency", field: at(func(l *Limits) **int { return &l.UpstreamQueue }), check: notNegative,
+	{name: "limits.upstream_queue", def: "2 × `upstream_concurrency`", field: at(func(l *Limits) **int { return &l.UpstreamQueue }), check: notNegative,
 		doc: "calls that may wait for a slot (FIFO); more are refused at once"},
-}, rateKeys("limits.client_rate"), rateKeys("limits.tool_rate"))
+})
 
 var toolRuleKeys = concat([]key{
 	{name: "tool_rules[].servers", def: "all", field: at(func(r *ToolRule) *[]string { return &r.Servers }),
 		doc: "globs over server names the rule applies to"},
 	{name: "tool_rules[].tools", def: "all", field: at(func(r *ToolRule) *[]string { return &r.Tools }),
 		doc: "globs over exposed tool names the rule applies to"},
-	{name: "tool_rules[].visibility", def: "visible", field: at(func(r *ToolRule) *string { return &r.Visibility }), check: oneOf("", "visible", "deferred"),
+	{name: "tool_rules[].visibility", def: "`visible`", field: at(func(r *ToolRule) *string { return &r.Visibility }), check: oneOf("", "visible", "deferred"),
 		doc: "`visible`, or `deferred`: left out of `tools/list`, found with `tool_search`"},
 	{name: "tool_rules[].require_approval", def: "false", field: at(func(r *ToolRule) **bool { return &r.RequireApproval }),
 		doc: "ask a person (elicitation) before each call"},
@@ -134,7 +136,7 @@ var toolRuleKeys = concat([]key{
 }, rateKeys("tool_rules[].rate"))
 
 var observeKeys = []key{
-	{name: "pinning.mode", def: "withhold", field: at(func(p *Pinning) *string { return &p.Mode }), check: oneOf("", "withhold", "flag", "off"),
+	{name: "pinning.mode", def: "`withhold`", field: at(func(p *Pinning) *string { return &p.Mode }), check: oneOf("", "withhold", "flag", "off"),
 		doc: "a changed tool is `withhold`: hidden until approved, `flag`: served and listed as pending, `off`: not tracked"},
 	{name: "audit.path", def: "off", field: at(func(a *Audit) *string { return &a.Path }),
 		doc: "the JSONL audit log; `-`: standard output"},
@@ -150,19 +152,19 @@ var observeKeys = []key{
 		doc: "log tool arguments verbatim instead of their shape"},
 	{name: "telemetry.otlp_endpoint", def: "off", field: at(func(t *Telemetry) *string { return &t.OTLPEndpoint }),
 		doc: "OTLP/HTTP collector traces are sent to"},
-	{name: "telemetry.service_name", def: "edge-mcp", field: at(func(t *Telemetry) *string { return &t.ServiceName }),
+	{name: "telemetry.service_name", def: "`edge-mcp`", field: at(func(t *Telemetry) *string { return &t.ServiceName }),
 		doc: "the `service.name` resource attribute"},
 	{name: "telemetry.sample_ratio", def: "1", field: at(func(t *Telemetry) **float64 { return &t.SampleRatio }), check: inRange(0, 1, ""),
 		doc: "fraction of new traces sampled"},
 	{name: "telemetry.headers", field: at(func(t *Telemetry) *map[string]string { return &t.Headers }),
 		doc: "HTTP headers sent to the collector"},
 	{name: "telemetry.insecure", def: "false", field: at(func(t *Telemetry) *bool { return &t.Insecure }),
-		doc: "allow a plain-HTTP collector"},
+		doc: "plain HTTP for an `otlp_endpoint` given without a scheme"},
 	{name: "observability.metrics", def: "true", field: at(func(o *Observability) **bool { return &o.Metrics }),
 		doc: "serve Prometheus metrics at `/metrics`"},
 	{name: "observability.compression", def: "true", field: at(func(o *Observability) **bool { return &o.Compression }),
 		doc: "compress large JSON answers (zstd or gzip)"},
-	{name: "observability.log_format", def: "text", field: at(func(o *Observability) *string { return &o.LogFormat }), check: oneOf("", "text", "json"),
+	{name: "observability.log_format", def: "`text`", field: at(func(o *Observability) *string { return &o.LogFormat }), check: oneOf("", "text", "json"),
 		doc: "`text` or `json`"},
 	{name: "observability.required_servers", field: at(func(o *Observability) *[]string { return &o.RequiredServers }),
 		doc: "upstreams that must be connected for `/readyz` to answer 200"},

@@ -204,7 +204,7 @@ func (d *decoder) float(key string) (float64, *Error) {
 	}
 	x, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {
-		return 0, d.fail(key, "must be a number a float64 holds, got %s", n)
+		return 0, d.fail(key, "must be a finite number, got %s", n)
 	}
 	return x, nil
 }
