@@ -274,45 +274,47 @@ func oneOf(vals ...string) func(any) (string, string) {
 	})
 }
 
-// between accepts whole numbers from lo to hi (p is *int or **int).
+// between accepts whole numbers from lo to hi (v is *int or **int).
 func between(lo, hi int) func(any) (string, string) {
 	return func(v any) (string, string) {
-		n, ok := v.(*int)
-		if pp, isPtr := v.(**int); isPtr {
-			n, ok = *pp, *pp != nil
-		}
-		if ok && (*n < lo || *n > hi) {
-			return "", fmt.Sprintf("must be a whole number from %d to %d, got %d", lo, hi, *n)
+		if n, ok := numberAt[int](v); ok && (n < lo || n > hi) {
+			return "", fmt.Sprintf("must be a whole number from %d to %d, got %d", lo, hi, n)
 		}
 		return "", ""
 	}
 }
 
-// inRange accepts numbers from lo to hi (p is *float64 or **float64);
+// inRange accepts numbers from lo to hi (v is *float64 or **float64);
 // unit follows the bounds in the reason.
 func inRange(lo, hi float64, unit string) func(any) (string, string) {
 	return func(v any) (string, string) {
-		x, ok := v.(*float64)
-		if pp, isPtr := v.(**float64); isPtr {
-			x, ok = *pp, *pp != nil
-		}
-		if ok && (*x < lo || *x > hi) {
-			return "", fmt.Sprintf("must be between %v and %v%s, got %v", lo, hi, unit, *x)
+		if x, ok := numberAt[float64](v); ok && (x < lo || x > hi) {
+			return "", fmt.Sprintf("must be between %v and %v%s, got %v", lo, hi, unit, x)
 		}
 		return "", ""
 	}
 }
 
-// notNegative accepts whole numbers from 0 up (p is *int or **int).
+// notNegative accepts whole numbers from 0 up (v is *int or **int).
 func notNegative(v any) (at, reason string) {
-	n, ok := v.(*int)
-	if pp, isPtr := v.(**int); isPtr {
-		n, ok = *pp, *pp != nil
-	}
-	if ok && *n < 0 {
+	if n, ok := numberAt[int](v); ok && n < 0 {
 		return "", "must not be negative"
 	}
 	return "", ""
+}
+
+// numberAt returns the number v points at (v is *T, or **T: false when
+// the key was absent).
+func numberAt[T int | float64](v any) (T, bool) {
+	switch p := v.(type) {
+	case *T:
+		return *p, true
+	case **T:
+		if *p != nil {
+			return **p, true
+		}
+	}
+	return 0, false
 }
 
 // checkRate checks a token bucket.
