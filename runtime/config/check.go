@@ -10,6 +10,9 @@ import (
 	"unicode/utf8"
 )
 
+// This file holds the checks the key table and the server finishing use:
+// first of single values (names, addresses, URLs), then of whole sections.
+
 // configValidName reports whether s matches [A-Za-z0-9_.-]{1,64}.
 func configValidName(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
