@@ -515,11 +515,11 @@ func TestConfigAdminSection(t *testing.T) {
 	for _, tc := range []struct{ name, admin, key, reason string }{
 		{"non-loopback without a token", `{"listen": "0.0.0.0:9090"}`, "admin.listen", "needs admin.tokens"},
 		{"short token", `{"tokens": {"ops": "short"}}`, "admin.tokens.ops", "at least 16"},
-		{"unknown key", `{"tokenz": {}}`, "admin.tokenz", "not a known key"},
+		{"unknown key", `{"tokenz": {}}`, "admin.tokenz", "unknown key; valid keys here are listen, tokens,"},
 		{"wrong type", `{"keep_versions": "five"}`, "admin.keep_versions", "must be a number"},
 		{"signed without keys", `{"require_signed": true}`, "admin.require_signed", "trusted_keys is empty"},
 		{"unset variable", `{"tokens": {"ops": "${EDGE_TEST_UNSET_VAR}"}}`, "admin.tokens.ops", "EDGE_TEST_UNSET_VAR is not set"},
-		{"not an object", `[]`, "admin", "must be a JSON object"},
+		{"not an object", `[]`, "admin", "must be an object, got an array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("a.json", []byte(`{"mcpServers": {}, "admin": `+tc.admin+`}`))

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+)
+
+// Error is returned for invalid configs. It names the file, the dotted
+// key path of the offending value (for example
+// "mcpServers.weather.headers.X-Api-Key") and the reason. It never contains
+// secret values such as header values, bearer tokens or environment values.
+type Error struct {
+	File, Key, Reason string
+}
+
+// Error formats the error as "config FILE: KEY: REASON".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("config")
+	if e.File != "" {
+		b.WriteString(" ")
+		b.WriteString(e.File)
+	}
+	if e.Key != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Load reads and validates the file at path. A file that cannot be read
+// yields a wrapped I/O error (errors.Is(err, fs.ErrNotExist) works); an
+// invalid one yields a *Error.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates data, the contents of the config file at path; path
+// is used in error messages and stored as Config.Path. Every error is a
+// *Error. A leading UTF-8 byte order mark is ignored.
+func Parse(path string, data []byte) (*Config, error) {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark, as some editors write
+	d := &decoder{file: path, data: data, dec: json.NewDecoder(bytes.NewReader(data))}
+	d.dec.UseNumber()
+	cfg, cerr := d.parse()
+	if cerr != nil {
+		return nil, cerr
+	}
+	cfg.Path = path
+	return cfg, nil
+}
+
+// UploadedModule reports whether a policy's module names an uploaded module
+// (a plain name) rather than a file (a path, or a name ending in .wasm).
+func UploadedModule(module string) (string, bool) {
+	if module == "" || strings.ContainsAny(module, `/\`) || strings.HasSuffix(module, ".wasm") {
+		return "", false
+	}
+	return module, true
+}
+
+// LoopbackAddr reports whether a listen address binds only to loopback.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
