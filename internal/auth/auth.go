@@ -193,6 +193,7 @@ type Authenticator struct {
 	apiKeys  []apiKeyEntry // ModeAPIKey
 	jwt      *jwtVerifier  // ModeJWT
 	metadata *metadataDoc  // nil when not configured
+	failures *failureLimiter
 }
 
 // New validates cfg and returns an Authenticator. In ModeJWT with a JWKSURL
@@ -208,7 +209,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Authenticator, error) 
 	if now == nil {
 		now = time.Now
 	}
-	a := &Authenticator{mode: cfg.Mode, log: log}
+	a := &Authenticator{mode: cfg.Mode, log: log, failures: newFailureLimiter(failureLogInterval, now)}
 	if err := checkModeFields(cfg); err != nil {
 		return nil, err
 	}

@@ -91,7 +91,10 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 }
 
 // logFailure logs a failed authentication. Missing credentials are the
-// first step of the OAuth flow, not an incident, hence debug level.
+// first step of the OAuth flow, not an incident, hence debug level. Other
+// failures are logged at most once per client address per minute, with the
+// count of those left out since (every failure is counted in metrics by the
+// caller).
 func (a *Authenticator) logFailure(r *http.Request, err error) {
 	ctx := r.Context()
 	attrs := []any{"reason", reason(err), "error", err.Error(), "remote", r.RemoteAddr,
@@ -99,6 +102,13 @@ func (a *Authenticator) logFailure(r *http.Request, err error) {
 	if errors.Is(err, ErrMissingCredentials) {
 		a.log.DebugContext(ctx, "auth: authentication failed", attrs...)
 		return
+	}
+	log, suppressed := a.failures.allow(r.RemoteAddr)
+	if !log {
+		return
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, "not_logged_since_last", suppressed)
 	}
 	a.log.InfoContext(ctx, "auth: authentication failed", attrs...)
 }

@@ -88,6 +88,8 @@ type Gateway struct {
 	// pinLogged remembers which changed tool definitions were logged.
 	pinLogged sync.Map
 
+	// door is the Origin/Host guard of every HTTP surface.
+	door   *transports.Guard
 	http   *transports.StreamableServer
 	sse    *transports.SSEServer
 	ws     *transports.WebSocketServer
@@ -145,6 +147,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.events.observe = g.observe
 	g.events.wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
+	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
 		Logger:         g.log,
 		MaxBodyBytes:   cfg.MaxBodyBytes,

@@ -14,7 +14,8 @@ import (
 // (/v1/) pass the admission stage (admit.go) first; the status document,
 // health and readiness probes and metrics are answered here.
 
-// Handler returns the downstream HTTP handler: streamable HTTP at /mcp,
+// Handler returns the downstream HTTP handler, every path behind the
+// gateway's Origin/Host guard: streamable HTTP at /mcp,
 // legacy HTTP+SSE at /sse (its POST endpoint too), WebSocket (subprotocol
 // mcp) at /ws, the OpenAI-style tool API under /v1/, the status document at
 // /status, /healthz, /readyz, Prometheus metrics at /metrics and the OAuth
@@ -40,10 +41,14 @@ func (g *Gateway) Handler() http.Handler {
 	})
 	mux.Handle(auth.MetadataPath, meta)
 	mux.Handle(auth.MetadataPath+"/", meta)
+	var h http.Handler = mux
 	if c := g.config().Observability.Compression; c == nil || *c {
-		return compress.Middleware(mux, compress.Options{})
+		h = compress.Middleware(mux, compress.Options{})
 	}
-	return mux
+	// One Origin/Host guard in front of every surface: a web page must not
+	// reach /v1/tools/call, /status or /metrics through a visitor's browser
+	// (cross-site requests, DNS rebinding) any more than /mcp.
+	return g.door.Wrap(h)
 }
 
 // serveHealthz answers while the process serves.

@@ -100,6 +100,12 @@ func (a *openAIAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusMethodNotAllowed, "invalid_request_error", fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method))
 		return
 	}
+	if method == http.MethodPost {
+		if status, reason := transports.CheckJSONContentType(r); status != 0 {
+			apiError(w, status, "invalid_request_error", reason)
+			return
+		}
+	}
 	if a.g.ctx == nil {
 		apiError(w, http.StatusServiceUnavailable, "server_error", "edge-mcp: the gateway is not running")
 		return
