@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // sectionKeys are the keys inside the gateway sections: admin, auth,
 // access, limits, tool_rules, pinning, audit, telemetry, observability.
 // Every string in them expands ${VAR}. Defaults in def are the gateway's:
@@ -116,6 +118,18 @@ var limitKeys = concat([]key{
 		doc: "calls in flight per upstream"},
 	{name: "limits.upstream_queue", def: "2 × `upstream_concurrency`", field: at(func(l *Limits) **int { return &l.UpstreamQueue }), check: notNegative,
 		doc: "calls that may wait for a slot (FIFO); more are refused at once"},
+	{name: "limits.read_header_timeout", def: "10", field: at(func(l *Limits) *time.Duration { return &l.ReadHeaderTimeout }),
+		doc: "time a client has to send a request's headers; then the connection is closed"},
+	{name: "limits.body_read_timeout", def: "30", field: at(func(l *Limits) *time.Duration { return &l.BodyReadTimeout }),
+		doc: "time a client has to send a POST body; then the connection is closed (streams are not cut)"},
+	{name: "limits.idle_timeout", def: "120", field: at(func(l *Limits) *time.Duration { return &l.IdleTimeout }),
+		doc: "how long an idle keep-alive connection is kept"},
+	{name: "limits.max_connections", def: "4096", field: at(func(l *Limits) *int { return &l.MaxConnections }), check: notNegative,
+		doc: "downstream connections open at once; more wait in the listen backlog"},
+	{name: "limits.upstream_bytes_in_flight", def: "¼ of the memory limit, else 256 MiB", field: at(func(l *Limits) *int64 { return &l.UpstreamBytesInFlight }), check: notNegative,
+		doc: "bytes of upstream answers being read at once, gateway-wide; a call over it gets an error"},
+	{name: "limits.memory_mb", def: "90% of the cgroup limit", field: at(func(l *Limits) *int { return &l.MemoryMB }), check: notNegative,
+		doc: "the Go runtime's soft memory limit (`debug.SetMemoryLimit`)"},
 })
 
 var toolRuleKeys = concat([]key{

@@ -240,6 +240,21 @@ type Limits struct {
 	// is how many more may wait for a slot (default 2× concurrency).
 	UpstreamConcurrency int  `json:"upstream_concurrency,omitempty"`
 	UpstreamQueue       *int `json:"upstream_queue,omitempty"`
+	// ReadHeaderTimeout, BodyReadTimeout and IdleTimeout bound how long a
+	// downstream client may take to send a request's headers, a POST body,
+	// and how long an idle keep-alive connection is kept (0: the default).
+	ReadHeaderTimeout time.Duration `json:"read_header_timeout,omitempty"`
+	BodyReadTimeout   time.Duration `json:"body_read_timeout,omitempty"`
+	IdleTimeout       time.Duration `json:"idle_timeout,omitempty"`
+	// MaxConnections caps the downstream connections open at once (0: the
+	// default).
+	MaxConnections int `json:"max_connections,omitempty"`
+	// UpstreamBytesInFlight caps the bytes of upstream messages being read
+	// at once, gateway-wide (0: derived from the memory limit).
+	UpstreamBytesInFlight int64 `json:"upstream_bytes_in_flight,omitempty"`
+	// MemoryMB sets the Go runtime's soft memory limit (0: 90% of the
+	// cgroup's memory limit when there is one, else none).
+	MemoryMB int `json:"memory_mb,omitempty"`
 }
 
 // ToolRule sets per-server or per-tool behaviour. Rules apply in order;
