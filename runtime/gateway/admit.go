@@ -377,6 +377,11 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 		}
 	}
 	if opensSession(transport, r) {
+		if g.draining.Load() {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "edge-mcp is shutting down", http.StatusServiceUnavailable)
+			return
+		}
 		r = r.WithContext(transports.WithPeer(r.Context(), &peer{id: id, transport: transport}))
 	}
 	next.ServeHTTP(w, r)

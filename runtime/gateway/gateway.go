@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -83,8 +84,9 @@ type Gateway struct {
 	validator *schema.Validator // tool arguments against inputSchema
 	pins      *pinning.Store    // tool definitions first seen
 
-	reloadMu sync.Mutex // serializes reloads
-	owners   sync.Map   // downstream session id → identity name that opened it
+	reloadMu sync.Mutex  // serializes reloads
+	draining atomic.Bool // Drain was called: no new sessions
+	owners   sync.Map    // downstream session id → identity name that opened it
 	// pinLogged remembers which changed tool definitions were logged.
 	pinLogged sync.Map
 
@@ -222,6 +224,38 @@ func (g *Gateway) WaitReady(ctx context.Context) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// Drain begins a graceful stop: from now on a request that would open a new
+// client session is answered 503 (with Retry-After, so clients and load
+// balancers go elsewhere), and Drain waits, until ctx ends, for the calls
+// in flight to be answered. Sessions stay open meanwhile; Close ends them.
+func (g *Gateway) Drain(ctx context.Context) error {
+	g.draining.Store(true)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := g.inFlight()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d calls still in flight: %w", n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// inFlight counts the client calls waiting on an upstream.
+func (g *Gateway) inFlight() int {
+	n := 0
+	for _, u := range g.route.upstreams().list {
+		if l := u.current(); l != nil {
+			n += l.forwarded()
+		}
+	}
+	return n
 }
 
 // Close disconnects every session and upstream and waits for the gateway's
