@@ -14,7 +14,12 @@
 // aborts the call when its deadline has passed. Every unbounded execution
 // in WebAssembly passes through a loop header (or recursion, which the
 // runtime's stack limit ends), so the guest is bounded by the host's tick
-// at a cost of a few machine instructions per loop iteration.
+// at a cost of a few machine instructions per loop iteration. The tick is
+// also called before every memory.grow, which the host carries out and
+// which can cost far more than a loop iteration.
+//
+// The fuel global starts full, so a start function runs metered too; the
+// host's tick must then serve a module it has not finished instantiating.
 //
 // Adding the import shifts the indices of the module's own functions by
 // one; Instrument renumbers every reference (calls, ref.func, exports, the
