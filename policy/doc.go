@@ -9,9 +9,9 @@
 //   - Engine compiles modules (once per binary digest, with an optional
 //     on-disk cache) and owns the wazero runtimes, one per memory limit.
 //   - Module is a loaded, configured module: a pool of instances, each
-//     running one call at a time under a deadline, a memory cap and size
-//     limits. A failing instance is discarded and replaced; repeated
-//     failures mark the module unhealthy.
+//     running one call at a time under a deadline and size limits, all of
+//     them within one memory cap (see Limits). A failing instance is
+//     discarded and replaced; repeated failures mark the module unhealthy.
 //   - Chain applies an ordered list of attachments (a module plus tool and
 //     server globs and an on_error policy) to one hook: ToolsList,
 //     ToolCall, ToolResult, ResourceResult, PromptResult and Event. Tools
@@ -21,8 +21,8 @@
 //
 // Load refuses a bad module with a *LoadError whose Kind names the stage
 // that failed (ErrCompile, ErrABIVersion, ErrMissingExport,
-// ErrForbiddenImport, ErrInstantiate, ErrConfigure), so an upload can be
-// answered precisely. A module can ship with test vectors: hook inputs as
+// ErrForbiddenImport, ErrInstantiate, ErrInitTimeout, ErrConfigure), so an
+// upload can be answered precisely. A module can ship with test vectors: hook inputs as
 // ABI.md defines them and the outcome expected (TestVector, read with
 // ParseTestVectors). Module.Decide runs one hook on a raw input and reports
 // the host's normalized reading of the answer; Module.RunVectors checks a
@@ -47,6 +47,50 @@
 // and counted (ShadowSkipped). Chain.Close and Module.Close wait for the
 // shadow runs in flight. Hooks includes the shadow modules' hooks, so a
 // chain whose only module is a shadow is still called.
+//
+// # Limits
+//
+// Every module runs under these limits (ModuleOptions; Spec fields in
+// brackets):
+//
+//   - Deadline per call: Timeout [timeout_ms], default 50 ms. A hook still
+//     running at its deadline is stopped wherever it is (loops, memory.grow,
+//     its start function) and fails with ErrTimeout; the instance is
+//     replaced.
+//   - Fuel: metering (the default) counts loop iterations inline; every
+//     8192 iterations, and before every memory.grow, the host checks the
+//     deadline, the caller's context and whether the module or engine is
+//     closing. Fuel is not a budget of its own: it bounds how long a guest
+//     runs between two checks (tens of microseconds). With
+//     EngineConfig.CloseOnContextDone, wazero checks at every loop header
+//     instead.
+//   - Memory per module: MemoryMB [memory_mb], default 64 MiB, counts the
+//     linear memory of all the module's instances together, not per
+//     instance: each instance's memory is allocated against one budget, and
+//     a memory.grow past it fails, which fails the call with
+//     ErrMemoryLimit (Stats.Memory and Stats.MemoryHighWater show the
+//     total). One budget rather than MemoryMB / PoolSize per instance
+//     because Go guests need a few MiB each just to start, and a busy
+//     instance may use more than its share while the others idle; the sum
+//     is what the operator pays for. A pool whose instances cannot all
+//     start within the budget fails Load (ErrInstantiate wrapping
+//     ErrMemoryLimit). An instance past three quarters of MemoryMB is
+//     replaced after its call (memory never shrinks).
+//   - Instantiation deadline: InitTimeout, default 1 s, for starting each
+//     instance: instantiation with the module's start function,
+//     _initialize, edge_abi_version, edge_hooks and edge_configure, under
+//     the same metering. Load refuses a module whose instance does not start
+//     in time with a *LoadError of kind ErrInitTimeout; a replacement
+//     instance that does not start fails the call that needed it
+//     (ErrTimeout).
+//   - Sizes: MaxInput and MaxOutput, 4 MiB each (ErrInputTooLarge,
+//     ErrOutputTooLarge).
+//   - Closing: Module.Close and Engine.Close stop guests still running or
+//     starting (those calls and loads fail with ErrClosed) and return
+//     without waiting for any deadline.
+//
+// A failed call is a *CallError whose Kind is one of the call sentinels;
+// the attachment's on_error decides what the client sees.
 //
 // Modules never see gateway credentials and cannot reach files or the
 // network: the only imports allowed are a fixed list of WASI preview1

@@ -59,6 +59,10 @@ type Engine struct {
 	cache    wazero.CompilationCache
 	meter    bool // metering (default) rather than CloseOnContextDone
 	recorder func(Recorded)
+	// ctx ends when Close begins: it stops instances being started and
+	// (through the meter's tick) guests still running.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// byModule finds the instance a meter tick comes from.
 	byModule sync.Map // api.Module -> *instance
@@ -104,15 +108,18 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		classes:  make(map[uint32]*runtimeClass),
 		compiled: make(map[compileKey]*compiledEntry),
 	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if cfg.CacheDir == "" {
 		e.cache = wazero.NewCompilationCache()
 		return e, nil
 	}
 	if err := prepareCacheDir(cfg.CacheDir); err != nil {
+		e.cancel()
 		return nil, err
 	}
 	cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 	if err != nil {
+		e.cancel()
 		return nil, fmt.Errorf("opening policy compilation cache %s: %w", cfg.CacheDir, err)
 	}
 	e.cache = cache
@@ -136,10 +143,12 @@ func prepareCacheDir(dir string) error {
 	return nil
 }
 
-// Close closes every runtime (and with them every module instance still
-// open) and the compilation cache. Close modules first to see their close
-// errors; Close is idempotent.
+// Close stops the instances being started and the guests still running
+// (they fail with ErrClosed), then closes every runtime (and with them
+// every module instance still open) and the compilation cache. Close
+// modules first to see their close errors; Close is idempotent.
 func (e *Engine) Close(ctx context.Context) error {
+	e.cancel()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -290,26 +299,47 @@ func digestString(d [sha256.Size]byte) string { return "sha256:" + hex.EncodeToS
 const fuelRefill = 1 << 13
 
 // tick is the meter's host function, called by a metered guest whenever
-// its fuel runs out: it aborts the call when the caller's context ended or
-// the call's deadline passed, and refills the fuel otherwise.
+// its fuel runs out and before every memory.grow: it aborts the guest when
+// the caller's context ended, the deadline passed, or the module or the
+// engine is closing, and refills the fuel otherwise. A module still being
+// instantiated (running its start function) is not registered yet; its
+// context carries its start deadline.
 func (e *Engine) tick(ctx context.Context, mod api.Module, _ []uint64) {
-	v, ok := e.byModule.Load(mod)
-	if !ok {
-		return // not one of ours (cannot happen): let it run on
+	var inst *instance
+	if v, ok := e.byModule.Load(mod); ok {
+		inst = v.(*instance)
 	}
-	inst := v.(*instance)
-	code := uint32(0)
-	if err := ctx.Err(); err != nil {
-		code = sys.ExitCodeContextCanceled
-		if errors.Is(err, context.DeadlineExceeded) {
-			code = sys.ExitCodeDeadlineExceeded
-		}
-	} else if d := inst.deadline; d != 0 && time.Now().UnixNano() > d {
-		code = sys.ExitCodeDeadlineExceeded
-	}
-	if code != 0 {
+	if code := e.stopCode(ctx, inst); code != 0 {
 		_ = mod.CloseWithExitCode(ctx, code)
 		panic(sys.NewExitError(code))
 	}
-	inst.fuel.Set(api.EncodeI32(fuelRefill))
+	if inst != nil {
+		inst.fuel.Set(api.EncodeI32(fuelRefill))
+	} else if fuel, ok := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal); ok {
+		fuel.Set(api.EncodeI32(fuelRefill))
+	}
+}
+
+// stopCode returns the exit code that stops a metered guest, or 0 to let
+// it run on.
+func (e *Engine) stopCode(ctx context.Context, inst *instance) uint32 {
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return sys.ExitCodeDeadlineExceeded
+		}
+		return sys.ExitCodeContextCanceled
+	}
+	if e.ctx.Err() != nil {
+		return sys.ExitCodeContextCanceled
+	}
+	if inst == nil {
+		return 0
+	}
+	if inst.closed.Load() {
+		return sys.ExitCodeContextCanceled
+	}
+	if d := inst.deadline; d != 0 && time.Now().UnixNano() > d {
+		return sys.ExitCodeDeadlineExceeded
+	}
+	return 0
 }

@@ -51,6 +51,10 @@ var (
 	// ErrInstantiate: the module compiled but could not be started
 	// (instantiation, _initialize, edge_abi_version or edge_hooks trapped).
 	ErrInstantiate = errors.New("policy module failed to start")
+	// ErrInitTimeout: an instance did not finish starting (instantiation
+	// with the module's start function, _initialize, edge_abi_version,
+	// edge_hooks, edge_configure) within ModuleOptions.InitTimeout.
+	ErrInitTimeout = errors.New("policy module did not start in time")
 	// ErrConfigure: edge_configure rejected the config, trapped, or the
 	// config is not a JSON object.
 	ErrConfigure = errors.New("policy module rejected its configuration")
@@ -99,7 +103,8 @@ func (e *DeniedError) Error() string {
 type LoadError struct {
 	Module string // the name the module was loaded under
 	// Kind is one of ErrCompile, ErrABIVersion, ErrMissingExport,
-	// ErrForbiddenImport, ErrInstantiate, ErrConfigure and ErrTestVector,
+	// ErrForbiddenImport, ErrInstantiate, ErrInitTimeout, ErrConfigure and
+	// ErrTestVector,
 	// or nil when the module is not at fault (invalid options, a closed
 	// engine, a canceled context).
 	Kind error
@@ -132,7 +137,7 @@ func (e *stageError) Unwrap() []error { return []error{e.kind, e.err} }
 func staged(kind, err error) error { return &stageError{kind, err} }
 
 // newLoadError wraps a failure of Load for module name, taking the kind
-// from the innermost stage tag.
+// from the outermost stage tag (the first errors.As finds).
 func newLoadError(name string, err error) *LoadError {
 	le := &LoadError{Module: name, Err: err}
 	var se *stageError

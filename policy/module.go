@@ -15,6 +15,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/edge-mcp/edge-mcp/policy/internal/jsonx"
@@ -31,10 +32,11 @@ const (
 	DefaultMaxWait           = time.Second
 	DefaultFailureThreshold  = 5
 	DefaultMaxShadowPending  = 64
+	// DefaultInitTimeout bounds starting one instance: instantiation (the
+	// module's start function included), _initialize, edge_abi_version,
+	// edge_hooks and edge_configure. A Go guest starts in 3 to 6 ms.
+	DefaultInitTimeout = time.Second
 
-	// initTimeout bounds instantiation, _initialize and configure, which
-	// start a guest runtime and can take a few milliseconds.
-	initTimeout = 10 * time.Second
 	// probeInterval is how often an unhealthy module gets a trial call.
 	probeInterval = time.Second
 	// minMemoryMB: a Go guest needs about 37 pages (2.3 MiB) to start.
@@ -61,7 +63,10 @@ type ModuleOptions struct {
 	// Timeout bounds every hook call (default 50 ms). A guest still running
 	// at the deadline is stopped and its instance replaced.
 	Timeout time.Duration
-	// MemoryMB caps the guest's linear memory (default 64, minimum 4).
+	// MemoryMB caps the linear memory of all the module's instances
+	// together (default 64, minimum 4): a pool of PoolSize instances shares
+	// it. A guest growing past what is left fails its call with
+	// ErrMemoryLimit.
 	MemoryMB int
 	// MaxInput and MaxOutput cap hook input and output sizes in bytes
 	// (default 4 MiB each).
@@ -85,6 +90,10 @@ type ModuleOptions struct {
 	// Attachment.Shadow) started but not finished; further runs are
 	// skipped and counted in Stats.ShadowSkipped (default 64).
 	MaxShadowPending int
+	// InitTimeout bounds starting each instance, from instantiation to
+	// edge_configure (default 1 s). Load refuses a module whose first
+	// instances do not start in time with ErrInitTimeout.
+	InitTimeout time.Duration
 }
 
 func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
@@ -115,9 +124,12 @@ func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
 	if o.MaxShadowPending == 0 {
 		o.MaxShadowPending = DefaultMaxShadowPending
 	}
+	if o.InitTimeout == 0 {
+		o.InitTimeout = DefaultInitTimeout
+	}
 	switch {
-	case o.Timeout < 0:
-		return o, fmt.Errorf("timeout %v is negative", o.Timeout)
+	case o.Timeout < 0 || o.InitTimeout < 0:
+		return o, fmt.Errorf("timeouts must not be negative (timeout %v, init timeout %v)", o.Timeout, o.InitTimeout)
 	case o.MemoryMB < minMemoryMB || o.MemoryMB > maxMemoryMB:
 		return o, fmt.Errorf("memory_mb %d out of range [%d, %d]", o.MemoryMB, minMemoryMB, maxMemoryMB)
 	case o.MaxInput < 0 || o.MaxOutput < 0:
@@ -155,6 +167,11 @@ type Module struct {
 	limit  uint64 // memory limit in bytes
 	high   uint32 // recycle above this memory size
 	modCfg wazero.ModuleConfig
+	// mem is the memory of all instances together; minMem the bytes an
+	// instance has when it starts (its memory's minimum), reserved before
+	// instantiating.
+	mem    memBudget
+	minMem uint64
 
 	free      chan *instance // idle instances; nil marks an empty slot
 	done      chan struct{}  // closed by Close
@@ -182,9 +199,11 @@ type Module struct {
 }
 
 type instance struct {
-	mod  api.Module
-	mem  api.Memory
-	fuel api.MutableGlobal // metered engines only
+	mod    api.Module
+	mem    api.Memory
+	memory *guestMemory      // mem's allocation against the module's budget
+	fuel   api.MutableGlobal // metered engines only
+	closed *atomic.Bool      // the module's; the meter's tick stops a guest when set
 	// deadline is the current call's deadline in Unix nanoseconds (0:
 	// none), read by the meter's tick.
 	deadline int64
@@ -238,7 +257,14 @@ func (e *Engine) Load(ctx context.Context, name string, wasm []byte, opts Module
 		free:  make(chan *instance, opts.PoolSize),
 		done:  make(chan struct{}),
 	}
-	m.bgCtx, m.bgCancel = context.WithCancel(context.Background())
+	m.mem.limit = m.limit
+	if mem, ok := ent.cm.ExportedMemories()[exportMemory]; ok {
+		m.minMem = uint64(mem.Min()) * 65536
+	}
+	// Instances start under bgCtx's cancellation (besides their caller's
+	// and their InitTimeout), which ends when the module or the engine
+	// closes.
+	m.bgCtx, m.bgCancel = context.WithCancel(e.ctx)
 	m.modCfg = wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions().
@@ -292,7 +318,11 @@ type Stats struct {
 	Instances           int64  // live instances
 	Recycled            uint64 // instances replaced (failure, age or memory)
 	PeakMemory          uint64 // largest guest memory seen after a call, in bytes
-	LastError           string
+	// Memory is the linear memory all the module's instances hold now,
+	// MemoryHighWater the most they ever held at once, in bytes; both stay
+	// within ModuleOptions.MemoryMB.
+	Memory, MemoryHighWater uint64
+	LastError               string
 	// Shadow is set by Chain.Stats for a shadow attachment.
 	Shadow bool
 	// ShadowRuns counts shadow runs compared with the enforced outcome,
@@ -314,6 +344,8 @@ func (m *Module) Stats() Stats {
 		Instances:           m.live.Load(),
 		Recycled:            m.recycled.Load(),
 		PeakMemory:          m.peakMemory.Load(),
+		Memory:              m.mem.used.Load(),
+		MemoryHighWater:     m.mem.peak.Load(),
 		ShadowRuns:          m.shadowRuns.Load(),
 		ShadowDiffs:         m.shadowDiffs.Load(),
 		ShadowSkipped:       m.shadowSkipped.Load(),
@@ -325,9 +357,10 @@ func (m *Module) Stats() Stats {
 	return s
 }
 
-// Close waits for calls in flight (each is bounded by Timeout) and for the
-// module's shadow runs, closes every instance and releases the compiled
-// module. It is idempotent.
+// Close stops the calls in flight and the instances being started (a
+// guest still running fails with ErrClosed at its next deadline check),
+// waits for them and for the module's shadow runs, closes every instance
+// and releases the compiled module. It is idempotent.
 func (m *Module) Close() error {
 	m.closeOnce.Do(func() {
 		m.closed.Store(true)
@@ -345,66 +378,115 @@ func (m *Module) Close() error {
 	return nil
 }
 
+// newInstance starts one instance: instantiation (the module's start
+// function included), _initialize, for the first instance the version and
+// hook checks, and edge_configure, all within InitTimeout and the
+// module's memory budget. An instance that does not start in time is
+// refused with ErrInitTimeout.
 func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error) {
-	ctx, cancel := context.WithTimeout(ctx, initTimeout)
+	sctx, cancel := m.startContext(ctx)
 	defer cancel()
+	inst, err := m.instantiate(sctx)
+	if err == nil {
+		if err = m.prepare(sctx, inst, first); err != nil {
+			inst.log.end()
+			m.closeInstance(inst)
+		}
+	}
+	if err != nil {
+		return nil, m.startError(ctx, sctx, err)
+	}
+	inst.log.end()
+	return inst, nil
+}
+
+// startContext bounds starting an instance: ctx, InitTimeout, and the
+// module's (and so the engine's) closing.
+func (m *Module) startContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.InitTimeout)
+	stop := context.AfterFunc(m.bgCtx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// startError classifies a failure to start an instance: the module ran
+// out of time (ErrInitTimeout), the module or engine closed (ErrClosed),
+// the caller gave up (its context's error), or err as staged.
+func (m *Module) startError(parent, ctx context.Context, err error) error {
+	switch {
+	case parent.Err() != nil:
+		return fmt.Errorf("starting an instance: %w (%w)", parent.Err(), err)
+	case m.bgCtx.Err() != nil:
+		return fmt.Errorf("starting an instance: %w", ErrClosed)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || pastDeadline(ctx):
+		return staged(ErrInitTimeout, fmt.Errorf("instance did not start within %v: %w", m.opts.InitTimeout, err))
+	}
+	return err
+}
+
+// pastDeadline reports whether ctx's deadline has passed (the meter's tick
+// may notice before ctx's own timer fires).
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// instantiate creates an instance, its memory charged to the module's
+// budget, and runs the module's start function.
+func (m *Module) instantiate(ctx context.Context) (*instance, error) {
+	if !m.mem.reserve(m.minMem) {
+		return nil, staged(ErrInstantiate, fmt.Errorf("%w: %d MiB cannot hold another instance of %d KiB (%d KiB in use)",
+			ErrMemoryLimit, m.opts.MemoryMB, m.minMem>>10, m.mem.used.Load()>>10))
+	}
+	gm := &guestMemory{budget: &m.mem, prepaid: m.minMem}
 	glog := newGuestLog(m.eng.log, m.name)
 	cfg := m.modCfg.WithStdout(guestStream{glog, 0}).WithStderr(guestStream{glog, 1})
-	mod, err := m.rc.rt.InstantiateModule(ctx, m.ent.cm, cfg)
+	mod, err := m.rc.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, gm), m.ent.cm, cfg)
 	if err != nil {
+		glog.end()
+		gm.Free() // wazero does not close a module that failed to start
 		return nil, staged(ErrInstantiate, fmt.Errorf("instantiating: %w", err))
 	}
 	m.live.Add(1)
 	m.eng.instances.Add(1)
 	inst := &instance{
-		mod:   mod,
-		mem:   mod.ExportedMemory(exportMemory),
-		alloc: mod.ExportedFunction(exportAlloc),
-		log:   glog,
-	}
-	fail := func(err error) (*instance, error) {
-		glog.end()
-		m.closeInstance(inst)
-		return nil, err
-	}
-	if inst.mem == nil || inst.alloc == nil {
-		return fail(staged(ErrMissingExport, errors.New("instance lacks memory or edge_alloc")))
+		mod:    mod,
+		mem:    mod.ExportedMemory(exportMemory),
+		memory: gm,
+		closed: &m.closed,
+		alloc:  mod.ExportedFunction(exportAlloc),
+		log:    glog,
 	}
 	if m.eng.meter {
-		g, ok := mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
-		if !ok {
-			return fail(errors.New("metered instance lacks its fuel global"))
-		}
-		inst.fuel = g
+		inst.fuel, _ = mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
 		m.eng.byModule.Store(mod, inst)
 		if dl, ok := ctx.Deadline(); ok {
 			inst.deadline = dl.UnixNano()
 		}
 	}
+	return inst, nil
+}
+
+// prepare runs an instantiated module's initialisation up to and including
+// edge_configure.
+func (m *Module) prepare(ctx context.Context, inst *instance, first bool) error {
+	mod := inst.mod
+	if inst.mem == nil || inst.alloc == nil {
+		return staged(ErrMissingExport, errors.New("instance lacks memory or edge_alloc"))
+	}
+	if m.eng.meter && inst.fuel == nil {
+		return errors.New("metered instance lacks its fuel global")
+	}
 	if m.ent.shape.initialize {
 		if _, err := mod.ExportedFunction(exportInitialize).Call(ctx); err != nil {
-			return fail(staged(ErrInstantiate, fmt.Errorf("running %s: %w", exportInitialize, err)))
+			return staged(ErrInstantiate, fmt.Errorf("running %s: %w", exportInitialize, err))
 		}
 	}
 	if first {
-		res, err := mod.ExportedFunction(exportVersion).Call(ctx)
-		if err != nil {
-			return fail(staged(ErrInstantiate, fmt.Errorf("calling %s: %w", exportVersion, err)))
-		}
-		m.abi = uint32(res[0])
-		if err := checkVersion(m.abi); err != nil {
-			return fail(err)
-		}
-		m.hooks = m.ent.shape.exported
-		if m.ent.shape.hasHooks {
-			res, err := mod.ExportedFunction(exportHooks).Call(ctx)
-			if err != nil {
-				return fail(staged(ErrInstantiate, fmt.Errorf("calling %s: %w", exportHooks, err)))
-			}
-			m.hooks &= HookSet(res[0])
-		}
-		if m.hooks == 0 {
-			return fail(staged(ErrMissingExport, errors.New("implements no hook (edge_hooks reported none of its exported hooks)")))
+		if err := m.readABI(ctx, mod); err != nil {
+			return err
 		}
 	}
 	for h := Hook(0); h < numHooks; h++ {
@@ -413,23 +495,57 @@ func (m *Module) newInstance(ctx context.Context, first bool) (*instance, error)
 		}
 	}
 	if m.ent.shape.configure {
-		out, err := m.invoke(ctx, inst, mod.ExportedFunction(exportConfigure), m.opts.Config, initTimeout)
-		if err != nil {
-			var ce *CallError
-			if errors.As(err, &ce) && ce.Err != nil {
-				err = fmt.Errorf("%w: %w", ce.Kind, ce.Err)
-			}
-			return fail(staged(ErrConfigure, fmt.Errorf("configure: %w", err)))
-		}
-		if len(out) > 0 {
-			if msg, ok := guestError(out); ok {
-				return fail(staged(ErrConfigure, fmt.Errorf("configure rejected the config: %s", msg)))
-			}
-			return fail(staged(ErrConfigure, fmt.Errorf("configure returned unexpected output %.200q", out)))
-		}
+		return m.configure(ctx, inst)
 	}
-	glog.end()
-	return inst, nil
+	return nil
+}
+
+// readABI reads and checks the first instance's ABI version and hooks.
+func (m *Module) readABI(ctx context.Context, mod api.Module) error {
+	res, err := mod.ExportedFunction(exportVersion).Call(ctx)
+	if err != nil {
+		return staged(ErrInstantiate, fmt.Errorf("calling %s: %w", exportVersion, err))
+	}
+	m.abi = uint32(res[0])
+	if err := checkVersion(m.abi); err != nil {
+		return err
+	}
+	m.hooks = m.ent.shape.exported
+	if m.ent.shape.hasHooks {
+		res, err := mod.ExportedFunction(exportHooks).Call(ctx)
+		if err != nil {
+			return staged(ErrInstantiate, fmt.Errorf("calling %s: %w", exportHooks, err))
+		}
+		m.hooks &= HookSet(res[0])
+	}
+	if m.hooks == 0 {
+		return staged(ErrMissingExport, errors.New("implements no hook (edge_hooks reported none of its exported hooks)"))
+	}
+	return nil
+}
+
+// configure hands the instance its config, within the start deadline.
+func (m *Module) configure(ctx context.Context, inst *instance) error {
+	deadline, _ := ctx.Deadline()
+	out, err := m.invoke(ctx, inst, inst.mod.ExportedFunction(exportConfigure), m.opts.Config, deadline)
+	if err != nil {
+		var ce *CallError
+		if errors.As(err, &ce) && ce.Err != nil {
+			kind := ce.Kind
+			if kind == ErrCanceled && pastDeadline(ctx) {
+				kind = ErrTimeout // ctx is the start deadline, not a caller's
+			}
+			err = fmt.Errorf("%w: %w", kind, ce.Err)
+		}
+		return staged(ErrConfigure, fmt.Errorf("configure: %w", err))
+	}
+	if len(out) > 0 {
+		if msg, ok := guestError(out); ok {
+			return staged(ErrConfigure, fmt.Errorf("configure rejected the config: %s", msg))
+		}
+		return staged(ErrConfigure, fmt.Errorf("configure returned unexpected output %.200q", out))
+	}
+	return nil
 }
 
 func (m *Module) closeInstance(inst *instance) {
@@ -481,7 +597,7 @@ func (m *Module) doCall(ctx context.Context, hook Hook, input []byte) ([]byte, e
 		return nil, err
 	}
 	inst.calls++
-	out, err := m.invoke(ctx, inst, inst.hooks[hook], input, m.opts.Timeout)
+	out, err := m.invoke(ctx, inst, inst.hooks[hook], input, time.Now().Add(m.opts.Timeout))
 	if err != nil {
 		var ce *CallError
 		if errors.As(err, &ce) {
@@ -503,19 +619,24 @@ func (m *Module) doCall(ctx context.Context, hook Hook, input []byte) ([]byte, e
 }
 
 // invoke writes input into the instance, calls fn and copies the output
-// out. Any error means the instance must be discarded.
-func (m *Module) invoke(ctx context.Context, inst *instance, fn api.Function, input []byte, timeout time.Duration) ([]byte, error) {
+// out, all before deadline. Any error means the instance must be
+// discarded.
+func (m *Module) invoke(ctx context.Context, inst *instance, fn api.Function, input []byte, deadline time.Time) ([]byte, error) {
 	cerr := func(kind, detail error) error {
 		return &CallError{Module: m.name, Kind: kind, Err: detail}
 	}
 	parent := ctx
 	if m.eng.meter {
-		// The meter's tick checks the deadline and ctx; no timer needed.
-		inst.deadline = time.Now().Add(timeout).UnixNano()
+		// The meter's tick checks the deadline, ctx and the module's
+		// closing; no timer needed.
+		inst.deadline = deadline.UnixNano()
 	} else {
+		// wazero closes the instance when ctx ends: at the deadline, or
+		// when the module closes.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
+		defer context.AfterFunc(m.bgCtx, cancel)()
 	}
 	inst.log.begin()
 	defer inst.log.end()
@@ -560,6 +681,9 @@ func (m *Module) classify(parent, ctx context.Context, inst *instance, err error
 	if parent.Err() != nil {
 		return ErrCanceled // the caller gave up (or its own deadline passed)
 	}
+	if m.closed.Load() {
+		return ErrClosed
+	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
@@ -572,7 +696,7 @@ func (m *Module) classify(parent, ctx context.Context, inst *instance, err error
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || (inst.deadline != 0 && time.Now().UnixNano() > inst.deadline) {
 		return ErrTimeout
 	}
-	if inst.log.sawOOM() || uint64(inst.mem.Size()) >= m.limit*9/10 {
+	if inst.log.sawOOM() || inst.memory.refused.Load() || uint64(inst.mem.Size()) >= m.limit*9/10 {
 		return ErrMemoryLimit
 	}
 	return ErrTrap
@@ -660,11 +784,28 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 		fresh, err := m.newInstance(ctx, false)
 		if err != nil {
 			m.free <- nil
-			return nil, &CallError{Module: m.name, Kind: ErrTrap, Err: fmt.Errorf("replacing instance: %w", err)}
+			return nil, &CallError{Module: m.name, Kind: replaceErrorKind(err), Err: fmt.Errorf("replacing instance: %w", err)}
 		}
 		inst = fresh
 	}
 	return inst, nil
+}
+
+// replaceErrorKind classifies a failure to start an instance on the call
+// path.
+func replaceErrorKind(err error) error {
+	for _, kind := range []error{ErrClosed, ErrMemoryLimit} {
+		if errors.Is(err, kind) {
+			return kind
+		}
+	}
+	switch {
+	case errors.Is(err, ErrInitTimeout):
+		return ErrTimeout
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return ErrCanceled
+	}
+	return ErrTrap
 }
 
 // release returns an instance to the pool, or replaces it (in the

@@ -119,31 +119,55 @@ func (v *TestVector) check() (Hook, *hookInput, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("input: %w", err)
 	}
-	e := &v.Expect
+	if err := v.Expect.check(hook); err != nil {
+		return 0, nil, fmt.Errorf("expect: %w", err)
+	}
+	return hook, in, nil
+}
+
+// check validates an expectation for a vector of hook.
+func (e *Expectation) check(hook Hook) error {
+	if err := e.checkCall(hook); err != nil {
+		return err
+	}
+	return e.checkValues(hook)
+}
+
+// checkCall checks the fields of a tool_call expectation and their
+// combinations.
+func (e *Expectation) checkCall(hook Hook) error {
 	callOnly := e.Action != "" || e.Arguments != nil || e.Server != "" || e.Tool != "" || (e.Reason != "" && !e.Error)
 	switch {
 	case e.Error && (e.Action != "" || e.Arguments != nil || e.Server != "" || e.Tool != "" || e.Result != nil || e.Tools != nil):
-		return 0, nil, errors.New("expect: an error expectation takes only a reason")
+		return errors.New("an error expectation takes only a reason")
 	case hook != HookToolCall && callOnly:
-		return 0, nil, errors.New("expect: action, reason, arguments, server and tool apply to tool_call only")
+		return errors.New("action, reason, arguments, server and tool apply to tool_call only")
 	case e.Action != "" && e.Action != "allow" && e.Action != "deny" && e.Action != "route":
-		return 0, nil, fmt.Errorf("expect: action %q: want allow, deny or route", e.Action)
+		return fmt.Errorf("action %q: want allow, deny or route", e.Action)
 	case e.Reason != "" && !e.Error && e.Action != "" && e.Action != "deny":
-		return 0, nil, errors.New("expect: a reason needs action deny")
+		return errors.New("a reason needs action deny")
 	case (e.Server != "" || e.Tool != "") && e.Action != "" && e.Action != "route":
-		return 0, nil, errors.New("expect: server and tool need action route")
-	case e.Arguments != nil && e.Action == "deny":
-		return 0, nil, errors.New("expect: a denied call has no arguments")
-	case e.Arguments != nil && jsonx.Kind(e.Arguments) != '{':
-		return 0, nil, errors.New("expect: arguments must be a JSON object")
-	case e.Result != nil && resultCheck(hook) == nil:
-		return 0, nil, errors.New("expect: result applies to tool_result, resource_result and prompt_result only")
-	case e.Result != nil && jsonx.Kind(e.Result) != '{':
-		return 0, nil, errors.New("expect: result must be a JSON object")
-	case e.Tools != nil && hook != HookToolsList:
-		return 0, nil, errors.New("expect: tools applies to tools_list only")
+		return errors.New("server and tool need action route")
 	}
-	return hook, in, nil
+	return nil
+}
+
+// checkValues checks the JSON values an expectation compares and the
+// hooks they apply to.
+func (e *Expectation) checkValues(hook Hook) error {
+	switch {
+	case e.Arguments != nil && e.Action == "deny":
+		return errors.New("a denied call has no arguments")
+	case e.Arguments != nil && jsonx.Kind(e.Arguments) != '{':
+		return errors.New("arguments must be a JSON object")
+	case e.Result != nil && resultCheck(hook) == nil:
+		return errors.New("result applies to tool_result, resource_result and prompt_result only")
+	case e.Result != nil && jsonx.Kind(e.Result) != '{':
+		return errors.New("result must be a JSON object")
+	case e.Tools != nil && hook != HookToolsList:
+		return errors.New("tools applies to tools_list only")
+	}
+	return nil
 }
 
 // Decide runs one hook call of the module on input, a hook input as ABI.md

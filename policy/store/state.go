@@ -115,8 +115,8 @@ func (st *state) check() error {
 		return fmt.Errorf("format %d, this build reads format %d", st.Format, stateFormat)
 	}
 	for name, ms := range st.Modules {
-		if !validName(name) {
-			return fmt.Errorf("invalid module name %s", quoteShort(name))
+		if err := ValidName(name); err != nil {
+			return err
 		}
 		if ms == nil {
 			return fmt.Errorf("module %q: null entry", name)

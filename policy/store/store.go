@@ -30,6 +30,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edge-mcp/edge-mcp/policy"
 )
@@ -449,29 +450,46 @@ func (s *Store) removeStateTemps() {
 	}
 }
 
-// checkName returns ErrBadName unless name is 1–64 characters of
-// [A-Za-z0-9._-] not starting with '.'.
+// checkName returns an error wrapping ErrBadName unless name is a valid
+// module name (see ValidName).
 func checkName(name string) error {
-	if !validName(name) {
-		return fmt.Errorf("policy store: %w %q: want 1-%d characters of [A-Za-z0-9._-], not starting with '.'",
-			ErrBadName, name, maxNameLen)
+	if err := ValidName(name); err != nil {
+		return fmt.Errorf("policy store: %w", err)
 	}
 	return nil
 }
 
-func validName(name string) bool {
-	if name == "" || len(name) > maxNameLen || name[0] == '.' {
-		return false
+// ValidName checks a module name against the rule: 1 to 64 characters of
+// [A-Za-z0-9._-], not starting with '.'. The error wraps ErrBadName and
+// says which part of the rule the name breaks: empty, too long, leading
+// dot, NUL, control character, space, or another character.
+func ValidName(name string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s", ErrBadName, quoteShort(name), fmt.Sprintf(format, args...))
+	}
+	switch {
+	case name == "":
+		return bad("empty; want 1-%d characters of [A-Za-z0-9._-]", maxNameLen)
+	case len(name) > maxNameLen:
+		return bad("%d bytes long; at most %d", len(name), maxNameLen)
+	case name[0] == '.':
+		return bad("starts with '.'")
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
+		switch c := name[i]; {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		case c == 0:
+			return bad("contains NUL at byte %d", i)
+		case c < 0x20 || c == 0x7f:
+			return bad("contains control character %#02x at byte %d", c, i)
+		case c == ' ':
+			return bad("contains a space at byte %d", i)
 		default:
-			return false
+			r, _ := utf8.DecodeRuneInString(name[i:])
+			return bad("contains %q at byte %d; only A-Z a-z 0-9 . _ - are allowed", r, i)
 		}
 	}
-	return true
+	return nil
 }
 
 // cloneSpecs deep-copies specs through their JSON form, which is all the

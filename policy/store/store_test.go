@@ -645,3 +645,43 @@ func BenchmarkActiveWasm(b *testing.B) {
 		}
 	}
 }
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		name string
+		want string // part of the error; empty for a valid name
+	}{
+		{"a", ""},
+		{"A.b_c-1", ""},
+		{"x.", ""},
+		{"0", ""},
+		{strings.Repeat("x", 64), ""},
+		{"", "empty"},
+		{strings.Repeat("x", 65), "65 bytes long; at most 64"},
+		{".hidden", "starts with '.'"},
+		{"..", "starts with '.'"},
+		{"a\x00b", "NUL at byte 1"},
+		{"a\nb", "control character 0x0a at byte 1"},
+		{"tab\t", "control character 0x09 at byte 3"},
+		{"del\x7f", "control character 0x7f at byte 3"},
+		{"a b", "space at byte 1"},
+		{"a/b", `'/' at byte 1`},
+		{"../x", "starts with '.'"},
+		{"é", `'é' at byte 0`},
+		{"a:b", `':' at byte 1`},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.name), func(t *testing.T) {
+			err := ValidName(tt.name)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("ValidName: %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadName) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ValidName: %v, want ErrBadName saying %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -90,31 +90,8 @@ type Assembler struct {
 // Bytes encodes the module.
 func (a *Assembler) Bytes() []byte {
 	out := []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
-
-	// Types: one per import and function, in index order.
-	var types [][]byte
-	typeOf := func(params, results []byte) uint32 {
-		t := []byte{0x60}
-		t = appendVec(t, params)
-		t = appendVec(t, results)
-		for i, old := range types {
-			if string(old) == string(t) {
-				return uint32(i)
-			}
-		}
-		types = append(types, t)
-		return uint32(len(types) - 1)
-	}
-	importTypes := make([]uint32, len(a.Imports))
-	for i, im := range a.Imports {
-		importTypes[i] = typeOf(im.Params, im.Results)
-	}
-	funcTypes := make([]uint32, len(a.Funcs))
-	for i, f := range a.Funcs {
-		funcTypes[i] = typeOf(f.Params, f.Results)
-	}
+	types, importTypes, funcTypes := a.types()
 	out = section(out, 1, vec(len(types), func(b []byte, i int) []byte { return append(b, types[i]...) }))
-
 	if len(a.Imports) > 0 {
 		out = section(out, 2, vec(len(a.Imports), func(b []byte, i int) []byte {
 			b = appendName(b, a.Imports[i].Module)
@@ -134,19 +111,64 @@ func (a *Assembler) Bytes() []byte {
 			return AppendU32(append(b, 0x00), a.MemoryPages)
 		}))
 	}
-
 	if len(a.Globals) > 0 {
-		out = section(out, 6, vec(len(a.Globals), func(b []byte, i int) []byte {
-			g := a.Globals[i]
-			mut := byte(0)
-			if g.Mutable {
-				mut = 1
-			}
-			b = append(b, I32, mut, OpI32Const)
-			b = AppendS64(b, int64(g.Init))
-			return append(b, OpEnd)
-		}))
+		out = section(out, 6, vec(len(a.Globals), a.appendGlobal))
 	}
+	out = section(out, 7, a.exports())
+	if a.HasStart {
+		out = section(out, 8, AppendU32(nil, a.Start))
+	}
+	if len(a.Table) > 0 {
+		out = section(out, 9, vec(1, a.appendElements))
+	}
+	out = section(out, 10, vec(len(a.Funcs), a.appendCode))
+	if len(a.Data) > 0 {
+		out = section(out, 11, vec(len(a.Data), a.appendData))
+	}
+	return out
+}
+
+// types returns the type section's function types, one per distinct
+// signature, and the type index of each import and function.
+func (a *Assembler) types() (types [][]byte, importTypes, funcTypes []uint32) {
+	typeOf := func(params, results []byte) uint32 {
+		t := []byte{0x60}
+		t = appendVec(t, params)
+		t = appendVec(t, results)
+		for i, old := range types {
+			if string(old) == string(t) {
+				return uint32(i)
+			}
+		}
+		types = append(types, t)
+		return uint32(len(types) - 1)
+	}
+	importTypes = make([]uint32, len(a.Imports))
+	for i, im := range a.Imports {
+		importTypes[i] = typeOf(im.Params, im.Results)
+	}
+	funcTypes = make([]uint32, len(a.Funcs))
+	for i, f := range a.Funcs {
+		funcTypes[i] = typeOf(f.Params, f.Results)
+	}
+	return types, importTypes, funcTypes
+}
+
+// appendGlobal appends global i: i32, its mutability, its initial value.
+func (a *Assembler) appendGlobal(b []byte, i int) []byte {
+	g := a.Globals[i]
+	mut := byte(0)
+	if g.Mutable {
+		mut = 1
+	}
+	b = append(b, I32, mut, OpI32Const)
+	b = AppendS64(b, int64(g.Init))
+	return append(b, OpEnd)
+}
+
+// exports returns the export section: the memory, exported globals and
+// exported functions.
+func (a *Assembler) exports() []byte {
 	type export struct {
 		name string
 		kind byte
@@ -166,50 +188,48 @@ func (a *Assembler) Bytes() []byte {
 			exports = append(exports, export{f.Export, 0x00, uint32(len(a.Imports) + i)})
 		}
 	}
-	out = section(out, 7, vec(len(exports), func(b []byte, i int) []byte {
+	return vec(len(exports), func(b []byte, i int) []byte {
 		b = appendName(b, exports[i].name)
 		b = append(b, exports[i].kind)
 		return AppendU32(b, exports[i].idx)
-	}))
+	})
+}
 
-	if a.HasStart {
-		out = section(out, 8, AppendU32(nil, a.Start))
+// appendElements appends the active element segment installing Table at
+// offset 0.
+func (a *Assembler) appendElements(b []byte, _ int) []byte {
+	b = append(b, 0x00, OpI32Const, 0x00, OpEnd)
+	b = AppendU32(b, uint32(len(a.Table)))
+	for _, f := range a.Table {
+		b = AppendU32(b, f)
 	}
-	if len(a.Table) > 0 {
-		out = section(out, 9, vec(1, func(b []byte, _ int) []byte {
-			b = append(b, 0x00, OpI32Const, 0x00, OpEnd)
-			b = AppendU32(b, uint32(len(a.Table)))
-			for _, f := range a.Table {
-				b = AppendU32(b, f)
-			}
-			return b
-		}))
-	}
-	out = section(out, 10, vec(len(a.Funcs), func(b []byte, i int) []byte {
-		f := a.Funcs[i]
-		var body []byte
-		body = AppendU32(body, uint32(len(f.Locals)))
-		for _, t := range f.Locals {
-			body = AppendU32(body, 1)
-			body = append(body, t)
-		}
-		body = append(body, f.Body...)
-		body = append(body, OpEnd)
-		b = AppendU32(b, uint32(len(body)))
-		return append(b, body...)
-	}))
+	return b
+}
 
-	if len(a.Data) > 0 {
-		out = section(out, 11, vec(len(a.Data), func(b []byte, i int) []byte {
-			d := a.Data[i]
-			b = append(b, 0x00, OpI32Const)
-			b = AppendS64(b, int64(int32(d.Offset)))
-			b = append(b, OpEnd)
-			b = AppendU32(b, uint32(len(d.Bytes)))
-			return append(b, d.Bytes...)
-		}))
+// appendCode appends the body of function i: its locals, its
+// instructions and the final end.
+func (a *Assembler) appendCode(b []byte, i int) []byte {
+	f := a.Funcs[i]
+	var body []byte
+	body = AppendU32(body, uint32(len(f.Locals)))
+	for _, t := range f.Locals {
+		body = AppendU32(body, 1)
+		body = append(body, t)
 	}
-	return out
+	body = append(body, f.Body...)
+	body = append(body, OpEnd)
+	b = AppendU32(b, uint32(len(body)))
+	return append(b, body...)
+}
+
+// appendData appends active data segment i of memory 0.
+func (a *Assembler) appendData(b []byte, i int) []byte {
+	d := a.Data[i]
+	b = append(b, 0x00, OpI32Const)
+	b = AppendS64(b, int64(int32(d.Offset)))
+	b = append(b, OpEnd)
+	b = AppendU32(b, uint32(len(d.Bytes)))
+	return append(b, d.Bytes...)
 }
 
 func section(out []byte, id byte, content []byte) []byte {

@@ -178,3 +178,27 @@ func FuzzInstrument(f *testing.F) {
 		m.Close(ctx)
 	})
 }
+
+// TestGrowTicks checks that every memory.grow meets the host's tick, even
+// outside a loop: growing is done by the host and may take far longer than
+// the few thousand loop iterations between two ticks.
+func TestGrowTicks(t *testing.T) {
+	grow3 := w.Seq(
+		w.I32Const(1), []byte{w.OpMemoryGrow, 0, w.OpDrop},
+		w.I32Const(1), []byte{w.OpMemoryGrow, 0, w.OpDrop},
+		w.I32Const(1), []byte{w.OpMemoryGrow, 0},
+	)
+	wasm := (&w.Assembler{MemoryPages: 1, Funcs: []w.Func{{Results: w.SigI32, Body: grow3, Export: "grow3"}}}).Bytes()
+	metered, err := Instrument(wasm, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := instantiate(t, metered, true)
+	got, err := call(t, h, "grow3")
+	if err != nil || got != 3 {
+		t.Fatalf("grow3() = %d, %v; want 3 (the previous size in pages)", got, err)
+	}
+	if h.ticks != 3 {
+		t.Fatalf("%d ticks for 3 memory.grow, want 3", h.ticks)
+	}
+}

@@ -1,5 +1,8 @@
 package policy
 
+// This file turns a Spec, an attachment as operators configure it, into
+// what Engine.Load and NewChain take: ModuleOptions and an Attachment.
+
 // ModuleOptions returns the module options the spec describes (config,
 // timeout, memory, pool size, grants), validated.
 func (s *Spec) ModuleOptions() (ModuleOptions, error) { return s.options() }
@@ -12,5 +15,5 @@ func (s *Spec) Attachment(m *Module) (Attachment, error) {
 		return Attachment{}, err
 	}
 	return Attachment{Name: s.Name, Module: m, Tools: s.Tools, Servers: s.Servers, OnError: onErr,
-		Shadow: s.Mode == "shadow"}, nil
+		Shadow: s.Mode == ModeShadow}, nil
 }
