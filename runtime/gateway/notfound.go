@@ -153,7 +153,7 @@ func (s *session) pendingApproval(req *jsonrpc.Request, it *item) {
 		"until an operator approves the change (edge-mcp pins approve %s %s, or POST /admin/tools/%s/%s/approve)",
 		it.exposed, server, server, tool, server, tool)
 	data := map[string]any{"reason": reasonPendingApproval, "server": server, "tool": tool,
-		"approve_command": "edge-mcp pins approve " + server + " " + tool,
+		"approve_command":  "edge-mcp pins approve " + server + " " + tool,
 		"approve_endpoint": "POST /admin/tools/" + server + "/" + tool + "/approve"}
 	args, _, _ := wire.Field(req.Params, "arguments")
 	s.g.recordToolCall(s, server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
