@@ -82,8 +82,8 @@ func (r *router) upstreams() *upstreamSet { return r.ups.Load() }
 // publishes a new catalogue snapshot.
 func (r *router) setOffer(u *upstream, offer *upstreamLists) {
 	r.publish(func() {
-		if offer == nil && u.offer != nil {
-			r.lastOffer[u] = u.offer
+		if offer == nil && u.offer != nil && r.upstreams().byName[u.name] == u {
+			r.lastOffer[u] = u.offer // not when a reload removed u: it is gone for good
 		} else if offer != nil {
 			delete(r.lastOffer, u)
 		}

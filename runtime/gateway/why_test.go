@@ -470,3 +470,34 @@ func TestWhyPinsPerConfig(t *testing.T) {
 		t.Errorf("state folder of a built-in config = %q, want none (pins in memory)", got)
 	}
 }
+
+// Item 3: a session with no good tools list yet, whose tools_list module
+// fails, gets what the attachment's on_error says for the tools the module
+// governs (deny: hidden, allow: unfiltered by it); other servers' tools
+// are never affected, and the failure is counted.
+func TestWhyToolsListFailureFirstViewFollowsOnError(t *testing.T) {
+	trap := writeModule(t, wasmtest.PolicyModule(1<<16, map[string][]byte{"edge_hook_tools_list": {wasmtest.OpUnreachable}}).Bytes())
+	a := serveMCP(t, toolServer("a", "echo", "secret"))
+	b := serveMCP(t, toolServer("b", "other"))
+	tests := []struct {
+		onError string
+		want    []string
+	}{
+		{"deny", []string{"other"}},
+		{"allow", []string{"echo", "secret", "other"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.onError, func(t *testing.T) {
+			url, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q}, "b": {"url": %q}},
+				"policies": [{"name": "trap", "module": %q, "servers": ["a"], "on_error": %q}]}`, a, b, trap, tc.onError), policyOptions(t))
+			if names := toolNames(t, connect(t, url, nil)); !slices.Equal(names, tc.want) {
+				t.Fatalf("tools = %v, want %v", names, tc.want)
+			}
+			rec := httptest.NewRecorder()
+			g.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			if want := `edge_mcp_tools_list_failures_total{outcome="on_error"}`; !strings.Contains(rec.Body.String(), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		})
+	}
+}
