@@ -419,6 +419,9 @@ func TestConfigStateDir(t *testing.T) {
 			}
 		})
 	}
+	if got := ConfigStateDir(base, "/etc/edge/gw.json"); got != base+"/gw-86af13923ac9" {
+		t.Errorf("/etc/edge/gw.json → %s, want the README's example %s/gw-86af13923ac9", got, base)
+	}
 	for path, prefix := range map[string]string{"/x/my config!.json": "my_config_-", "/x/.json": "config-", "/x/a.b.yaml": "a_b-"} {
 		if got := filepath.Base(ConfigStateDir(base, path)); !strings.HasPrefix(got, prefix) || len(got) != len(prefix)+12 {
 			t.Errorf("%s → %s, want %s<12 hex digits>", path, got, prefix)
