@@ -121,6 +121,7 @@ type Metrics struct {
 	rateLimited        *series[string, prometheus.Counter]
 	authFailures       *series[string, prometheus.Counter]
 	requests           *series[string, prometheus.Counter]
+	toolsListFailures  *series[string, prometheus.Counter]
 }
 
 // New returns a Metrics with every gateway metric and the Go runtime and
@@ -175,6 +176,9 @@ func New() *Metrics {
 	m.authFailures = newSeries(func(s string) prometheus.Counter { return authFailures.WithLabelValues(s) }, OtherLabel)
 	requests := counter("requests_total", "JSON-RPC requests and notifications received from clients, by method.", "method")
 	m.requests = newSeries(func(s string) prometheus.Counter { return requests.WithLabelValues(s) }, OtherLabel)
+	toolsList := counter("tools_list_failures_total",
+		"Session tools lists built while a tools_list policy failed, by what the session got (kept_last_good or on_error).", "outcome")
+	m.toolsListFailures = newSeries(func(s string) prometheus.Counter { return toolsList.WithLabelValues(s) }, OtherLabel)
 	return m
 }
 
@@ -404,4 +408,20 @@ func (s *series[K, V]) get(k K) V {
 	v = s.newChild(k)
 	s.m[k] = v
 	return v
+}
+
+// Outcomes of a tools list built while a tools_list policy failed, the
+// values of the outcome label of tools_list_failures_total.
+const (
+	ToolsListKeptLastGood = "kept_last_good" // the session kept its last good list
+	ToolsListOnError      = "on_error"       // no good list yet: each module's on_error applied
+)
+
+// ToolsListFailure records a session tools list built while a tools_list
+// policy failed, and what the session got instead (a ToolsList constant).
+func (m *Metrics) ToolsListFailure(outcome string) {
+	if m == nil {
+		return
+	}
+	m.toolsListFailures.get(outcome).Inc()
 }

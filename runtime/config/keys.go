@@ -176,7 +176,7 @@ var serverKeys = []key{
 	{name: "mcpServers.*.description", field: srv(func(s *configRawServer) *configString { return &s.desc }),
 		doc: "free text for operators"},
 	{name: "mcpServers.*.prefix", def: "none", field: srv(func(s *configRawServer) *configString { return &s.prefix }),
-		doc: "expose this server's tools and prompts as `PREFIX_NAME` (resources keep their URIs)"},
+		doc: "expose this server's tools and prompts as `PREFIX_NAME`; resources and resource templates keep their URIs (see [How it behaves](#how-it-behaves))"},
 	{name: "mcpServers.*.command", field: srv(func(s *configRawServer) *configString { return &s.command }),
 		doc: "the program of a stdio server"},
 	{name: "mcpServers.*.args", field: srv(func(s *configRawServer) *[]configString { return &s.args }),

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -64,12 +63,34 @@ type catalogue struct {
 	// deferred are the tools of a session's view left out of its tools
 	// list: callable by name, found by search.
 	deferred []*item
+	// conflicts are the names more than one server offers, and who got
+	// them; the router logs each once.
+	conflicts []conflict
+	// withheld are the tools tool pinning keeps out of the catalogue
+	// (changed since pinned, awaiting approval), by exposed name.
+	withheld map[string]*item
+	// gone are the tools and prompts of upstreams that were connected and
+	// are not now, by exposed name: a call of one is answered with the
+	// server's state rather than "unknown tool".
+	gone [numKinds]map[string]*item
+}
+
+// conflict is a name two servers offer: winner serves it, loser's is not
+// exposed (reserved: the name is reserved for winner by the config).
+type conflict struct {
+	kind          listKind
+	name          string
+	winner, loser string
+	reserved      bool
 }
 
 // buildCatalogue merges the offers of ups (in config order). Names pinned by
 // reserved (exposed name → server) are never taken by another server;
-// otherwise the first server wins and the loser is logged.
-func buildCatalogue(gen uint64, ups []*upstream, offers []*upstreamLists, reserved [numKinds]map[string]string, pageSize int, log *slog.Logger) *catalogue {
+// otherwise the first server wins. Conflicts are recorded in the snapshot
+// (the router logs each once, not on every rebuild). Tools and prompts are
+// matched by their exposed (possibly prefixed) names, resources and
+// templates by their URI or URI template, which no prefix changes.
+func buildCatalogue(gen uint64, ups []*upstream, offers []*upstreamLists, reserved [numKinds]map[string]string, pageSize int) *catalogue {
 	c := &catalogue{gen: gen}
 	for k := range numKinds {
 		c.index[k] = make(map[string]*item)
@@ -80,13 +101,11 @@ func buildCatalogue(gen uint64, ups []*upstream, offers []*upstreamLists, reserv
 			for j := range off[k] {
 				it := &off[k][j]
 				if owner, ok := reserved[k][it.exposed]; ok && owner != ups[i].name {
-					log.Warn("name reserved for another server; not exposed",
-						"kind", listKinds[k].member, "name", it.exposed, "server", ups[i].name, "reserved_for", owner)
+					c.conflicts = append(c.conflicts, conflict{kind: k, name: it.exposed, winner: owner, loser: ups[i].name, reserved: true})
 					continue
 				}
 				if prev, ok := c.index[k][it.exposed]; ok {
-					log.Warn("name conflict; first server in config order wins",
-						"kind", listKinds[k].member, "name", it.exposed, "winner", prev.up.name, "loser", ups[i].name)
+					c.conflicts = append(c.conflicts, conflict{kind: k, name: it.exposed, winner: prev.up.name, loser: ups[i].name})
 					continue
 				}
 				c.index[k][it.exposed] = it

@@ -50,7 +50,7 @@ func TestBuildCatalogueConflicts(t *testing.T) {
 			}
 			var reserved [numKinds]map[string]string
 			reserved[kindTools] = tc.reserved
-			c := buildCatalogue(1, ups, offers, reserved, 2, log)
+			c := buildCatalogue(1, ups, offers, reserved, 2)
 			got := map[string]string{}
 			for _, it := range c.lists[kindTools] {
 				got[it.exposed] = it.up.name
@@ -72,7 +72,7 @@ func TestCataloguePagination(t *testing.T) {
 	for i := range 25 {
 		names = append(names, fmt.Sprintf("t%02d", i))
 	}
-	c := buildCatalogue(1, []*upstream{up}, []*upstreamLists{offerOf(t, up, names...)}, [numKinds]map[string]string{}, 10, log)
+	c := buildCatalogue(1, []*upstream{up}, []*upstreamLists{offerOf(t, up, names...)}, [numKinds]map[string]string{}, 10)
 	var seen []string
 	cursor := ""
 	for pages := 0; ; pages++ {
@@ -121,7 +121,7 @@ func FuzzCursor(f *testing.F) {
 	for i := range 5 {
 		l[kindTools] = append(l[kindTools], item{up: up, name: fmt.Sprint(i), exposed: fmt.Sprint(i), raw: json.RawMessage(`{}`)})
 	}
-	c := buildCatalogue(1, []*upstream{up}, []*upstreamLists{&l}, [numKinds]map[string]string{}, 2, testLogger(f))
+	c := buildCatalogue(1, []*upstream{up}, []*upstreamLists{&l}, [numKinds]map[string]string{}, 2)
 	f.Fuzz(func(t *testing.T, cursor string) {
 		res, err := c.page(kindTools, cursor, 2)
 		if err == nil && !json.Valid(res) {

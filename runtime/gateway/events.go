@@ -45,7 +45,10 @@ type Event struct {
 }
 
 // events is the gateway's in-process event stream: every event is logged
-// once as a structured record and handed to every subscriber.
+// once as a structured record and handed to every subscriber. Lifecycle
+// events (server_connected, server_disconnected) are logged at INFO (WARN
+// when a server is lost); tool_executed, one per call, at DEBUG: the audit
+// log is the record of calls.
 type events struct {
 	log     *slog.Logger
 	mu      sync.Mutex

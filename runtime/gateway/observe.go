@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
@@ -50,6 +54,10 @@ func (g *Gateway) openObservability(cfg *config.Config) error {
 	if cfg.Pinning.Mode != "off" {
 		path := ""
 		if dir := g.stateDir(cfg); dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				g.closeObservability()
+				return fmt.Errorf("creating the state folder of the tool pins: %w", err)
+			}
 			path = filepath.Join(dir, "pins.json")
 		}
 		if g.pins, err = pinning.Open(path); err != nil {
@@ -60,13 +68,46 @@ func (g *Gateway) openObservability(cfg *config.Config) error {
 	return nil
 }
 
-// stateDir is the folder of persistent state: the config's, else the
-// command line's.
+// stateDir is the folder of the persistent state of cfg: admin.state_dir
+// when the config sets it; else a folder of its own under the command
+// line's (Options.StateDir), derived from the config file's path, so that
+// two configs never share pins; else "" (state kept in memory), which is
+// what a built-in config (the demo, Path "") gets.
 func (g *Gateway) stateDir(cfg *config.Config) string {
 	if cfg.Admin.StateDir != "" {
 		return cfg.Admin.StateDir
 	}
-	return g.opts.StateDir
+	if g.opts.StateDir == "" || cfg.Path == "" {
+		return ""
+	}
+	return ConfigStateDir(g.opts.StateDir, cfg.Path)
+}
+
+// ConfigStateDir is the state folder of the config file at configPath
+// under base: <base>/<base name of the file, without extension, sanitized>-
+// <first 12 hex digits of the SHA-256 of its absolute path>. Two files of
+// the same name in different folders get different folders; the same file
+// always gets the same one.
+func ConfigStateDir(base, configPath string) string {
+	abs, err := filepath.Abs(configPath)
+	if err != nil {
+		abs = filepath.Clean(configPath)
+	}
+	name := strings.TrimSuffix(filepath.Base(abs), filepath.Ext(abs))
+	clean := []byte(name)
+	for i, c := range clean {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			clean[i] = '_'
+		}
+	}
+	if len(clean) > 40 {
+		clean = clean[:40]
+	}
+	if len(clean) == 0 {
+		clean = []byte("config")
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(base, string(clean)+"-"+hex.EncodeToString(sum[:6]))
 }
 
 // closeObservability flushes the audit log and the traces.

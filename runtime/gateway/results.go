@@ -93,7 +93,9 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		c.end("")
 		s.write(s.ctx, out)
 	}
-	if c.tool != "" && s.g.events.wanted(slog.LevelInfo) {
+	// One line per call would drown the lifecycle events: calls are logged
+	// at DEBUG (and recorded in the audit log); subscribers get them all.
+	if c.tool != "" && s.g.events.wanted(slog.LevelDebug) {
 		ev := Event{Type: EventToolExecuted, Server: c.server, Tool: c.tool, Success: true,
 			Duration: time.Since(c.start), ContentLength: len(resp.Result)}
 		if e, ok := resp.Error.(*jsonrpc.Error); ok {
@@ -103,6 +105,6 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
 			ev.Success, ev.ErrorMessage = false, "the tool reported an error (isError)"
 		}
-		s.g.events.emit(slog.LevelInfo, ev)
+		s.g.events.emit(slog.LevelDebug, ev)
 	}
 }

@@ -45,6 +45,14 @@ type router struct {
 	reserved [numKinds]map[string]string
 	sessions map[*session]struct{}
 	subs     map[string]map[*session]struct{} // resource URI → subscribed sessions
+	// conflicts are the name conflicts of the current snapshot, logged
+	// when they appeared.
+	conflicts map[conflict]struct{}
+	// lastOffer is what each upstream offered before it went down, to
+	// answer a call of one of its tools with its state.
+	lastOffer map[*upstream]*upstreamLists
+	// explained records, per session, the names whose refusal was logged.
+	explained map[*session]map[string]struct{}
 }
 
 // upstreamSet is the configured upstreams, in config order. It is immutable:
@@ -56,9 +64,11 @@ type upstreamSet struct {
 
 func newRouter(log *slog.Logger, pageSize int, set *upstreamSet, reserved [numKinds]map[string]string) *router {
 	r := &router{log: log, pageSize: pageSize, reserved: reserved,
-		sessions: make(map[*session]struct{}), subs: make(map[string]map[*session]struct{})}
+		sessions: make(map[*session]struct{}), subs: make(map[string]map[*session]struct{}),
+		conflicts: make(map[conflict]struct{}), lastOffer: make(map[*upstream]*upstreamLists),
+		explained: make(map[*session]map[string]struct{})}
 	r.ups.Store(set)
-	r.cat.Store(buildCatalogue(0, set.list, make([]*upstreamLists, len(set.list)), reserved, pageSize, log))
+	r.cat.Store(buildCatalogue(0, set.list, make([]*upstreamLists, len(set.list)), reserved, pageSize))
 	return r
 }
 
@@ -71,7 +81,14 @@ func (r *router) upstreams() *upstreamSet { return r.ups.Load() }
 // setOffer replaces everything upstream u offers (nil: it is gone) and
 // publishes a new catalogue snapshot.
 func (r *router) setOffer(u *upstream, offer *upstreamLists) {
-	r.publish(func() { u.offer = offer })
+	r.publish(func() {
+		if offer == nil && u.offer != nil && r.upstreams().byName[u.name] == u {
+			r.lastOffer[u] = u.offer // not when a reload removed u: it is gone for good
+		} else if offer != nil {
+			delete(r.lastOffer, u)
+		}
+		u.offer = offer
+	})
 }
 
 // updateOffer replaces the lists named by kinds of upstream u.
@@ -94,6 +111,11 @@ func (r *router) replace(set *upstreamSet, reserved [numKinds]map[string]string)
 	r.publish(func() {
 		r.ups.Store(set)
 		r.reserved = reserved
+		for u := range r.lastOffer {
+			if set.byName[u.name] != u {
+				delete(r.lastOffer, u) // removed by the reload: unknown from now on
+			}
+		}
 	})
 }
 
@@ -128,15 +150,79 @@ func (r *router) rebuild(change func()) (old, next *catalogue, sessions []*sessi
 	old = r.cat.Load()
 	ups := r.upstreams().list
 	offers := make([]*upstreamLists, len(ups))
+	withheld := make(map[string]*item)
 	for i, u := range ups {
 		offers[i] = u.offer
 		if r.pin != nil {
 			offers[i] = r.pin(u, u.offer)
+			addWithheld(withheld, u.offer, offers[i])
 		}
 	}
-	next = buildCatalogue(r.gen, ups, offers, r.reserved, r.pageSize, r.log)
+	next = buildCatalogue(r.gen, ups, offers, r.reserved, r.pageSize)
+	next.withheld = withheld
+	next.gone = r.goneLocked(ups)
+	r.logConflictsLocked(next.conflicts)
 	r.cat.Store(next)
 	return old, next, r.sessionsLocked()
+}
+
+// addWithheld adds to withheld the tools of offer that pinning left out
+// of kept.
+func addWithheld(withheld map[string]*item, offer, kept *upstreamLists) {
+	if offer == nil || kept == nil || len(offer[kindTools]) == len(kept[kindTools]) {
+		return
+	}
+	in := make(map[string]bool, len(kept[kindTools]))
+	for _, it := range kept[kindTools] {
+		in[it.name] = true
+	}
+	for i := range offer[kindTools] {
+		if it := &offer[kindTools][i]; !in[it.name] {
+			withheld[it.exposed] = it
+		}
+	}
+}
+
+// goneLocked indexes the tools and prompts last offered by the upstreams
+// of ups that are down now.
+func (r *router) goneLocked(ups []*upstream) [numKinds]map[string]*item {
+	var gone [numKinds]map[string]*item
+	for _, k := range []listKind{kindTools, kindPrompts} {
+		gone[k] = make(map[string]*item)
+		for _, u := range ups {
+			last := r.lastOffer[u]
+			if u.offer != nil || last == nil {
+				continue
+			}
+			for i := range last[k] {
+				if _, taken := gone[k][last[k][i].exposed]; !taken {
+					gone[k][last[k][i].exposed] = &last[k][i]
+				}
+			}
+		}
+	}
+	return gone
+}
+
+// logConflictsLocked logs the name conflicts of a new snapshot that the
+// previous one did not have: a conflict is logged when it appears or
+// changes (another winner or loser), not on every rebuild.
+func (r *router) logConflictsLocked(conflicts []conflict) {
+	now := make(map[conflict]struct{}, len(conflicts))
+	for _, c := range conflicts {
+		now[c] = struct{}{}
+		if _, logged := r.conflicts[c]; logged {
+			continue
+		}
+		if c.reserved {
+			r.log.Warn("name reserved for another server; not exposed",
+				"kind", listKinds[c.kind].member, "name", c.name, "server", c.loser, "reserved_for", c.winner)
+			continue
+		}
+		r.log.Warn("name conflict; first server in config order wins",
+			"kind", listKinds[c.kind].member, "name", c.name, "winner", c.winner, "loser", c.loser)
+	}
+	r.conflicts = now
 }
 
 // offers returns what each upstream of the current set offers, in order.
@@ -164,6 +250,7 @@ func (r *router) removeSession(s *session) (unsubscribe []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.sessions, s)
+	delete(r.explained, s)
 	for uri, set := range r.subs {
 		if _, ok := set[s]; ok {
 			delete(set, s)
@@ -280,11 +367,7 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 	}
 	it := s.catalogue().index[k][name]
 	if it == nil {
-		what := "tool"
-		if k == kindPrompts {
-			what = "prompt"
-		}
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
+		s.notFound(req, k, name)
 		return
 	}
 	if k == kindTools {

@@ -1,6 +1,10 @@
 package gateway
 
 import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/policy"
 )
 
@@ -17,6 +21,16 @@ type sessionView struct {
 	pol *policyGen
 	gd  *guard
 	cat *catalogue
+	// good is what the tools_list policies made of each tool the last
+	// time they all ran without failing (nil: never), by server and
+	// upstream name.
+	good map[toolKey]listedTool
+}
+
+// listedTool is a tool as the tools_list policies left it.
+type listedTool struct {
+	exposed string
+	raw     json.RawMessage
 }
 
 // catalogue returns the session's view of the current catalogue.
@@ -33,15 +47,24 @@ func (s *session) catalogue() *catalogue {
 	if v != nil && v.gen == cat.gen && v.pol == pg && v.gd == gd {
 		return v.cat
 	}
-	vc := s.buildView(cat, gd)
+	var good map[toolKey]listedTool
+	if v != nil {
+		good = v.good
+	}
+	vc, good, ok := s.buildView(cat, gd, good)
+	if !ok {
+		return vc // a tools_list policy failed: not cached, the next request tries again
+	}
 	s.mu.Lock()
-	s.view = &sessionView{gen: cat.gen, pol: pg, gd: gd, cat: vc}
+	s.view = &sessionView{gen: cat.gen, pol: pg, gd: gd, cat: vc, good: good}
 	s.mu.Unlock()
 	return vc
 }
 
-// buildView filters cat for the session.
-func (s *session) buildView(cat *catalogue, gd *guard) *catalogue {
+// buildView filters cat for the session. good is the last good outcome of
+// the tools_list policies; buildView returns the new one, and ok false when
+// a tools_list policy failed (the view must not be cached).
+func (s *session) buildView(cat *catalogue, gd *guard, good map[toolKey]listedTool) (_ *catalogue, _ map[toolKey]listedTool, ok bool) {
 	who := s.id.Name
 	vc := &catalogue{gen: cat.gen}
 	for k := range numKinds {
@@ -57,7 +80,7 @@ func (s *session) buildView(cat *catalogue, gd *guard) *catalogue {
 			}
 		}
 	}
-	vc.lists[kindTools] = s.policyTools(vc.lists[kindTools])
+	vc.lists[kindTools], good, ok = s.policyTools(vc.lists[kindTools], good)
 	vc.index[kindTools] = make(map[string]*item, len(vc.lists[kindTools]))
 	var listed, deferred []*item
 	for _, it := range vc.lists[kindTools] {
@@ -82,27 +105,75 @@ func (s *session) buildView(cat *catalogue, gd *guard) *catalogue {
 	for k := range numKinds {
 		vc.pages[k] = encodePages(k, vc.lists[k], s.g.opts.PageSize)
 	}
-	return vc
+	return vc, good, ok
 }
 
-// policyTools runs the tools_list policies over a session's tools.
-func (s *session) policyTools(tools []*item) []*item {
+// policyTools runs the tools_list policies over a session's tools. good is
+// their last good outcome for the session; policyTools returns the new one.
+//
+// When a module fails (ok false), the session keeps its last good view:
+// each tool gets what the policies made of it then, and tools they have not
+// seen succeed on stay hidden. A session with no good run yet gets what
+// each failing module's on_error says (deny: the tools it governs are
+// hidden; allow: they pass unfiltered by it). A failure never empties the
+// rest of the list.
+func (s *session) policyTools(tools []*item, good map[toolKey]listedTool) (_ []*item, _ map[toolKey]listedTool, ok bool) {
 	if !s.g.pol.hooks().Has(policy.HookToolsList) {
-		return tools
+		return tools, good, true
 	}
 	pg := s.g.pol.acquire()
 	if pg == nil {
-		return tools
+		return tools, good, true
 	}
 	defer s.g.pol.release(pg)
+	out, failed, err := s.runToolsList(pg, tools)
+	if err == nil && !failed {
+		next := make(map[toolKey]listedTool, len(out))
+		for _, it := range out {
+			next[toolKey{it.up.name, it.name}] = listedTool{exposed: it.exposed, raw: it.raw}
+		}
+		return out, next, true
+	}
+	if s.ctx.Err() != nil {
+		return nil, good, false // the session is ending
+	}
+	if good != nil {
+		s.g.metrics.ToolsListFailure(metrics.ToolsListKeptLastGood)
+		s.g.log.Debug("a tools_list policy failed; the session keeps its last good tools list", "identity", s.id.Name, "err", err)
+		return lastGood(tools, good), good, false
+	}
+	s.g.metrics.ToolsListFailure(metrics.ToolsListOnError)
+	s.g.log.Debug("a tools_list policy failed; its on_error decides", "identity", s.id.Name, "err", err)
+	if err != nil {
+		return nil, good, false // the chain could not finish: nothing it governs can be shown
+	}
+	return out, good, false
+}
+
+// lastGood applies a session's last good tools_list outcome to tools.
+func lastGood(tools []*item, good map[toolKey]listedTool) []*item {
+	out := make([]*item, 0, len(tools))
+	for _, it := range tools {
+		if e, ok := good[toolKey{it.up.name, it.name}]; ok {
+			out = append(out, &item{up: it.up, name: it.name, exposed: e.exposed, raw: e.raw})
+		}
+	}
+	return out
+}
+
+// runToolsList runs the tools_list chain of pg over tools. failed reports
+// whether a module failed during the run (its on_error was applied).
+func (s *session) runToolsList(pg *policyGen, tools []*item) (_ []*item, failed bool, _ error) {
+	before := toolsListFailures(pg.chain)
 	entries := make([]policy.ToolEntry, len(tools))
 	for i, it := range tools {
 		entries[i] = policy.ToolEntry{Server: it.up.name, Name: it.name, Tool: it.raw}
 	}
 	filtered, err := pg.chain.ToolsList(s.ctx, s.client, entries)
 	if err != nil {
-		return nil // the session is ending, or the modules fail closed
+		return nil, true, fmt.Errorf("running the tools_list policies: %w", err)
 	}
+	failed = toolsListFailures(pg.chain) != before
 	type key struct{ server, name string }
 	byUpstream := make(map[key]*item, len(tools))
 	for _, it := range tools {
@@ -120,5 +191,19 @@ func (s *session) policyTools(tools []*item) []*item {
 		}
 		out = append(out, it)
 	}
-	return out
+	return out, failed, nil
+}
+
+// toolsListFailures counts the failures of the enforcing tools_list modules
+// of ch. A change across a run means a module failed during it (or, rarely,
+// in another session's run at the same time: that session's view then
+// keeps its last good list once more, which is safe).
+func toolsListFailures(ch *policy.Chain) uint64 {
+	var n uint64
+	for _, st := range ch.Stats() {
+		if !st.Shadow && st.Hooks.Has(policy.HookToolsList) {
+			n += st.Failures
+		}
+	}
+	return n
 }

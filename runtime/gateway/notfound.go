@@ -1,0 +1,206 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy"
+)
+
+// This file answers a tools/call or prompts/get whose name the session's
+// view does not hold, with what the caller may know of why:
+//
+//   - the tool's server is down (it offered the name before it went):
+//     -32603 with data {"reason": "server_unavailable", "server", "state",
+//     "retry_at"} — the server's name and when it is retried next;
+//   - the tool changed its definition since it was pinned and is withheld
+//     until an operator approves it: -32603 with data {"reason":
+//     "pending_approval", "server", "tool", "approve_command",
+//     "approve_endpoint"};
+//   - the name is hidden from this caller (an access list or a tools_list
+//     policy): "unknown tool", -32602, as for a name nobody offers — the
+//     caller may not learn that it exists. The real reason goes to the
+//     operator's log (INFO, once per session and name) and, for tools, to
+//     the audit log (outcome "denied").
+
+// Reasons in the data of the errors above.
+const (
+	reasonServerUnavailable = "server_unavailable"
+	reasonPendingApproval   = "pending_approval"
+)
+
+// codeUnavailable is the JSON-RPC code of a call whose tool or prompt
+// exists but cannot be served now (server down, pending approval); data
+// says which and why.
+const codeUnavailable = jsonrpc.CodeInternalError
+
+// notFound answers a call of name, which the session's view does not hold.
+func (s *session) notFound(req *jsonrpc.Request, k listKind, name string) {
+	full := s.g.route.catalogue()
+	gd := s.g.guard.Load()
+	if it := full.index[k][name]; it != nil && it.up != nil {
+		reason := s.hiddenFrom(gd, k, it)
+		if reason == "" {
+			reason = "not in this client's view of the catalogue"
+		}
+		s.explainHidden(req, k, it, reason)
+		s.replyUnknown(req, k, name)
+		return
+	}
+	if it := full.withheld[name]; it != nil && k == kindTools {
+		if reason := s.hiddenFrom(gd, k, it); reason != "" {
+			s.explainHidden(req, k, it, reason)
+			s.replyUnknown(req, k, name)
+			return
+		}
+		s.pendingApproval(req, it)
+		return
+	}
+	if it := full.gone[k][name]; it != nil {
+		if reason := s.hiddenFrom(gd, k, it); reason != "" {
+			s.explainHidden(req, k, it, reason)
+			s.replyUnknown(req, k, name)
+			return
+		}
+		s.serverUnavailable(req, k, it)
+		return
+	}
+	s.replyUnknown(req, k, name)
+}
+
+func (s *session) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
+	what := "tool"
+	if k == kindPrompts {
+		what = "prompt"
+	}
+	s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
+}
+
+// hiddenFrom says why the session may not see it ("" when it may): an
+// access list, or a tools_list policy that hides or renames it.
+func (s *session) hiddenFrom(gd *guard, k listKind, it *item) string {
+	who := s.id.Name
+	if k != kindTools {
+		if !gd.serverAllowed(who, it.up.name) {
+			return "hidden by the access list"
+		}
+		return ""
+	}
+	if !gd.toolAllowed(who, it.up.name, it.exposed) {
+		return "hidden by the access list"
+	}
+	if !s.g.pol.hooks().Has(policy.HookToolsList) {
+		return ""
+	}
+	pg := s.g.pol.acquire()
+	if pg == nil {
+		return ""
+	}
+	defer s.g.pol.release(pg)
+	out, failed, err := s.runToolsList(pg, []*item{it})
+	switch {
+	case err != nil || failed:
+		return "a tools_list policy failed (the tool stays hidden)"
+	case len(out) != 1 || out[0].exposed != it.exposed:
+		return "hidden or renamed by a tools_list policy"
+	}
+	return ""
+}
+
+// explainHidden logs, once per session and name, why a call of a name
+// hidden from the session was answered "unknown", and audits tool calls.
+func (s *session) explainHidden(req *jsonrpc.Request, k listKind, it *item, reason string) {
+	if k == kindTools {
+		args, _, _ := wire.Field(req.Params, "arguments")
+		s.g.recordToolCall(s, it.up.name, it.exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
+	}
+	if s.g.route.explainOnce(s, listKinds[k].member+"\x00"+it.exposed) {
+		s.g.log.Info("call refused as unknown: the name is hidden from this client",
+			"kind", listKinds[k].member, "name", it.exposed, "server", it.up.name, "identity", s.id.Name, "reason", reason)
+	}
+}
+
+// explainOnce reports whether name's refusal has not been logged for s yet,
+// and records that it is now.
+func (r *router) explainOnce(s *session, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, live := r.sessions[s]; !live {
+		return true // not registered (or gone): nothing to remember it by
+	}
+	set := r.explained[s]
+	if set == nil {
+		set = make(map[string]struct{})
+		r.explained[s] = set
+	}
+	if _, done := set[name]; done {
+		return false
+	}
+	set[name] = struct{}{}
+	return true
+}
+
+// pendingApproval answers a call of a tool withheld by tool pinning.
+func (s *session) pendingApproval(req *jsonrpc.Request, it *item) {
+	server, tool := it.up.name, it.name
+	msg := fmt.Sprintf("edge-mcp: tool %q of server %q changed its definition since it was pinned and is withheld "+
+		"until an operator approves the change (edge-mcp pins approve %s %s, or POST /admin/tools/%s/%s/approve)",
+		it.exposed, server, server, tool, server, tool)
+	data := map[string]any{"reason": reasonPendingApproval, "server": server, "tool": tool,
+		"approve_command":  "edge-mcp pins approve " + server + " " + tool,
+		"approve_endpoint": "POST /admin/tools/" + server + "/" + tool + "/approve"}
+	args, _, _ := wire.Field(req.Params, "arguments")
+	s.g.recordToolCall(s, server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+	s.replyData(req.ID, codeUnavailable, msg, data)
+}
+
+// serverUnavailable answers a call of a tool or prompt whose server is
+// down, naming the server, its state and its next reconnection attempt.
+func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item) {
+	state, next := it.up.retryState()
+	what := "tool"
+	if k == kindPrompts {
+		what = "prompt"
+	}
+	when := "it is reconnecting now"
+	data := map[string]any{"reason": reasonServerUnavailable, "server": it.up.name, "state": string(state)}
+	if wait := time.Until(next); wait > 0 {
+		when = fmt.Sprintf("the next reconnection attempt is at %s (in %s)",
+			next.UTC().Format(time.RFC3339), wait.Round(time.Second))
+		data["retry_at"] = next.UTC().Format(time.RFC3339Nano)
+	}
+	msg := fmt.Sprintf("edge-mcp: server %q is disconnected (%s); %s %q is unavailable until it is back", it.up.name, when, what, it.exposed)
+	if k == kindTools {
+		args, _, _ := wire.Field(req.Params, "arguments")
+		s.g.recordToolCall(s, it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+	}
+	s.g.log.Debug("call of an unavailable server's "+what, "server", it.up.name, "name", it.exposed, "state", state)
+	s.replyData(req.ID, codeUnavailable, msg, data)
+}
+
+// replyData answers req with a JSON-RPC error carrying data.
+func (s *session) replyData(id jsonrpc.ID, code int64, msg string, data map[string]any) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		s.g.log.Log(s.ctx, slog.LevelError, "encoding error data", "err", err)
+	}
+	s.write(s.ctx, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg, Data: raw}})
+}
+
+// retryState is the upstream's connection state and its next reconnection
+// attempt (zero when none is scheduled).
+func (u *upstream) retryState() (State, time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	state := u.state
+	if state == StateConnected && u.current() == nil {
+		state = StateDisconnected // the link just failed; run has not noted it yet
+	}
+	return state, u.nextRetry
+}
