@@ -247,12 +247,18 @@ func (a *openAIAPI) serveCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := peerOf(r)
-	it := a.view(p).resolve(in.Name)
-	if it == nil {
+	name := in.Name
+	if it := a.view(p).resolve(in.Name); it != nil {
+		name = it.exposed
+	} else if name == toolSearchName || name == toolInvokeName {
+		// The gateway's own tools are for MCP clients, not this API.
 		apiError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("unknown tool %q", in.Name))
 		return
 	}
-	resp, err := a.call(r.Context(), p, it.exposed, args)
+	// A name the view does not hold goes through the session too, which
+	// says why it cannot be called where the caller may know (server down,
+	// pending approval) and answers "unknown tool" otherwise.
+	resp, err := a.call(r.Context(), p, name, args)
 	if err != nil {
 		apiError(w, http.StatusBadGateway, "upstream_error", "edge-mcp: the call did not complete: "+err.Error())
 		return
@@ -293,7 +299,9 @@ func apiStatus(err error) (int, string, string) {
 	case e.Code == codeRequestTimeout:
 		return http.StatusGatewayTimeout, "timeout_error", e.Message
 	case e.Code == jsonrpc.CodeInvalidParams && strings.HasPrefix(e.Message, "unknown tool"):
-		return http.StatusNotFound, "not_found_error", e.Message // gone since the view was read
+		return http.StatusNotFound, "not_found_error", e.Message
+	case unavailableReason(e.Data) != "":
+		return http.StatusServiceUnavailable, "server_error", e.Message
 	case e.Code == jsonrpc.CodeInvalidParams, e.Code == jsonrpc.CodeInvalidRequest:
 		return http.StatusBadRequest, "invalid_request_error", e.Message
 	default:
@@ -436,4 +444,14 @@ func retryAfterValue(raw json.RawMessage) string {
 		return ""
 	}
 	return strconv.Itoa(n)
+}
+
+// unavailableReason is the reason in the data of an error that says why a
+// tool cannot be called now (server_unavailable, pending_approval), or "".
+func unavailableReason(data json.RawMessage) string {
+	r, _ := wire.String(data, "reason")
+	if r == "server_unavailable" || r == "pending_approval" {
+		return r
+	}
+	return ""
 }
