@@ -18,7 +18,7 @@ const maxJSONBody = 1 << 20
 func (s *Server) listModules(w http.ResponseWriter, r *http.Request) {
 	list, err := s.ops.ListModules()
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"modules": list})
@@ -27,7 +27,7 @@ func (s *Server) listModules(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getModule(w http.ResponseWriter, r *http.Request) {
 	info, err := s.ops.GetModule(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, info)
@@ -51,7 +51,7 @@ func (s *Server) putModule(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.record(r, "module.upload.rejected", name, "", err.Error())
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	detail := "stored; not attached"
@@ -65,7 +65,7 @@ func (s *Server) putModule(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteModule(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := s.ops.DeleteModule(name); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	s.record(r, "module.delete", name, "", "")
@@ -76,7 +76,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	info, err := s.ops.RollbackModule(r.Context(), name)
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	s.record(r, "module.rollback", name, info.Digest, "")
@@ -127,7 +127,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		err = s.ops.AttachPolicy(r.Context(), sp, pos)
 	}
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	mode := sp.Mode
@@ -141,7 +141,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 func (s *Server) detach(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := s.ops.DetachPolicy(r.Context(), name); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	s.record(r, "policy.detach", name, "", "")
@@ -159,7 +159,7 @@ func (s *Server) reorder(w http.ResponseWriter, r *http.Request) {
 		err = s.ops.ReorderPolicies(r.Context(), body.Order)
 	}
 	if err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	s.record(r, "policy.reorder", "", "", fmt.Sprint(body.Order))
@@ -169,7 +169,7 @@ func (s *Server) reorder(w http.ResponseWriter, r *http.Request) {
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := s.ops.PromotePolicy(r.Context(), name); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	s.record(r, "policy.promote", name, "", "shadow → enforce")
@@ -185,7 +185,7 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "invalid_config", "reason": err.Error(), "file": ce.File, "key": ce.Key})
 			return
 		}
-		writeError(w, Errorf(http.StatusUnprocessableEntity, "reload_failed", "%v", err))
+		s.writeError(w, Errorf(http.StatusUnprocessableEntity, "reload_failed", "%v", err))
 		return
 	}
 	s.record(r, "config.reload", path, "", res.String())
@@ -205,7 +205,7 @@ func (s *Server) pendingTools(w http.ResponseWriter, r *http.Request) {
 func (s *Server) approveTool(w http.ResponseWriter, r *http.Request) {
 	server, tool := r.PathValue("server"), r.PathValue("tool")
 	if err := s.ops.ApproveToolChange(server, tool); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	s.record(r, "tool.approve", server+"/"+tool, "", "changed definition approved")
@@ -218,7 +218,7 @@ func (s *Server) approveTool(w http.ResponseWriter, r *http.Request) {
 func (s *Server) rejectTool(w http.ResponseWriter, r *http.Request) {
 	server, tool := r.PathValue("server"), r.PathValue("tool")
 	if err := s.ops.RejectToolChange(server, tool); err != nil {
-		writeError(w, err)
+		s.writeError(w, err)
 		return
 	}
 	s.record(r, "tool.reject", server+"/"+tool, "", "changed definition rejected; tool stays withheld")

@@ -28,7 +28,7 @@ type Options struct {
 	// Audit receives the record of every admin change, accepted or
 	// refused; nil drops them.
 	Audit func(Record)
-	// Log receives failures the client cannot see; nil discards them.
+	// Log receives internal failures (answered as 500); nil discards them.
 	Log *slog.Logger
 }
 
@@ -77,21 +77,16 @@ func (s *Server) routes() {
 		s.mux.HandleFunc(pattern, h)
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, Errorf(http.StatusNotFound, "not_found", "no admin endpoint %s %s", r.Method, r.URL.Path))
+		s.writeError(w, Errorf(http.StatusNotFound, "not_found", "no admin endpoint %s %s", r.Method, r.URL.Path))
 	})
 }
 
 // ServeHTTP authenticates the request and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id, err := s.authenticate(r)
+	id, challenge, err := s.authenticate(r)
 	if err != nil {
-		realm := `Bearer realm="edge-mcp-admin"`
-		if err.Code == "invalid_token" {
-			realm += `, error="invalid_token"`
-			err.Code = "unauthorized"
-		}
-		w.Header().Set("WWW-Authenticate", realm)
-		writeError(w, err)
+		w.Header().Set("WWW-Authenticate", challenge)
+		s.writeError(w, err)
 		return
 	}
 	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
@@ -99,17 +94,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type identityKey struct{}
 
-// authenticate returns the admin identity whose token the request bears.
-func (s *Server) authenticate(r *http.Request) (string, *Error) {
+// authenticate returns the admin identity whose token the request bears,
+// or the error and the WWW-Authenticate challenge to answer with.
+func (s *Server) authenticate(r *http.Request) (id, challenge string, err error) {
 	tokens := s.allTokens()
 	if len(tokens) == 0 {
-		return "local", nil
+		return "local", "", nil
 	}
+	const realm = `Bearer realm="edge-mcp-admin"`
 	tok, ok := bearerToken(r)
 	if !ok {
-		return "", Errorf(http.StatusUnauthorized, "unauthorized", "this admin API needs Authorization: Bearer <admin token>")
+		return "", realm, Errorf(http.StatusUnauthorized, "unauthorized", "this admin API needs Authorization: Bearer <admin token>")
 	}
-	id := ""
 	presented := sha256.Sum256([]byte(tok))
 	for name, want := range tokens {
 		w := sha256.Sum256([]byte(want))
@@ -118,9 +114,9 @@ func (s *Server) authenticate(r *http.Request) (string, *Error) {
 		}
 	}
 	if id == "" {
-		return "", Errorf(http.StatusUnauthorized, "invalid_token", "the admin token is not valid")
+		return "", realm + `, error="invalid_token"`, Errorf(http.StatusUnauthorized, "unauthorized", "the admin token is not valid")
 	}
-	return id, nil
+	return id, "", nil
 }
 
 // allTokens is the configured tokens plus the one of TokenEnv.
@@ -176,10 +172,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeError answers err: its status, code and reason when it is an
-// *Error, else 500.
-func writeError(w http.ResponseWriter, err error) {
+// *Error, else 500 (and the error is logged).
+func (s *Server) writeError(w http.ResponseWriter, err error) {
 	var ae *Error
 	if !errors.As(err, &ae) {
+		s.log.Error("admin API: operation failed", "err", err)
 		ae = Errorf(http.StatusInternalServerError, "internal", "%v", err)
 	}
 	writeJSON(w, ae.Status, map[string]string{"error": ae.Code, "reason": ae.Reason})
