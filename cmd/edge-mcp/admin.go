@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
 
 // This file is the admin client, and edge-mcp module push|ls|rm|rollback
@@ -76,7 +78,7 @@ func adminFlags(fs *flag.FlagSet) func() *adminClient {
 	return func() *adminClient {
 		t := *token
 		if t == "" {
-			t = os.Getenv("EDGE_MCP_ADMIN_TOKEN")
+			t = os.Getenv(admin.TokenEnv)
 		}
 		return &adminClient{base: *base, token: t, http: &http.Client{Timeout: 5 * time.Minute}}
 	}
@@ -198,7 +200,7 @@ func modulePush(ctx context.Context, c *adminClient, file string, o pushOptions,
 	sum := sha256.Sum256(wasm)
 	h := http.Header{}
 	h.Set("Content-Type", "application/wasm")
-	h.Set("X-Module-SHA256", "sha256:"+hex.EncodeToString(sum[:]))
+	h.Set(admin.HeaderModuleDigest, "sha256:"+hex.EncodeToString(sum[:]))
 	if vectorsFile != "" {
 		v, err := os.ReadFile(vectorsFile)
 		if err != nil {
@@ -207,14 +209,14 @@ func modulePush(ctx context.Context, c *adminClient, file string, o pushOptions,
 		if !json.Valid(v) {
 			return fmt.Errorf("%s is not valid JSON", vectorsFile)
 		}
-		h.Set("X-Module-Test-Vectors", base64.StdEncoding.EncodeToString(v))
+		h.Set(admin.HeaderModuleVectors, base64.StdEncoding.EncodeToString(v))
 	}
 	if signKey != "" {
 		key, err := readPrivateKey(signKey)
 		if err != nil {
 			return fmt.Errorf("--sign %s: %w", signKey, err)
 		}
-		h.Set("X-Module-Signature", base64.StdEncoding.EncodeToString(ed25519.Sign(key, wasm)))
+		h.Set(admin.HeaderModuleSignature, base64.StdEncoding.EncodeToString(ed25519.Sign(key, wasm)))
 	}
 	body := wasm
 	if compress {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
 
 // This file is edge-mcp pins ls|approve|reject: tool definitions an
@@ -31,13 +33,7 @@ func pinsCommands() []*command {
 
 // pendingList is the answer of GET /admin/tools/pending.
 type pendingList struct {
-	Pending []struct {
-		Server    string    `json:"server"`
-		Tool      string    `json:"tool"`
-		Diff      string    `json:"diff"`
-		ChangedAt time.Time `json:"changed_at"`
-		Withheld  bool      `json:"withheld"`
-	} `json:"pending"`
+	Pending []admin.PendingToolChange `json:"pending"`
 }
 
 func pinsListFlags(fs *flag.FlagSet) runFunc {

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
 
 // This file is edge-mcp policy attach|detach|ls|promote|reorder against a
@@ -44,17 +45,8 @@ func policyCommands() []*command {
 
 // policyList is the answer of the policy endpoints.
 type policyList struct {
-	Generation uint64 `json:"generation"`
-	Policies   []struct {
-		policy.Spec
-		Source      string `json:"source"`
-		Digest      string `json:"digest"`
-		Healthy     bool   `json:"healthy"`
-		Calls       uint64 `json:"calls"`
-		Failures    uint64 `json:"failures"`
-		ShadowRuns  uint64 `json:"shadow_runs"`
-		ShadowDiffs uint64 `json:"shadow_diffs"`
-	} `json:"policies"`
+	Generation uint64             `json:"generation"`
+	Policies   []admin.PolicyInfo `json:"policies"`
 }
 
 func (l *policyList) print(w io.Writer) error {
