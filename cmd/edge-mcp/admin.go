@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,9 +23,11 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
 
-// This file is the admin client: edge-mcp module push|ls|rm|rollback
+// This file is the admin client, and edge-mcp module push|ls|rm|rollback
 // against a running gateway's admin API.
 
 const defaultAdminURL = "http://127.0.0.1:9090"
@@ -70,15 +73,26 @@ func check(code int, raw []byte) error {
 
 // adminFlags adds --admin and --token to fs.
 func adminFlags(fs *flag.FlagSet) func() *adminClient {
-	url := fs.String("admin", envOr("EDGE_MCP_ADMIN_URL", defaultAdminURL), "admin API base URL (env EDGE_MCP_ADMIN_URL)")
+	base := fs.String("admin", envOr("EDGE_MCP_ADMIN_URL", defaultAdminURL), "admin API base URL (env EDGE_MCP_ADMIN_URL)")
 	token := fs.String("token", "", "admin token (default: env EDGE_MCP_ADMIN_TOKEN)")
 	return func() *adminClient {
 		t := *token
 		if t == "" {
-			t = os.Getenv("EDGE_MCP_ADMIN_TOKEN")
+			t = os.Getenv(admin.TokenEnv)
 		}
-		return &adminClient{base: *url, token: t, http: &http.Client{Timeout: 5 * time.Minute}}
+		return &adminClient{base: *base, token: t, http: &http.Client{Timeout: 5 * time.Minute}}
 	}
+}
+
+// attachCommand is the command line that attaches the uploaded module name
+// as a policy of the same name through this client's admin API (the token
+// is never shown).
+func (c *adminClient) attachCommand(name string) string {
+	cmd := "edge-mcp policy attach " + name + " --module " + name
+	if c.base != defaultAdminURL {
+		cmd += " --admin " + c.base
+	}
+	return cmd
 }
 
 func envOr(k, def string) string {
@@ -88,84 +102,94 @@ func envOr(k, def string) string {
 	return def
 }
 
-// splitArgs separates positional arguments from flags, so flags may come
-// after them (edge-mcp module push FILE --name NAME).
-func splitArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos = append(pos, args[0])
-			args = args[1:]
-		}
+// moduleCommands are edge-mcp module push|ls|rm|rollback.
+func moduleCommands() []*command {
+	return []*command{
+		{name: "module push", args: "FILE.wasm", nargs: 1, define: modulePushFlags,
+			summary: "upload a module: verified and stored; it runs once a policy attaches it",
+			example: "edge-mcp module push redact.wasm --name redact --sign key.pem --vectors vectors.json"},
+		{name: "module ls", define: adminOnly(moduleList),
+			summary: "list uploaded modules: digest, ABI, health, calls, where attached, versions kept",
+			example: "edge-mcp module ls --admin http://127.0.0.1:9090"},
+		{name: "module rm", args: "NAME", nargs: 1, define: adminOnly(moduleRemove),
+			summary: "delete an uploaded module that no policy attaches",
+			example: "edge-mcp module rm redact"},
+		{name: "module rollback", args: "NAME", nargs: 1, define: adminOnly(moduleRollback),
+			summary: "make the previous version of a module the active one",
+			example: "edge-mcp module rollback redact"},
 	}
-	return pos, nil
 }
 
-func moduleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("usage: edge-mcp module push|ls|rm|rollback ... (see edge-mcp module push -h)")
+// adminOnly defines a command whose only flags are --admin and --token.
+func adminOnly(fn func(ctx context.Context, c *adminClient, args []string, stdout io.Writer) error) func(*flag.FlagSet) runFunc {
+	return func(fs *flag.FlagSet) runFunc {
+		client := adminFlags(fs)
+		return func(ctx context.Context, args []string, s streams) error { return fn(ctx, client(), args, s.stdout) }
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("module "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	client := adminFlags(fs)
-	switch sub {
-	case "push":
-		name := fs.String("name", "", "module name (default: the file name without .wasm)")
-		vectors := fs.String("vectors", "", "JSON file of test vectors the module must pass before it is activated")
-		signKey := fs.String("sign", "", "ed25519 private key (PEM PKCS#8, or base64 of the 64-byte key) to sign the module with")
-		compress := fs.Bool("compress", true, "send the module zstd-compressed")
-		pos, err := splitArgs(fs, args)
-		if err != nil {
-			return err
-		}
-		if len(pos) != 1 {
-			return errors.New("usage: edge-mcp module push FILE.wasm [--name NAME] [--vectors FILE] [--sign KEY]")
-		}
-		return modulePush(ctx, client(), pos[0], *name, *vectors, *signKey, *compress, stdout)
-	case "ls":
-		if _, err := splitArgs(fs, args); err != nil {
-			return err
-		}
-		return moduleList(ctx, client(), stdout)
-	case "rm", "rollback":
-		pos, err := splitArgs(fs, args)
-		if err != nil {
-			return err
-		}
-		if len(pos) != 1 {
-			return fmt.Errorf("usage: edge-mcp module %s NAME", sub)
-		}
-		c := client()
-		method, path := http.MethodDelete, "/admin/modules/"+pos[0]
-		if sub == "rollback" {
-			method, path = http.MethodPost, path+"/rollback"
-		}
-		code, raw, err := c.do(ctx, method, path, nil, nil)
-		if err != nil {
-			return err
-		}
-		if err := check(code, raw); err != nil {
-			return err
-		}
-		if sub == "rm" {
-			fmt.Fprintf(stdout, "removed %s\n", pos[0])
-			return nil
-		}
-		var info struct{ Name, Digest string }
-		json.Unmarshal(raw, &info)
-		fmt.Fprintf(stdout, "rolled back %s to %s\n", info.Name, info.Digest)
+}
+
+// call sends one admin request and decodes a successful JSON answer into
+// out (when not nil).
+func (c *adminClient) call(ctx context.Context, method, path string, body []byte, out any) error {
+	var h http.Header
+	if body != nil {
+		h = http.Header{"Content-Type": {"application/json"}}
+	}
+	code, raw, err := c.do(ctx, method, path, body, h)
+	if err != nil {
+		return err
+	}
+	if err := check(code, raw); err != nil {
+		return err
+	}
+	if out == nil || code == http.StatusNoContent {
 		return nil
-	default:
-		return fmt.Errorf("unknown module command %q (want push, ls, rm or rollback)", sub)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decoding the answer to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+func moduleRemove(ctx context.Context, c *adminClient, args []string, stdout io.Writer) error {
+	if err := c.call(ctx, http.MethodDelete, "/admin/modules/"+url.PathEscape(args[0]), nil, nil); err != nil {
+		return fmt.Errorf("removing module %s: %w", args[0], err)
+	}
+	fmt.Fprintf(stdout, "removed %s\n", args[0])
+	return nil
+}
+
+func moduleRollback(ctx context.Context, c *adminClient, args []string, stdout io.Writer) error {
+	var info struct{ Name, Digest string }
+	if err := c.call(ctx, http.MethodPost, "/admin/modules/"+url.PathEscape(args[0])+"/rollback", nil, &info); err != nil {
+		return fmt.Errorf("rolling back module %s: %w", args[0], err)
+	}
+	fmt.Fprintf(stdout, "rolled back %s to %s\n", info.Name, info.Digest)
+	return nil
+}
+
+func modulePushFlags(fs *flag.FlagSet) runFunc {
+	client := adminFlags(fs)
+	var o pushOptions
+	fs.StringVar(&o.name, "name", "", "module name (default: the file name without .wasm)")
+	fs.StringVar(&o.vectors, "vectors", "", "JSON file of test vectors the module must pass before it is stored")
+	fs.StringVar(&o.signKey, "sign", "", "ed25519 private key (PEM PKCS#8, or base64 of the 64-byte key) to sign the module with")
+	fs.BoolVar(&o.compress, "compress", true, "send the module zstd-compressed")
+	return func(ctx context.Context, args []string, s streams) error {
+		return modulePush(ctx, client(), args[0], o, s.stdout)
 	}
 }
 
-func modulePush(ctx context.Context, c *adminClient, file, name, vectorsFile, signKey string, compress bool, stdout io.Writer) error {
+type pushOptions struct {
+	name, vectors, signKey string
+	compress               bool
+}
+
+// modulePush uploads file and says where it runs: nowhere until a policy
+// attaches it (with the command that does), or as the policies that
+// already attach its name.
+func modulePush(ctx context.Context, c *adminClient, file string, o pushOptions, stdout io.Writer) error {
+	name, vectorsFile, signKey, compress := o.name, o.vectors, o.signKey, o.compress
 	wasm, err := os.ReadFile(file)
 	if err != nil {
 		return err
@@ -176,7 +200,7 @@ func modulePush(ctx context.Context, c *adminClient, file, name, vectorsFile, si
 	sum := sha256.Sum256(wasm)
 	h := http.Header{}
 	h.Set("Content-Type", "application/wasm")
-	h.Set("X-Module-SHA256", "sha256:"+hex.EncodeToString(sum[:]))
+	h.Set(admin.HeaderModuleDigest, "sha256:"+hex.EncodeToString(sum[:]))
 	if vectorsFile != "" {
 		v, err := os.ReadFile(vectorsFile)
 		if err != nil {
@@ -185,14 +209,14 @@ func modulePush(ctx context.Context, c *adminClient, file, name, vectorsFile, si
 		if !json.Valid(v) {
 			return fmt.Errorf("%s is not valid JSON", vectorsFile)
 		}
-		h.Set("X-Module-Test-Vectors", base64.StdEncoding.EncodeToString(v))
+		h.Set(admin.HeaderModuleVectors, base64.StdEncoding.EncodeToString(v))
 	}
 	if signKey != "" {
 		key, err := readPrivateKey(signKey)
 		if err != nil {
 			return fmt.Errorf("--sign %s: %w", signKey, err)
 		}
-		h.Set("X-Module-Signature", base64.StdEncoding.EncodeToString(ed25519.Sign(key, wasm)))
+		h.Set(admin.HeaderModuleSignature, base64.StdEncoding.EncodeToString(ed25519.Sign(key, wasm)))
 	}
 	body := wasm
 	if compress {
@@ -213,11 +237,12 @@ func modulePush(ctx context.Context, c *adminClient, file, name, vectorsFile, si
 		AttachedAs   []string `json:"attached_as"`
 	}
 	json.Unmarshal(raw, &info)
-	fmt.Fprintf(stdout, "pushed %s as %s (%s), active", file, info.Name, info.Digest)
+	fmt.Fprintf(stdout, "pushed %s as %s (%s): stored", file, info.Name, info.Digest)
 	if len(info.AttachedAs) > 0 {
-		fmt.Fprintf(stdout, "; attached as %s", strings.Join(info.AttachedAs, ", "))
+		fmt.Fprintf(stdout, "; now running as policy %s\n", strings.Join(info.AttachedAs, ", "))
+		return nil
 	}
-	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "; not running until attached. Attach with:\n  %s\n", c.attachCommand(info.Name))
 	return nil
 }
 
@@ -252,7 +277,7 @@ func readPrivateKey(path string) (ed25519.PrivateKey, error) {
 	return nil, fmt.Errorf("base64 key is %d bytes, want 64 (or a 32-byte seed)", len(raw))
 }
 
-func moduleList(ctx context.Context, c *adminClient, stdout io.Writer) error {
+func moduleList(ctx context.Context, c *adminClient, _ []string, stdout io.Writer) error {
 	code, raw, err := c.do(ctx, http.MethodGet, "/admin/modules", nil, nil)
 	if err != nil {
 		return err

@@ -27,6 +27,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Re-executed by runMain: be the edge-mcp command itself.
+	if os.Getenv("EDGE_MCP_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
 	// The default state folder is under the user's home; tests keep theirs
 	// apart.
 	dir, err := os.MkdirTemp("", "edge-mcp-state")

@@ -1,14 +1,8 @@
 // Command edge-mcp is a small, fast MCP gateway: one MCP endpoint in front of
 // many MCP servers.
 //
-// Usage:
-//
-//	edge-mcp                                  serve the built-in demo on 127.0.0.1:8080
-//	edge-mcp serve --config FILE [--listen ADDR]
-//	edge-mcp stdio [--config FILE]            serve one client on stdin/stdout
-//	edge-mcp status [--url URL]
-//	edge-mcp module push FILE.wasm [--name NAME] | ls | rm NAME | rollback NAME   [--admin URL] [--token T]
-//	edge-mcp policy test MODULE.wasm --hook HOOK --input CASE.json [--config CFG.json]
+// Run edge-mcp help for the commands; every command has --help. The
+// command tree and each command's help text are in cli.go.
 package main
 
 import (
@@ -36,34 +30,49 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "edge-mcp:", err)
-		os.Exit(1)
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil {
+		return
 	}
+	fmt.Fprintln(os.Stderr, "edge-mcp:", err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		os.Exit(2)
+	}
+	os.Exit(1)
 }
 
+// run runs the command line args. A usage mistake is a *usageError.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := "serve"
+	cmd, named := "serve", false
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+		cmd, args, named = args[0], args[1:], true
 	}
+	switch {
+	case cmd == "help":
+		return help(stdout, args)
+	case wantsHelp(args) && !named:
+		return help(stdout, nil)
+	case wantsHelp(args):
+		return help(stdout, append([]string{cmd}, args...))
+	}
+	s := streams{stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	switch cmd {
-	case "serve":
-		return serve(ctx, args, stdout, stderr)
-	case "stdio":
-		return serveStdio(ctx, args, os.Stdin, stdout, stderr)
-	case "status":
-		return status(ctx, args, stdout)
-	case "module":
-		return moduleCmd(ctx, args, stdout, stderr)
+	case "serve", "stdio", "status", "module", "pins":
+		return dispatch(ctx, cmd, args, s)
 	case "policy":
 		return policyCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "edge-mcp", gateway.Version)
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want serve, stdio, status, module, policy or version)", cmd)
+		return usagef("unknown command %q; run 'edge-mcp help' for the list", cmd)
 	}
+}
+
+// policyCmd runs edge-mcp policy ARGS.
+func policyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return dispatch(ctx, "policy", args, streams{stdin: os.Stdin, stdout: stdout, stderr: stderr})
 }
 
 // setup loads the config (or the demo), makes the logger (always on
@@ -102,14 +111,15 @@ func setup(configPath string, stderr io.Writer, extra func(*config.Config, *gate
 
 // serveStdio serves one client on stdin/stdout, so a desktop client can
 // launch edge-mcp as a local server. Logs go to stderr only.
-func serveStdio(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writer, stderr io.Writer) error {
-	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func stdioFlags(fs *flag.FlagSet) runFunc {
 	configPath := fs.String("config", "", "config file (JSON); none: the built-in demo")
-	if err := fs.Parse(args); err != nil {
-		return err
+	return func(ctx context.Context, _ []string, s streams) error {
+		return serveStdio(ctx, *configPath, s.stdin, s.stdout, s.stderr)
 	}
-	g, _, log, err := setup(*configPath, stderr, nil)
+}
+
+func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, stdout io.Writer, stderr io.Writer) error {
+	g, _, log, err := setup(configPath, stderr, nil)
 	if err != nil {
 		return err
 	}
@@ -134,27 +144,33 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "config file (JSON); none: the built-in demo")
-	listen := fs.String("listen", "", "listen address (overrides the config's listen; default 127.0.0.1:8080)")
-	adminAddr := fs.String("admin", "", "admin API listen address, or \"off\" (overrides the config's admin.listen; default "+defaultAdminListen+")")
-	stateDir := fs.String("state-dir", defaultStateDir(), "folder of uploaded modules and run-time attachments (the config's admin.state_dir wins)")
-	record := fs.String("record", "", "write the redacted input of every policy hook call to this folder, for edge-mcp policy test")
-	allowUnauth := fs.Bool("allow-unauthenticated", false, "serve without client authentication on a non-loopback address (when something in front authenticates)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	g, cfg, log, err := setup(*configPath, stderr, func(c *config.Config, o *gateway.Options) {
-		if *listen != "" {
-			c.Listen = *listen // before New: the listener decides whether auth may be off
+// serveOptions are the flags of serve.
+type serveOptions struct {
+	configPath, listen, adminAddr, stateDir, record string
+	allowUnauth                                     bool
+}
+
+func serveFlags(fs *flag.FlagSet) runFunc {
+	var o serveOptions
+	fs.StringVar(&o.configPath, "config", "", "config file (JSON); none: the built-in demo")
+	fs.StringVar(&o.listen, "listen", "", "listen address (overrides the config's listen; default 127.0.0.1:8080)")
+	fs.StringVar(&o.adminAddr, "admin", "", "admin API listen address, or \"off\" (overrides the config's admin.listen; default "+defaultAdminListen+")")
+	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "folder of uploaded modules and run-time attachments (the config's admin.state_dir wins)")
+	fs.StringVar(&o.record, "record", "", "write the redacted input of every policy hook call to this folder, for edge-mcp policy test")
+	fs.BoolVar(&o.allowUnauth, "allow-unauthenticated", false, "serve without client authentication on a non-loopback address (when something in front authenticates)")
+	return func(ctx context.Context, _ []string, s streams) error { return serve(ctx, o, s.stdout, s.stderr) }
+}
+
+func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error {
+	g, cfg, log, err := setup(o.configPath, stderr, func(c *config.Config, opts *gateway.Options) {
+		if o.listen != "" {
+			c.Listen = o.listen // before New: the listener decides whether auth may be off
 		}
-		if *allowUnauth {
+		if o.allowUnauth {
 			c.Auth.AllowUnauthenticated = true
 		}
-		o.StateDir = *stateDir
-		o.RecordDir = *record
+		opts.StateDir = o.stateDir
+		opts.RecordDir = o.record
 	})
 	if err != nil {
 		return err
@@ -163,7 +179,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	adminLn, err := listenAdmin(*adminAddr, cfg, log)
+	adminLn, err := listenAdmin(o.adminAddr, cfg, log)
 	if err != nil {
 		ln.Close()
 		g.Close()
@@ -201,7 +217,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	url := "http://" + ln.Addr().String() + "/mcp"
-	if *configPath == "" {
+	if o.configPath == "" {
 		fmt.Fprintln(stdout, "edge-mcp: no --config given; serving the built-in demo (servers demo-math and demo-text)")
 	}
 	fmt.Fprintf(stdout, "edge-mcp %s listening on %s\n", gateway.Version, url)
@@ -290,23 +306,23 @@ func reloadOnSIGHUP(ctx context.Context, g *gateway.Gateway, log *slog.Logger) {
 	}()
 }
 
-func status(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+func statusFlags(fs *flag.FlagSet) runFunc {
 	url := fs.String("url", "http://127.0.0.1:8080", "base URL of a running edge-mcp")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url+"/status", nil)
+	return func(ctx context.Context, _ []string, s streams) error { return status(ctx, *url, s.stdout) }
+}
+
+func status(ctx context.Context, url string, stdout io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/status", nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("asking %s for its status: %w", *url, err)
+		return fmt.Errorf("asking %s for its status: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("asking %s for its status: HTTP %s", *url, resp.Status)
+		return fmt.Errorf("asking %s for its status: HTTP %s", url, resp.Status)
 	}
 	var doc struct {
 		Servers []gateway.ServerStatus `json:"servers"`

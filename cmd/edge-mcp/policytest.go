@@ -14,50 +14,54 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy"
 )
 
-// policyCmd runs edge-mcp policy test: one hook of a module on a recorded
-// input, printing the decision, so module authors test without a gateway.
-func policyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "test" {
-		return errors.New("usage: edge-mcp policy test MODULE.wasm --hook HOOK --input CASE.json [--config CFG.json]")
+// policyTestFlags defines edge-mcp policy test: one hook of a module on a
+// recorded input, printing the decision, so module authors test without a
+// gateway.
+func policyTestFlags(fs *flag.FlagSet) runFunc {
+	var o policyTestOptions
+	fs.StringVar(&o.hook, "hook", "", "hook to run: tools_list, tool_call, tool_result, resource_result, prompt_result or event (default: the recorded one)")
+	fs.StringVar(&o.input, "input", "", "the hook input: a file written by serve --record, or the bare hook input JSON (required)")
+	fs.StringVar(&o.config, "config", "", "the module's config (a JSON object), as the attachment's \"config\"")
+	fs.DurationVar(&o.timeout, "timeout", time.Second, "deadline of the hook call")
+	return func(ctx context.Context, pos []string, s streams) error {
+		if o.input == "" {
+			return usagef("edge-mcp policy test: --input is required; run 'edge-mcp policy test --help'")
+		}
+		return policyTest(ctx, pos[0], o, s.stdout)
 	}
-	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	hookName := fs.String("hook", "", "hook to run: tools_list, tool_call, tool_result, resource_result, prompt_result or event (default: the recorded one)")
-	inputFile := fs.String("input", "", "the hook input: a file written by serve --record, or the bare hook input JSON")
-	configFile := fs.String("config", "", "the module's config (a JSON object), as the attachment's \"config\"")
-	timeout := fs.Duration("timeout", time.Second, "deadline of the hook call")
-	pos, err := splitArgs(fs, args[1:])
+}
+
+type policyTestOptions struct {
+	hook, input, config string
+	timeout             time.Duration
+}
+
+func policyTest(ctx context.Context, module string, o policyTestOptions, stdout io.Writer) error {
+	wasm, err := os.ReadFile(module)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || *inputFile == "" {
-		return errors.New("usage: edge-mcp policy test MODULE.wasm --hook HOOK --input CASE.json [--config CFG.json]")
-	}
-	wasm, err := os.ReadFile(pos[0])
-	if err != nil {
-		return err
-	}
-	raw, err := os.ReadFile(*inputFile)
+	raw, err := os.ReadFile(o.input)
 	if err != nil {
 		return err
 	}
 	recorded, input, err := parseRecorded(raw)
 	if err != nil {
-		return fmt.Errorf("%s: %w", *inputFile, err)
+		return fmt.Errorf("%s: %w", o.input, err)
 	}
-	if *hookName == "" {
-		*hookName = recorded
+	if o.hook == "" {
+		o.hook = recorded
 	}
-	if *hookName == "" {
-		return fmt.Errorf("%s does not say which hook it was recorded for: pass --hook", *inputFile)
+	if o.hook == "" {
+		return fmt.Errorf("%s does not say which hook it was recorded for: pass --hook", o.input)
 	}
-	hook, err := policy.ParseHook(*hookName)
+	hook, err := policy.ParseHook(o.hook)
 	if err != nil {
 		return err
 	}
 	var cfg json.RawMessage
-	if *configFile != "" {
-		if cfg, err = os.ReadFile(*configFile); err != nil {
+	if o.config != "" {
+		if cfg, err = os.ReadFile(o.config); err != nil {
 			return err
 		}
 	}
@@ -66,7 +70,7 @@ func policyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer eng.Close(context.Background())
-	m, err := eng.Load(ctx, "test", wasm, policy.ModuleOptions{Config: cfg, Timeout: *timeout, PoolSize: 1})
+	m, err := eng.Load(ctx, "test", wasm, policy.ModuleOptions{Config: cfg, Timeout: o.timeout, PoolSize: 1})
 	if err != nil {
 		return err
 	}

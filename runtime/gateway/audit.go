@@ -4,21 +4,13 @@ import (
 	"context"
 	"log/slog"
 
-	"time"
-
 	"github.com/edge-mcp/edge-mcp/internal/audit"
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
 
 // AuditAdmin is the audit record of one admin change: what, which digest,
 // when and by which admin identity.
-type AuditAdmin struct {
-	Time     time.Time `json:"time"`
-	Identity string    `json:"identity"`
-	Action   string    `json:"action"`
-	Target   string    `json:"target,omitempty"`
-	Digest   string    `json:"digest,omitempty"`
-	Detail   string    `json:"detail,omitempty"`
-}
+type AuditAdmin = admin.Record
 
 // audit records an audit record: in the audit log when one is configured,
 // and always in the gateway's log.

@@ -1,12 +1,11 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/pinning"
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
 
 // This file guards against "rug pulls": every tool definition is pinned
@@ -15,6 +14,13 @@ import (
 // "withhold", the default) or only flagged ("flag") until an operator
 // approves the change through the admin API. Changes are logged with a
 // diff, once per new definition.
+//
+// An operator may instead reject a change: the old pin stays, the tool
+// stays withheld (in "flag" mode too), and the change is no longer listed
+// as pending. Only a different definition from the upstream is offered
+// for a decision again (a return to the pinned one simply restores the
+// tool). Rejections live as long as the process: after a restart a
+// rejected change is pending again, and the tool still withheld.
 
 // pinOffer checks the tools of an offer against their pins and returns the
 // offer without the withheld ones. Called by the router with its lock held.
@@ -40,7 +46,7 @@ func (g *Gateway) pinOffer(u *upstream, offer *upstreamLists) *upstreamLists {
 				g.log.Warn("tool definition changed since it was pinned; "+map[bool]string{true: "withheld", false: "flagged"}[withhold]+" until an operator approves it",
 					"server", u.name, "tool", it.name, "diff", c.Diff)
 			}
-			if !withhold {
+			if !withhold && !g.pinRejected(u.name, it.name, c.NewFingerprint) {
 				if changed {
 					kept = append(kept, *it)
 				}
@@ -60,43 +66,66 @@ func (g *Gateway) pinOffer(u *upstream, offer *upstreamLists) *upstreamLists {
 	return &out
 }
 
-// PendingToolChange is a changed tool definition awaiting approval.
-type PendingToolChange struct {
-	Server    string    `json:"server"`
-	Tool      string    `json:"tool"`
-	Diff      string    `json:"diff"`
-	ChangedAt time.Time `json:"changed_at"`
-	Withheld  bool      `json:"withheld"`
+// pinRejection is the key, in g.pinLogged, of a rejected change of a
+// tool; its value is the fingerprint of the rejected definition.
+type pinRejection struct{ server, tool string }
+
+// pinRejected reports whether the definition fp of server's tool was
+// rejected by an operator.
+func (g *Gateway) pinRejected(server, tool, fp string) bool {
+	v, ok := g.pinLogged.Load(pinRejection{server, tool})
+	return ok && v.(string) == fp
 }
 
-func (g *Gateway) adminPendingTools(w http.ResponseWriter, r *http.Request) {
+func (o adminOps) PendingToolChanges() []PendingToolChange {
+	g := o.g
 	out := []PendingToolChange{}
-	if g.pins != nil {
-		withheld := g.config().Pinning.Mode != "flag"
-		for _, c := range g.pins.Pending() {
-			out = append(out, PendingToolChange{Server: c.Server, Tool: c.Tool, Diff: c.Diff, ChangedAt: c.ChangedAt, Withheld: withheld})
-		}
+	if g.pins == nil {
+		return out
 	}
-	writeAdminJSON(w, http.StatusOK, map[string]any{"pending": out})
+	withheld := g.config().Pinning.Mode != "flag"
+	for _, c := range g.pins.Pending() {
+		if g.pinRejected(c.Server, c.Tool, c.NewFingerprint) {
+			continue
+		}
+		out = append(out, PendingToolChange{Server: c.Server, Tool: c.Tool, Diff: c.Diff, ChangedAt: c.ChangedAt, Withheld: withheld})
+	}
+	return out
 }
 
-// adminApproveTool accepts a changed tool definition as the new pin; the
-// tool returns to the catalogue (with list_changed).
-func (g *Gateway) adminApproveTool(w http.ResponseWriter, r *http.Request) {
-	server, tool := r.PathValue("server"), r.PathValue("tool")
+// ApproveToolChange accepts a changed tool definition as the new pin; the
+// tool returns to the catalogue (with list_changed). A rejected change may
+// still be approved.
+func (o adminOps) ApproveToolChange(server, tool string) error {
+	g := o.g
 	if g.pins == nil {
-		writeAdminError(w, adminErr(http.StatusConflict, "pinning_off", "tool pinning is off (pinning.mode)"))
-		return
+		return admin.Errorf(http.StatusConflict, "pinning_off", "tool pinning is off (pinning.mode)")
 	}
-	if err := g.pins.Approve(server, tool); err != nil {
-		if errors.Is(err, pinning.ErrNotPending) {
-			writeAdminError(w, adminErr(http.StatusNotFound, "not_pending", "tool %q of server %q has no change awaiting approval", tool, server))
-			return
-		}
-		writeAdminError(w, err)
-		return
+	if err := g.pins.Approve(server, tool); errors.Is(err, pinning.ErrNotPending) {
+		return admin.Errorf(http.StatusNotFound, "not_pending", "tool %q of server %q has no change awaiting approval", tool, server)
+	} else if err != nil {
+		return err // already names the tool
 	}
+	g.pinLogged.Delete(pinRejection{server, tool})
 	g.route.publish(nil)
-	g.auditAdmin(r, "tool.approve", server+"/"+tool, "", "changed definition approved")
-	writeAdminJSON(w, http.StatusOK, json.RawMessage(`{"approved":true}`))
+	return nil
+}
+
+// RejectToolChange refuses the pending definition of server's tool: the
+// old pin stays, the tool stays withheld, and this definition is not
+// offered for approval again.
+func (o adminOps) RejectToolChange(server, tool string) error {
+	g := o.g
+	if g.pins == nil {
+		return admin.Errorf(http.StatusConflict, "pinning_off", "tool pinning is off (pinning.mode)")
+	}
+	for _, c := range g.pins.Pending() {
+		if c.Server != server || c.Tool != tool || g.pinRejected(server, tool, c.NewFingerprint) {
+			continue
+		}
+		g.pinLogged.Store(pinRejection{server, tool}, c.NewFingerprint)
+		g.route.publish(nil) // in flag mode the tool leaves the catalogue now
+		return nil
+	}
+	return admin.Errorf(http.StatusNotFound, "not_pending", "tool %q of server %q has no change awaiting a decision", tool, server)
 }

@@ -62,7 +62,7 @@ type upstream struct {
 
 	stopRun func()         // ends run; set by Gateway.startUpstream
 	done    chan struct{}  // closed when run has returned
-	offer   *upstreamLists // what it offers; guarded by g.mu
+	offer   *upstreamLists // what it offers; guarded by the router's mu
 
 	mu         sync.Mutex // guards the fields below
 	state      State

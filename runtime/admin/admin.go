@@ -1,0 +1,139 @@
+// Package admin is the HTTP side of the edge-mcp admin API: routing,
+// admin-token authentication, JSON answers and errors, and the audit record
+// of every admin action. The operations themselves (storing and activating
+// modules, attaching policies, reloading, approving tool changes) belong to
+// the gateway, which implements [Operations]; this package only translates
+// between HTTP and those operations.
+package admin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/store"
+)
+
+// Operations are what the admin API asks of the gateway. A failure the
+// caller can act on is an *Error (its status and code reach the client);
+// any other error is answered as 500.
+type Operations interface {
+	// UploadModule verifies a module and stores it as the name's active
+	// version; attachments that use the name switch to it.
+	UploadModule(ctx context.Context, up Upload) (ModuleInfo, error)
+	ListModules() ([]ModuleInfo, error)
+	GetModule(name string) (ModuleInfo, error)
+	DeleteModule(name string) error
+	// RollbackModule activates the version before the active one.
+	RollbackModule(ctx context.Context, name string) (ModuleInfo, error)
+
+	// ListPolicies returns the generation and its attachments, in chain
+	// order.
+	ListPolicies() (generation uint64, policies []PolicyInfo)
+	// AttachPolicy inserts spec at position among the run-time
+	// attachments; a negative position means last.
+	AttachPolicy(ctx context.Context, spec policy.Spec, position int) error
+	DetachPolicy(ctx context.Context, name string) error
+	ReorderPolicies(ctx context.Context, order []string) error
+	// PromotePolicy turns a shadow attachment into an enforcing one.
+	PromotePolicy(ctx context.Context, name string) error
+
+	// Reload reads the config file again; configPath names it even when
+	// the reload fails.
+	Reload(ctx context.Context) (configPath string, result fmt.Stringer, err error)
+
+	// PendingToolChanges lists tool definitions changed since pinned that
+	// await a decision.
+	PendingToolChanges() []PendingToolChange
+	// ApproveToolChange accepts the changed definition as the new pin.
+	ApproveToolChange(server, tool string) error
+	// RejectToolChange keeps the old pin and the tool withheld, and stops
+	// offering this definition for approval until it changes again.
+	RejectToolChange(server, tool string) error
+}
+
+// Upload is one module upload as the request carried it.
+type Upload struct {
+	Name            string
+	Body            io.Reader
+	ContentLength   int64  // -1 when unknown
+	ContentEncoding string // "", "gzip" or "zstd"
+	Digest          string // X-Module-SHA256; "" when not sent
+	Signature       string // X-Module-Signature, base64; "" when not sent
+	Vectors         []byte // X-Module-Test-Vectors, decoded JSON; nil when not sent
+	Identity        string // the admin identity uploading
+}
+
+// Request headers of an upload.
+const (
+	HeaderModuleDigest    = "X-Module-SHA256"
+	HeaderModuleSignature = "X-Module-Signature"
+	HeaderModuleVectors   = "X-Module-Test-Vectors"
+)
+
+// ModuleInfo describes an uploaded module.
+type ModuleInfo struct {
+	Name        string          `json:"name"`
+	Digest      string          `json:"digest"`
+	Size        int64           `json:"size"`
+	ABIVersion  string          `json:"abi_version,omitempty"`
+	UploadedBy  string          `json:"uploaded_by,omitempty"`
+	SignedBy    string          `json:"signed_by,omitempty"`
+	ActivatedAt time.Time       `json:"activated_at,omitzero"`
+	Healthy     bool            `json:"healthy"`
+	Calls       uint64          `json:"calls"`
+	Failures    uint64          `json:"failures"`
+	AttachedAs  []string        `json:"attached_as"`
+	History     []store.Version `json:"history,omitempty"`
+}
+
+// PolicyInfo describes one attachment of the current generation.
+type PolicyInfo struct {
+	policy.Spec
+	Source   string `json:"source"`
+	Digest   string `json:"digest"`
+	Healthy  bool   `json:"healthy"`
+	Calls    uint64 `json:"calls"`
+	Failures uint64 `json:"failures"`
+	// ShadowRuns and ShadowDiffs count a shadow attachment's runs and the
+	// runs whose decision differed from the enforced one.
+	ShadowRuns  uint64 `json:"shadow_runs,omitempty"`
+	ShadowDiffs uint64 `json:"shadow_diffs,omitempty"`
+}
+
+// PendingToolChange is a changed tool definition awaiting a decision.
+type PendingToolChange struct {
+	Server    string    `json:"server"`
+	Tool      string    `json:"tool"`
+	Diff      string    `json:"diff"`
+	ChangedAt time.Time `json:"changed_at"`
+	Withheld  bool      `json:"withheld"`
+}
+
+// Record is the audit record of one admin change: what, which digest,
+// when and by which admin identity.
+type Record struct {
+	Time     time.Time `json:"time"`
+	Identity string    `json:"identity"`
+	Action   string    `json:"action"`
+	Target   string    `json:"target,omitempty"`
+	Digest   string    `json:"digest,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// Error is an admin API failure: an HTTP status, a short code and a reason
+// a person can act on.
+type Error struct {
+	Status int
+	Code   string
+	Reason string
+}
+
+func (e *Error) Error() string { return e.Reason }
+
+// Errorf makes an *Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Reason: fmt.Sprintf(format, args...)}
+}
