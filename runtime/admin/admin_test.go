@@ -48,9 +48,26 @@ func serve(t *testing.T, ops Operations, tokens map[string]string) (*httptest.Se
 
 func call(t *testing.T, method, url, token, body string) (int, http.Header, map[string]any) {
 	t.Helper()
+	var h map[string]string
+	if body != "" {
+		h = map[string]string{"Content-Type": "application/json"}
+	}
+	return callWith(t, method, url, token, body, h)
+}
+
+// callWith is call with request headers ("Host" sets the Host).
+func callWith(t *testing.T, method, url, token, body string, hdr map[string]string) (int, http.Header, map[string]any) {
+	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -125,6 +142,48 @@ func TestAdminErrorsAndAudit(t *testing.T) {
 				t.Errorf("audited %+v", *recs)
 			case tc.action != "" && (len(*recs) != 1 || (*recs)[0].Action != tc.action || (*recs)[0].Identity != "ops"):
 				t.Errorf("audit %+v, want one %s by ops", *recs, tc.action)
+			}
+		})
+	}
+}
+
+// TestAdminDoor: what the admin API checks before it asks the gateway for
+// anything: Origin and Host (a web page must not drive it, even on
+// loopback without tokens), the body's Content-Type, and module names
+// (one rule, 400 with the reason, before any file is touched).
+func TestAdminDoor(t *testing.T) {
+	long := strings.Repeat("m", 65)
+	tests := []struct {
+		name, method, path, body string
+		hdr                      map[string]string
+		code                     int
+		errCode, reason          string
+	}{
+		{"foreign Host", "GET", "/admin/modules", "", map[string]string{"Host": "evil.example"}, 403, "forbidden", "Host"},
+		{"foreign Origin", "GET", "/admin/modules", "", map[string]string{"Origin": "https://evil.example"}, 403, "forbidden", "Origin"},
+		{"attach as text/plain", "POST", "/admin/policies", `{"name": "p", "module": "m"}`, map[string]string{"Content-Type": "text/plain"}, 415, "unsupported_media_type", "application/json"},
+		{"attach without Content-Type", "POST", "/admin/policies", `{"name": "p", "module": "m"}`, nil, 415, "unsupported_media_type", "application/json"},
+		{"upload as text/plain", "PUT", "/admin/modules/m", "\x00asm", map[string]string{"Content-Type": "text/plain"}, 415, "unsupported_media_type", "application/wasm"},
+		{"upload, NUL in the name", "PUT", "/admin/modules/a%00b", "x", map[string]string{"Content-Type": "application/wasm"}, 400, "bad_name", "NUL"},
+		{"upload, control character", "PUT", "/admin/modules/a%07b", "x", map[string]string{"Content-Type": "application/wasm"}, 400, "bad_name", "control"},
+		{"upload, space", "PUT", "/admin/modules/a%20b", "x", map[string]string{"Content-Type": "application/wasm"}, 400, "bad_name", "space"},
+		{"upload, leading dot", "PUT", "/admin/modules/.hidden", "x", map[string]string{"Content-Type": "application/wasm"}, 400, "bad_name", "starts with '.'"},
+		{"upload, too long", "PUT", "/admin/modules/" + long, "x", map[string]string{"Content-Type": "application/wasm"}, 400, "bad_name", "64"},
+		{"get, bad name", "GET", "/admin/modules/a%20b", "", nil, 400, "bad_name", "space"},
+		{"delete, bad name", "DELETE", "/admin/modules/a%00b", "", nil, 400, "bad_name", "NUL"},
+		{"rollback, bad name", "POST", "/admin/modules/.x/rollback", "", nil, 400, "bad_name", "starts with '.'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := &fakeOps{} // any operation it reached would panic or be recorded
+			srv, _ := serve(t, ops, nil)
+			code, _, body := callWith(t, tc.method, srv.URL+tc.path, "", tc.body, tc.hdr)
+			reason, _ := body["reason"].(string)
+			if code != tc.code || body["error"] != tc.errCode || !strings.Contains(strings.ToLower(reason), strings.ToLower(tc.reason)) {
+				t.Errorf("got %d %v, want %d %s naming %q", code, body, tc.code, tc.errCode, tc.reason)
+			}
+			if len(ops.attached) > 0 {
+				t.Errorf("the operation ran: %v", ops.attached)
 			}
 		})
 	}

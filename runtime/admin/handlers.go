@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"strconv"
 
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/transports"
 )
 
 // maxJSONBody caps the JSON bodies of attach and reorder.
@@ -25,7 +28,11 @@ func (s *Server) listModules(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getModule(w http.ResponseWriter, r *http.Request) {
-	info, err := s.ops.GetModule(r.PathValue("name"))
+	name, err := moduleName(r)
+	var info ModuleInfo
+	if err == nil {
+		info, err = s.ops.GetModule(name)
+	}
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -36,10 +43,17 @@ func (s *Server) getModule(w http.ResponseWriter, r *http.Request) {
 // putModule uploads a module. It is stored and becomes the name's active
 // version; it runs only where a policy attaches it.
 func (s *Server) putModule(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
+	name, err := moduleName(r)
+	if err == nil {
+		err = wasmBody(r)
+	}
+	if err != nil {
+		s.record(r, "module.upload.rejected", r.PathValue("name"), "", err.Error())
+		s.writeError(w, err)
+		return
+	}
 	up := Upload{Name: name, Body: r.Body, ContentLength: r.ContentLength, ContentEncoding: r.Header.Get("Content-Encoding"),
 		Digest: r.Header.Get(HeaderModuleDigest), Signature: r.Header.Get(HeaderModuleSignature), Identity: identity(r)}
-	var err error
 	if h := r.Header.Get(HeaderModuleVectors); h != "" {
 		if up.Vectors, err = base64.StdEncoding.DecodeString(h); err != nil {
 			err = Errorf(http.StatusBadRequest, "bad_vectors", "%s must be base64 of a JSON array of test vectors: %v", HeaderModuleVectors, err)
@@ -63,8 +77,11 @@ func (s *Server) putModule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteModule(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if err := s.ops.DeleteModule(name); err != nil {
+	name, err := moduleName(r)
+	if err == nil {
+		err = s.ops.DeleteModule(name)
+	}
+	if err != nil {
 		s.writeError(w, err)
 		return
 	}
@@ -73,8 +90,11 @@ func (s *Server) deleteModule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	info, err := s.ops.RollbackModule(r.Context(), name)
+	name, err := moduleName(r)
+	var info ModuleInfo
+	if err == nil {
+		info, err = s.ops.RollbackModule(r.Context(), name)
+	}
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -98,6 +118,9 @@ func (s *Server) writePolicies(w http.ResponseWriter, status int) {
 // decodeBody decodes a JSON body strictly into v; what says what the body
 // must be.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, what string) error {
+	if status, reason := transports.CheckJSONContentType(r); status != 0 {
+		return Errorf(status, "unsupported_media_type", "%s; the body must be %s", reason, what)
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -223,4 +246,26 @@ func (s *Server) rejectTool(w http.ResponseWriter, r *http.Request) {
 	}
 	s.record(r, "tool.reject", server+"/"+tool, "", "changed definition rejected; tool stays withheld")
 	writeJSON(w, http.StatusOK, map[string]bool{"rejected": true})
+}
+
+// moduleName is the {name} of a module endpoint, checked against the one
+// rule for module names before anything else looks at it.
+func moduleName(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	if err := store.ValidName(name); err != nil {
+		return "", Errorf(http.StatusBadRequest, "bad_name", "%v", err)
+	}
+	return name, nil
+}
+
+// wasmBody checks that an upload says its body is a module:
+// application/wasm, or application/octet-stream.
+func wasmBody(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/wasm" && mt != "application/octet-stream") {
+		return Errorf(http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"Content-Type %q: a module upload must be application/wasm or application/octet-stream", ct)
+	}
+	return nil
 }

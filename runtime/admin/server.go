@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/edge-mcp/edge-mcp/transports"
 )
 
 // TokenEnv is the environment variable holding an extra admin token (the
@@ -30,6 +32,10 @@ type Options struct {
 	Audit func(Record)
 	// Log receives internal failures (answered as 500); nil discards them.
 	Log *slog.Logger
+	// Guard checks Origin and Host before anything else (DNS rebinding,
+	// cross-site requests from a browser); nil: loopback names and
+	// same-origin requests only.
+	Guard *transports.Guard
 }
 
 // Server is the admin API.
@@ -38,12 +44,16 @@ type Server struct {
 	tokens func() map[string]string
 	audit  func(Record)
 	log    *slog.Logger
+	guard  *transports.Guard
 	mux    *http.ServeMux
 }
 
 // New returns the admin API over opts.Ops.
 func New(opts Options) *Server {
-	s := &Server{ops: opts.Ops, tokens: opts.Tokens, audit: opts.Audit, log: opts.Log, mux: http.NewServeMux()}
+	s := &Server{ops: opts.Ops, tokens: opts.Tokens, audit: opts.Audit, log: opts.Log, guard: opts.Guard, mux: http.NewServeMux()}
+	if s.guard == nil {
+		s.guard = transports.NewGuard(transports.GuardOptions{})
+	}
 	if s.tokens == nil {
 		s.tokens = func() map[string]string { return nil }
 	}
@@ -81,8 +91,13 @@ func (s *Server) routes() {
 	})
 }
 
-// ServeHTTP authenticates the request and serves it.
+// ServeHTTP checks the request's Origin and Host, authenticates it and
+// serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if status, reason := s.guard.Check(r); status != 0 {
+		s.writeError(w, Errorf(status, "forbidden", "%s", reason))
+		return
+	}
 	id, challenge, err := s.authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", challenge)

@@ -24,14 +24,16 @@ type (
 	PendingToolChange = admin.PendingToolChange
 )
 
-// AdminHandler returns the admin API. It authenticates every request with
-// the admin tokens of the running config (and EDGE_MCP_ADMIN_TOKEN).
+// AdminHandler returns the admin API. It checks every request's Origin and
+// Host with the gateway's guard, then authenticates it with the admin
+// tokens of the running config (and EDGE_MCP_ADMIN_TOKEN).
 func (g *Gateway) AdminHandler() http.Handler {
 	return admin.New(admin.Options{
 		Ops:    adminOps{g},
 		Tokens: func() map[string]string { return g.config().Admin.Tokens },
 		Audit:  g.audit,
 		Log:    g.log,
+		Guard:  g.door,
 	})
 }
 

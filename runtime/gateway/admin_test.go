@@ -53,6 +53,12 @@ func adminDo(t *testing.T, method, url string, body []byte, header map[string]st
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
+	switch {
+	case method == "PUT" && strings.Contains(url, "/admin/modules/"):
+		req.Header.Set("Content-Type", "application/wasm")
+	case len(body) > 0:
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		if v == "" {
 			req.Header.Del(k)

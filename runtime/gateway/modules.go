@@ -249,6 +249,10 @@ func verifyError(attachment string, err error) error {
 		code = "configure_failed"
 	case errors.Is(err, policy.ErrTestVector):
 		code = "test_vector_failed"
+	case errors.Is(err, policy.ErrInitTimeout):
+		code = "start_timeout" // its start function or _initialize did not finish in time
+	case errors.Is(err, policy.ErrMemoryLimit):
+		code = "memory_limit"
 	}
 	return admin.Errorf(http.StatusUnprocessableEntity, code, "module rejected (checked as attachment %q): %v", attachment, err)
 }
