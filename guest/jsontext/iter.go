@@ -1,0 +1,158 @@
+package jsontext
+
+// Member is one member of a scanned object, as positions in the input.
+type Member struct {
+	KeyStart, KeyEnd int  // the key literal, quotes included
+	KeyEscaped       bool // the key contains escapes
+	ValStart, ValEnd int  // the value
+	ValEscaped       bool // the value is a string with escapes
+}
+
+// Key returns the raw content of m's key (without quotes) in b.
+func (m Member) Key(b []byte) []byte { return b[m.KeyStart+1 : m.KeyEnd-1] }
+
+// Value returns m's raw value in b.
+func (m Member) Value(b []byte) []byte { return b[m.ValStart:m.ValEnd] }
+
+// KeyIs reports whether m's key decodes to key.
+func (m Member) KeyIs(b []byte, key string) bool { return KeyEquals(m.Key(b), m.KeyEscaped, key) }
+
+// ObjectIter walks the members of an object, validating it as it goes.
+type ObjectIter struct {
+	b     []byte
+	i     int
+	depth int
+	first bool
+	done  bool
+}
+
+// NewObjectIter starts walking the object whose '{' is at b[i]; depth is
+// the object's own nesting depth (1 for a top-level object).
+func NewObjectIter(b []byte, i, depth int) ObjectIter {
+	return ObjectIter{b: b, i: i + 1, depth: depth, first: true}
+}
+
+// Pos returns the index just after the '{' before the first call to Next,
+// and just after the '}' once Next has reported the end.
+func (it *ObjectIter) Pos() int { return it.i }
+
+// Next returns the next member, or ok == false at the end of the object.
+func (it *ObjectIter) Next() (m Member, ok bool, err error) {
+	if it.done {
+		return Member{}, false, nil
+	}
+	b := it.b
+	i := SkipSpace(b, it.i)
+	if it.first {
+		it.first = false
+		if i < len(b) && b[i] == '}' {
+			it.done, it.i = true, i+1
+			return Member{}, false, nil
+		}
+	} else if i, it.done, err = Next(b, i, true); err != nil || it.done {
+		it.i = i
+		return Member{}, false, err
+	}
+	m.KeyStart = i
+	if i, m.KeyEnd, m.KeyEscaped, err = SkipKey(b, i); err != nil {
+		return Member{}, false, err
+	}
+	m.ValStart = i
+	if i < len(b) && b[i] == '"' {
+		i, m.ValEscaped, err = SkipString(b, i)
+	} else {
+		i, err = SkipNested(b, i, it.depth)
+	}
+	if err != nil {
+		return Member{}, false, err
+	}
+	m.ValEnd, it.i = i, i
+	return m, true, nil
+}
+
+// ArrayIter walks the elements of an array, validating it as it goes.
+type ArrayIter struct {
+	b     []byte
+	i     int
+	depth int
+	first bool
+	done  bool
+}
+
+// NewArrayIter starts walking the array whose '[' is at b[i]; depth is the
+// array's own nesting depth (1 for a top-level array).
+func NewArrayIter(b []byte, i, depth int) ArrayIter {
+	return ArrayIter{b: b, i: i + 1, depth: depth, first: true}
+}
+
+// Pos returns the index just after the '[' before the first call to Next,
+// and just after the ']' once Next has reported the end.
+func (it *ArrayIter) Pos() int { return it.i }
+
+// Next returns the bounds of the next element, or ok == false at the end
+// of the array.
+func (it *ArrayIter) Next() (start, end int, ok bool, err error) {
+	if it.done {
+		return 0, 0, false, nil
+	}
+	b := it.b
+	i := SkipSpace(b, it.i)
+	if it.first {
+		it.first = false
+		if i < len(b) && b[i] == ']' {
+			it.done, it.i = true, i+1
+			return 0, 0, false, nil
+		}
+	} else if i, it.done, err = Next(b, i, false); err != nil || it.done {
+		it.i = i
+		return 0, 0, false, err
+	}
+	end, err = SkipNested(b, i, it.depth)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	it.i = end
+	return i, end, true, nil
+}
+
+// Members calls fn for each member of the object that starts at b[i]
+// (after white space), in order, with the member's positions, until fn
+// returns false. It returns the index after the object (or after the
+// member where fn stopped) and reports malformed JSON; a value that is not
+// an object is reported as an error too.
+func Members(b []byte, i int, fn func(m Member) bool) (int, error) {
+	i = SkipSpace(b, i)
+	if i >= len(b) || b[i] != '{' {
+		return i, errAt(b, i, "looking for beginning of object")
+	}
+	it := NewObjectIter(b, i, 1)
+	for {
+		m, ok, err := it.Next()
+		if err != nil || !ok {
+			return it.Pos(), err
+		}
+		if !fn(m) {
+			return m.ValEnd, nil
+		}
+	}
+}
+
+// Elements calls fn for each element of the array that starts at b[i]
+// (after white space), in order, with the element's raw bytes, until fn
+// returns false. It returns like Members.
+func Elements(b []byte, i int, fn func(elem []byte) bool) (int, error) {
+	i = SkipSpace(b, i)
+	if i >= len(b) || b[i] != '[' {
+		return i, errAt(b, i, "looking for beginning of array")
+	}
+	it := NewArrayIter(b, i, 1)
+	for {
+		start, end, ok, err := it.Next()
+		if err != nil || !ok {
+			return it.Pos(), err
+		}
+		if !fn(b[start:end]) {
+			return end, nil
+		}
+	}
+}
