@@ -17,8 +17,8 @@ func (m Member) Value(b []byte) []byte { return b[m.ValStart:m.ValEnd] }
 // KeyIs reports whether m's key decodes to key.
 func (m Member) KeyIs(b []byte, key string) bool { return KeyEquals(m.Key(b), m.KeyEscaped, key) }
 
-// ObjectIter walks the members of an object, validating it as it goes.
-type ObjectIter struct {
+// iter is the state shared by ObjectIter and ArrayIter.
+type iter struct {
 	b     []byte
 	i     int
 	depth int
@@ -26,33 +26,53 @@ type ObjectIter struct {
 	done  bool
 }
 
+// advance moves to the next member or element: it returns its index
+// (after white space), or ok == false at the end of the container.
+func (it *iter) advance(inObject bool) (i int, ok bool, err error) {
+	if it.done {
+		return it.i, false, nil
+	}
+	i = SkipSpace(it.b, it.i)
+	if it.first {
+		it.first = false
+		closer := byte(']')
+		if inObject {
+			closer = '}'
+		}
+		if i < len(it.b) && it.b[i] == closer {
+			it.done, it.i = true, i+1
+			return i + 1, false, nil
+		}
+		return i, true, nil
+	}
+	if i, it.done, err = Next(it.b, i, inObject); err != nil || it.done {
+		it.i = i
+		return i, false, err
+	}
+	return i, true, nil
+}
+
+// Pos returns the index just after the opening brace or bracket before the
+// first call to Next, and just after the closing one once Next has reported
+// the end.
+func (it *iter) Pos() int { return it.i }
+
+// ObjectIter walks the members of an object, validating it as it goes.
+type ObjectIter struct{ iter }
+
 // NewObjectIter starts walking the object whose '{' is at b[i]; depth is
 // the object's own nesting depth (1 for a top-level object).
 func NewObjectIter(b []byte, i, depth int) ObjectIter {
-	return ObjectIter{b: b, i: i + 1, depth: depth, first: true}
+	return ObjectIter{iter{b: b, i: i + 1, depth: depth, first: true}}
 }
-
-// Pos returns the index just after the '{' before the first call to Next,
-// and just after the '}' once Next has reported the end.
-func (it *ObjectIter) Pos() int { return it.i }
 
 // Next returns the next member, or ok == false at the end of the object.
 func (it *ObjectIter) Next() (m Member, ok bool, err error) {
-	if it.done {
-		return Member{}, false, nil
-	}
-	b := it.b
-	i := SkipSpace(b, it.i)
-	if it.first {
-		it.first = false
-		if i < len(b) && b[i] == '}' {
-			it.done, it.i = true, i+1
-			return Member{}, false, nil
-		}
-	} else if i, it.done, err = Next(b, i, true); err != nil || it.done {
-		it.i = i
+	i, ok, err := it.advance(true)
+	if !ok {
 		return Member{}, false, err
 	}
+	b := it.b
 	m.KeyStart = i
 	if i, m.KeyEnd, m.KeyEscaped, err = SkipKey(b, i); err != nil {
 		return Member{}, false, err
@@ -71,48 +91,26 @@ func (it *ObjectIter) Next() (m Member, ok bool, err error) {
 }
 
 // ArrayIter walks the elements of an array, validating it as it goes.
-type ArrayIter struct {
-	b     []byte
-	i     int
-	depth int
-	first bool
-	done  bool
-}
+type ArrayIter struct{ iter }
 
 // NewArrayIter starts walking the array whose '[' is at b[i]; depth is the
 // array's own nesting depth (1 for a top-level array).
 func NewArrayIter(b []byte, i, depth int) ArrayIter {
-	return ArrayIter{b: b, i: i + 1, depth: depth, first: true}
+	return ArrayIter{iter{b: b, i: i + 1, depth: depth, first: true}}
 }
-
-// Pos returns the index just after the '[' before the first call to Next,
-// and just after the ']' once Next has reported the end.
-func (it *ArrayIter) Pos() int { return it.i }
 
 // Next returns the bounds of the next element, or ok == false at the end
 // of the array.
 func (it *ArrayIter) Next() (start, end int, ok bool, err error) {
-	if it.done {
-		return 0, 0, false, nil
-	}
-	b := it.b
-	i := SkipSpace(b, it.i)
-	if it.first {
-		it.first = false
-		if i < len(b) && b[i] == ']' {
-			it.done, it.i = true, i+1
-			return 0, 0, false, nil
-		}
-	} else if i, it.done, err = Next(b, i, false); err != nil || it.done {
-		it.i = i
+	start, ok, err = it.advance(false)
+	if !ok {
 		return 0, 0, false, err
 	}
-	end, err = SkipNested(b, i, it.depth)
-	if err != nil {
+	if end, err = SkipNested(it.b, start, it.depth); err != nil {
 		return 0, 0, false, err
 	}
 	it.i = end
-	return i, end, true, nil
+	return start, end, true, nil
 }
 
 // Members calls fn for each member of the object that starts at b[i]

@@ -107,36 +107,33 @@ func load64(b []byte) uint64 {
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
 
-// plainRun returns the index of the first byte at or after j that is a
-// quote, a backslash or a control character, or len(b). It looks at eight
-// bytes per iteration: the lowest set bit of t marks the first special byte,
-// as each term of t can only have false positives above its lowest true
-// positive. (Inside a metered WebAssembly guest every loop iteration has a
-// fixed cost, so fewer, fatter iterations are much faster there too.)
-func plainRun(b []byte, j int) int {
-	for j+8 <= len(b) {
-		x := load64(b[j:])
-		q := x ^ (lsb * '"')
-		s := x ^ (lsb * '\\')
-		t := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - lsb*0x20) &^ x)
-		if t &= msb; t != 0 {
-			return j + bits.TrailingZeros64(t)>>3
-		}
-		j += 8
-	}
-	for j < len(b) && plainStr[b[j]] {
-		j++
-	}
-	return j
-}
-
 // SkipString validates the string literal starting at b[i], which must be
 // '"', and returns the index just after its closing quote and whether it
 // contains a backslash escape. Like encoding/json it does not check UTF-8.
+//
+// Plain bytes are skipped eight per iteration: the lowest set bit of t
+// marks the first quote, backslash or control character, as each term of t
+// can only have false positives above its lowest true positive. (Inside a
+// metered WebAssembly guest every loop iteration has a fixed cost, so fewer,
+// fatter iterations are much faster there too.)
 func SkipString(b []byte, i int) (end int, escaped bool, err error) {
 	j := i + 1
 	for {
-		j = plainRun(b, j)
+		for j+8 <= len(b) {
+			x := load64(b[j:])
+			q := x ^ (lsb * '"')
+			s := x ^ (lsb * '\\')
+			t := ((q - lsb) &^ q) | ((s - lsb) &^ s) | ((x - lsb*0x20) &^ x)
+			if t &= msb; t != 0 {
+				j += bits.TrailingZeros64(t) >> 3
+				goto special
+			}
+			j += 8
+		}
+		for j < len(b) && plainStr[b[j]] {
+			j++
+		}
+	special:
 		if j >= len(b) {
 			return j, escaped, syntaxErr(j, "unexpected end of input in string literal")
 		}
@@ -145,7 +142,9 @@ func SkipString(b []byte, i int) (end int, escaped bool, err error) {
 			return j + 1, escaped, nil
 		case '\\':
 			escaped = true
-			if j, err = skipEscape(b, j); err != nil {
+			if j+1 < len(b) && unescape[b[j+1]] != 0 {
+				j += 2 // a two-byte escape such as \n
+			} else if j, err = skipEscape(b, j); err != nil {
 				return j, escaped, err
 			}
 		default:
@@ -266,78 +265,81 @@ func SkipNested(b []byte, i, depth int) (int, error) {
 	stack := stackBuf[:0] // the open containers: true for an object
 	var err error
 	for {
-		open := len(stack)
-		if i, stack, err = skipOne(b, i, depth, stack); err != nil {
+		// One value, or the opening of a container.
+		i = SkipSpace(b, i)
+		switch {
+		case i < len(b) && b[i] == '"':
+			i, _, err = SkipString(b, i)
+		case i < len(b) && (b[i] == '{' || b[i] == '['):
+			open := len(stack)
+			if i, stack, err = openContainer(b, i, depth, stack); err == nil && len(stack) > open {
+				continue // i is at the container's first value
+			}
+		default:
+			i, err = skipScalar(b, i)
+		}
+		if err != nil {
 			return i, err
 		}
-		if len(stack) > open {
-			continue // a container opened: i is at its first value
+		// The value is complete: close containers until one continues.
+		for len(stack) > 0 {
+			i = SkipSpace(b, i)
+			isObj := stack[len(stack)-1]
+			if i < len(b) && b[i] == ',' {
+				if i = SkipSpace(b, i+1); isObj {
+					i, _, _, err = SkipKey(b, i)
+				}
+				break
+			}
+			closer := byte(']')
+			if isObj {
+				closer = '}'
+			}
+			if i >= len(b) || b[i] != closer {
+				_, _, err = Next(b, i, isObj) // the error for b[i]
+				return i, err
+			}
+			stack = stack[:len(stack)-1]
+			i++
 		}
-		if len(stack) == 0 {
-			return i, nil
-		}
-		if i, stack, err = closeContainers(b, i, stack); err != nil || len(stack) == 0 {
+		if err != nil || len(stack) == 0 {
 			return i, err
 		}
 	}
 }
 
-// skipOne skips one value at b[i] (after white space), or opens a non-empty
-// container: it then pushes the container and returns the index of its
-// first value (after the key in an object).
-func skipOne(b []byte, i, depth int, stack []bool) (int, []bool, error) {
-	i = SkipSpace(b, i)
-	if i >= len(b) {
-		return i, stack, syntaxErr(i, "unexpected end of input looking for beginning of value")
+// openContainer opens the object or array at b[i]. An empty one is skipped
+// whole; otherwise it is pushed on stack and the index of its first value
+// (after the key, in an object) is returned.
+func openContainer(b []byte, i, depth int, stack []bool) (int, []bool, error) {
+	if depth+len(stack)+1 > MaxDepth {
+		return i, stack, syntaxErr(i, "exceeded maximum nesting depth of "+strconv.Itoa(MaxDepth))
 	}
-	var err error
-	switch c := b[i]; c {
-	case '"':
-		i, _, err = SkipString(b, i)
-	case '{', '[':
-		if depth+len(stack)+1 > MaxDepth {
-			return i, stack, syntaxErr(i, "exceeded maximum nesting depth of "+strconv.Itoa(MaxDepth))
-		}
-		isObj := c == '{'
-		i = SkipSpace(b, i+1)
-		if i < len(b) && b[i] == c+2 { // '}' and ']' follow '{' and '[' by 2
-			return i + 1, stack, nil
-		}
-		stack = append(stack, isObj)
-		if isObj {
-			i, _, _, err = SkipKey(b, i)
-		}
-	case 't', 'f', 'n':
-		i, err = skipLiteral(b, i)
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		i, err = SkipNumber(b, i)
-	default:
-		err = errAt(b, i, "looking for beginning of value")
+	c := b[i]
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == c+2 { // '}' and ']' follow '{' and '[' by 2
+		return i + 1, stack, nil
 	}
+	stack = append(stack, c == '{')
+	if c != '{' {
+		return i, stack, nil
+	}
+	i, _, _, err := SkipKey(b, i)
 	return i, stack, err
 }
 
-// closeContainers follows a complete value at b[i]: it closes containers
-// until one continues with a comma, and returns the index of the next value
-// (after its key in an object), or the end of the outermost container when
-// the stack empties.
-func closeContainers(b []byte, i int, stack []bool) (int, []bool, error) {
-	for len(stack) > 0 {
-		isObj := stack[len(stack)-1]
-		next, done, err := Next(b, i, isObj)
-		if err != nil {
-			return next, stack, err
-		}
-		if !done {
-			if isObj {
-				next, _, _, err = SkipKey(b, next)
-			}
-			return next, stack, err
-		}
-		stack = stack[:len(stack)-1]
-		i = next
+// skipScalar skips the literal or number at b[i].
+func skipScalar(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return i, syntaxErr(i, "unexpected end of input looking for beginning of value")
 	}
-	return i, stack, nil
+	switch b[i] {
+	case 't', 'f', 'n':
+		return skipLiteral(b, i)
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return SkipNumber(b, i)
+	}
+	return i, errAt(b, i, "looking for beginning of value")
 }
 
 // SkipKey validates an object key and the colon after it, starting at the
