@@ -33,23 +33,25 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/edge-mcp/edge-mcp/guest/abi"
 	"github.com/edge-mcp/edge-mcp/guest/jsonlite"
 )
 
 // ABI version implemented by this SDK.
 const (
-	ABIMajor = 1
-	ABIMinor = 0
+	ABIMajor = abi.Major
+	ABIMinor = abi.Minor
 )
 
-// Hook bits as reported by edge_hooks.
+// Hook bits as reported by edge_hooks. The export names below must be
+// literals; guest/abi's tests check them against the names it defines.
 const (
-	hookToolsList = 1 << iota
-	hookToolCall
-	hookToolResult
-	hookResourceResult
-	hookPromptResult
-	hookEvent
+	hookToolsList      = 1 << abi.HookToolsList
+	hookToolCall       = 1 << abi.HookToolCall
+	hookToolResult     = 1 << abi.HookToolResult
+	hookResourceResult = 1 << abi.HookResourceResult
+	hookPromptResult   = 1 << abi.HookPromptResult
+	hookEvent          = 1 << abi.HookEvent
 )
 
 var (

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/edge-mcp/edge-mcp/guest/abi"
 	"github.com/edge-mcp/edge-mcp/guest/jsonlite"
+	"github.com/edge-mcp/edge-mcp/guest/jsontext"
 )
 
 // Client identifies the downstream client on whose behalf a hook runs.
@@ -104,124 +106,69 @@ func (c *ToolCall) parse(in []byte) error {
 // envelope calls fn for each member of a hook input object. The member
 // named tail (the bulky one: arguments or result) is, by ABI guarantee, the
 // last one, so its value is taken as the rest of the object without being
-// scanned: a guest pays nothing for the bytes it does not look at.
-//
-// Inside a guest whose host enforces deadlines, every function call and
-// loop iteration has a fixed cost much larger than the work in it, so this
-// walker is one function that skips strings eight bytes at a time.
+// scanned: a guest pays nothing for the bytes it does not look at. Keys are
+// compared raw: the host writes them without escapes.
 func envelope(in []byte, tail string, fn func(key, val []byte) error) error {
-	end := len(in)
-	for end > 0 && isSpace(in[end-1]) {
-		end--
+	body, i, err := objectBody(in)
+	if err != nil {
+		return err
 	}
-	i := 0
-	for i < end && isSpace(in[i]) {
-		i++
-	}
-	if i >= end || in[i] != '{' || in[end-1] != '}' {
-		return errors.New("input is not a JSON object")
-	}
-	end-- // the closing brace
-	i++
-	for {
-		for i < end && isSpace(in[i]) {
-			i++
+	for i < len(body) {
+		next, ke, _, err := jsontext.SkipKey(body, i)
+		if err != nil {
+			return err
 		}
-		if i >= end {
-			return nil
-		}
-		if in[i] != '"' {
-			return errors.New("expected a member name")
-		}
-		ke, _ := stringEnd(in, i+1)
-		if ke < 0 {
-			return errors.New("unterminated member name")
-		}
-		key := in[i+1 : ke]
-		i = ke + 1
-		for i < end && isSpace(in[i]) {
-			i++
-		}
-		if i >= end || in[i] != ':' {
-			return errors.New("expected ':'")
-		}
-		i++
-		for i < end && isSpace(in[i]) {
-			i++
-		}
-		if i >= end {
+		key := body[i+1 : ke-1]
+		if next >= len(body) {
 			return errors.New("missing member value")
 		}
 		if tail != "" && string(key) == tail {
-			ve := end
-			for ve > i && isSpace(in[ve-1]) {
-				ve--
-			}
-			return fn(key, in[i:ve])
+			return fn(key, trimRight(body[next:]))
 		}
-		var ve int
-		if in[i] == '"' {
-			e, _ := stringEnd(in, i+1)
-			if e < 0 {
-				return errors.New("unterminated string")
-			}
-			ve = e + 1
-		} else {
-			var err error
-			if ve, err = jsonlite.SkipValue(in[:end], i); err != nil {
-				return err
-			}
-		}
-		if err := fn(key, in[i:ve]); err != nil {
+		ve, err := valueEnd(body, next)
+		if err != nil {
 			return err
 		}
-		i = ve
-		for i < end && isSpace(in[i]) {
-			i++
+		if err := fn(key, body[next:ve]); err != nil {
+			return err
 		}
-		if i < end {
-			if in[i] != ',' {
+		if i = jsontext.SkipSpace(body, ve); i < len(body) {
+			if body[i] != ',' {
 				return errors.New("expected ',' between members")
 			}
-			i++
+			i = jsontext.SkipSpace(body, i+1)
 		}
 	}
+	return nil
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
-
-// strStop marks the bytes that interrupt plain string content.
-var strStop = func() (t [256]uint8) {
-	for c := 0; c < 0x20; c++ {
-		t[c] = 1
+// objectBody returns in without its closing brace and the index of the
+// first member, after the opening brace and white space.
+func objectBody(in []byte) ([]byte, int, error) {
+	in = trimRight(in)
+	i := jsontext.SkipSpace(in, 0)
+	if i >= len(in) || in[i] != '{' || in[len(in)-1] != '}' {
+		return nil, 0, errors.New("input is not a JSON object")
 	}
-	t['"'], t['\\'] = 1, 1
-	return t
-}()
+	return in[:len(in)-1], jsontext.SkipSpace(in, i+1), nil
+}
 
-// stringEnd returns the index of the quote that closes the string whose
-// content starts at in[i] (-1 if none) and whether it holds escapes.
-func stringEnd(in []byte, i int) (int, bool) {
-	esc := false
-	for i < len(in) {
-		if i+8 <= len(in) {
-			c := in[i : i+8 : i+8]
-			if strStop[c[0]]|strStop[c[1]]|strStop[c[2]]|strStop[c[3]]|strStop[c[4]]|strStop[c[5]]|strStop[c[6]]|strStop[c[7]] == 0 {
-				i += 8
-				continue
-			}
-		}
-		switch in[i] {
-		case '"':
-			return i, esc
-		case '\\':
-			esc = true
-			i += 2
-		default:
-			i++
-		}
+// valueEnd returns the index just past the value at b[i].
+func valueEnd(b []byte, i int) (int, error) {
+	if b[i] == '"' {
+		e, _, err := jsontext.SkipString(b, i)
+		return e, err
 	}
-	return -1, esc
+	return jsontext.SkipValue(b, i)
+}
+
+// trimRight returns b without trailing JSON white space.
+func trimRight(b []byte) []byte {
+	end := len(b)
+	for end > 0 && (b[end-1] == ' ' || b[end-1] == '\n' || b[end-1] == '\r' || b[end-1] == '\t') {
+		end--
+	}
+	return b[:end]
 }
 
 // Decision is a tool_call handler's answer. Build one with Allow, Deny,
@@ -238,13 +185,15 @@ type Decision struct {
 func Allow() Decision { return Decision{} }
 
 // Deny refuses the call; reason is shown to the client.
-func Deny(reason string) Decision { return Decision{action: "deny", reason: reason} }
+func Deny(reason string) Decision { return Decision{action: abi.ActionDeny, reason: reason} }
 
 // Rewrite lets the call through with new arguments (a JSON object).
-func Rewrite(arguments []byte) Decision { return Decision{action: "rewrite", arguments: arguments} }
+func Rewrite(arguments []byte) Decision {
+	return Decision{action: abi.ActionRewrite, arguments: arguments}
+}
 
 // Route sends the call to another upstream server instead.
-func Route(server string) Decision { return Decision{action: "route", server: server} }
+func Route(server string) Decision { return Decision{action: abi.ActionRoute, server: server} }
 
 // WithTool makes a routed call use another tool name on the target server.
 func (d Decision) WithTool(tool string) Decision {
@@ -262,16 +211,16 @@ func (d *Decision) appendJSON(dst []byte) []byte {
 	switch d.action {
 	case "":
 		return dst // empty output means allow
-	case "deny":
-		dst = append(dst, `{"action":"deny","reason":`...)
+	case abi.ActionDeny:
+		dst = append(dst, `{"action":"`+abi.ActionDeny+`","reason":`...)
 		dst = jsonlite.AppendString(dst, d.reason)
 		return append(dst, '}')
-	case "rewrite":
-		dst = append(dst, `{"action":"rewrite","arguments":`...)
+	case abi.ActionRewrite:
+		dst = append(dst, `{"action":"`+abi.ActionRewrite+`","arguments":`...)
 		dst = append(dst, d.arguments...)
 		return append(dst, '}')
 	default:
-		dst = append(dst, `{"action":"route","server":`...)
+		dst = append(dst, `{"action":"`+abi.ActionRoute+`","server":`...)
 		dst = jsonlite.AppendString(dst, d.server)
 		if d.tool != "" {
 			dst = append(dst, `,"tool":`...)

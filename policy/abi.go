@@ -11,15 +11,17 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/edge-mcp/edge-mcp/guest/abi"
 	"github.com/edge-mcp/edge-mcp/policy/internal/meter"
 )
 
 // The policy ABI version this host implements (see ABI.md). A module is
 // accepted when its major version equals ABIMajor and its minor version is
-// not newer than ABIMinor.
+// not newer than ABIMinor. The names and numbers of the ABI are defined once,
+// in package guest/abi, which the guest SDK uses too.
 const (
-	ABIMajor = 1
-	ABIMinor = 0
+	ABIMajor = abi.Major
+	ABIMinor = abi.Minor
 )
 
 // Hook names one of the points at which a module can act.
@@ -27,16 +29,21 @@ type Hook uint8
 
 // The hooks of ABI 1.0, in bit order of edge_hooks.
 const (
-	HookToolsList Hook = iota
-	HookToolCall
-	HookToolResult
-	HookResourceResult
-	HookPromptResult
-	HookEvent
-	numHooks
+	HookToolsList      Hook = abi.HookToolsList
+	HookToolCall       Hook = abi.HookToolCall
+	HookToolResult     Hook = abi.HookToolResult
+	HookResourceResult Hook = abi.HookResourceResult
+	HookPromptResult   Hook = abi.HookPromptResult
+	HookEvent          Hook = abi.HookEvent
+	numHooks           Hook = abi.NumHooks
 )
 
-var hookNames = [numHooks]string{"tools_list", "tool_call", "tool_result", "resource_result", "prompt_result", "event"}
+var hookNames = func() (names [numHooks]string) {
+	for h := range names {
+		names[h] = abi.HookName(h)
+	}
+	return names
+}()
 
 // String returns the hook's ABI name, e.g. "tool_call".
 func (h Hook) String() string {
@@ -46,7 +53,7 @@ func (h Hook) String() string {
 	return fmt.Sprintf("hook(%d)", uint8(h))
 }
 
-func (h Hook) export() string { return "edge_hook_" + h.String() }
+func (h Hook) export() string { return abi.HookExport(int(h)) }
 
 // ParseHook parses a hook's ABI name, e.g. "tool_call".
 func ParseHook(s string) (Hook, error) {
@@ -77,13 +84,13 @@ func (s HookSet) String() string {
 
 // Export names of the ABI.
 const (
-	exportMemory     = "memory"
-	exportVersion    = "edge_abi_version"
-	exportHooks      = "edge_hooks"
-	exportAlloc      = "edge_alloc"
-	exportConfigure  = "edge_configure"
-	exportInitialize = "_initialize"
-	exportStart      = "_start"
+	exportMemory     = abi.ExportMemory
+	exportVersion    = abi.ExportVersion
+	exportHooks      = abi.ExportHooks
+	exportAlloc      = abi.ExportAlloc
+	exportConfigure  = abi.ExportConfigure
+	exportInitialize = abi.ExportInitialize
+	exportStart      = abi.ExportStart
 )
 
 const i32, i64 = api.ValueTypeI32, api.ValueTypeI64

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edge-mcp/edge-mcp/guest/abi"
 	"github.com/edge-mcp/edge-mcp/policy/internal/jsonx"
 )
 
@@ -237,20 +238,20 @@ func decodeDecision(out []byte) (callOutput, error) {
 		return o, badOutput(`tool_call output has no "action"`)
 	}
 	switch act {
-	case "allow":
+	case abi.ActionAllow:
 		o.action = actionAllow
 		o.arguments = nil
-	case "deny":
+	case abi.ActionDeny:
 		o.action = actionDeny
 		if o.reason == "" {
 			o.reason = "denied by policy"
 		}
-	case "rewrite":
+	case abi.ActionRewrite:
 		o.action = actionRewrite
 		if o.arguments == nil {
 			return o, badOutput(`"rewrite" needs an "arguments" object`)
 		}
-	case "route":
+	case abi.ActionRoute:
 		o.action = actionRoute
 		if o.server == "" {
 			return o, badOutput(`"route" needs a "server"`)

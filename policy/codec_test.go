@@ -3,7 +3,6 @@ package policy
 import (
 	"encoding/json"
 	"errors"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,63 +149,6 @@ func TestApplyPatch(t *testing.T) {
 			t.Errorf("applyPatch(%s) = %s, %v\nwant %s", tt.tool, got, err, tt.want)
 		}
 	}
-}
-
-func TestGlob(t *testing.T) {
-	tests := []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"*", "", true}, {"*", "anything", true}, {"", "", true}, {"", "a", false},
-		{"search*", "search", true}, {"search*", "search_web", true}, {"search*", "research", false},
-		{"*_v?", "tool_v2", true}, {"*_v?", "tool_v22", false}, {"a*b*c", "axxbyyc", true}, {"a*b*c", "axxbyy", false},
-		{"web-??", "web-eu", true}, {"file:///*", "file:///etc/x", true}, {"**a", "bba", true},
-	}
-	for _, tt := range tests {
-		if got := glob(tt.pattern, tt.name); got != tt.want {
-			t.Errorf("glob(%q, %q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
-		}
-	}
-}
-
-// FuzzGlob checks the matcher against a regexp translation of the pattern.
-func FuzzGlob(f *testing.F) {
-	f.Add("search*", "search_web")
-	f.Add("a*b?c", "axxbyc")
-	f.Add("**?*", "")
-	f.Fuzz(func(t *testing.T, pattern, name string) {
-		if len(pattern) > 64 || len(name) > 64 {
-			return
-		}
-		var re strings.Builder
-		re.WriteString(`(?s)^`)
-		for _, c := range []byte(pattern) {
-			switch c {
-			case '*':
-				re.WriteString(`.*`)
-			case '?':
-				re.WriteString(`[\x00-\xff]`)
-			default:
-				re.WriteString(regexp.QuoteMeta(string([]byte{c})))
-			}
-		}
-		re.WriteString(`$`)
-		// Compare byte-wise: map both to Latin-1 runes so '?' is one byte.
-		latin := func(s string) string {
-			r := make([]rune, len(s))
-			for i := 0; i < len(s); i++ {
-				r[i] = rune(s[i])
-			}
-			return string(r)
-		}
-		rx, err := regexp.Compile(latin(re.String()))
-		if err != nil {
-			return
-		}
-		if got, want := glob(pattern, name), rx.MatchString(latin(name)); got != want {
-			t.Fatalf("glob(%q, %q) = %v, regexp says %v", pattern, name, got, want)
-		}
-	})
 }
 
 // FuzzGuestOutput feeds arbitrary bytes to the host-side validation and

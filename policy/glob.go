@@ -1,33 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
 
-// glob reports whether name matches pattern, where '*' matches any run of
-// bytes (including none) and '?' exactly one byte. It runs in
-// O(len(pattern)*len(name)) at worst and allocates nothing.
-func glob(pattern, name string) bool {
-	p, n := 0, 0
-	starP, starN := -1, 0
-	for n < len(name) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			starP, starN = p, n
-			p++
-		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == name[n]):
-			p++
-			n++
-		case starP >= 0:
-			starN++
-			p, n = starP+1, starN
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
+	"github.com/edge-mcp/edge-mcp/guest/glob"
+)
 
 // globSet is a list of globs; empty matches everything.
 type globSet []string
@@ -54,7 +31,7 @@ func (g globSet) match(name string) bool {
 		return true
 	}
 	for _, p := range g {
-		if glob(p, name) {
+		if glob.Match(p, name) {
 			return true
 		}
 	}

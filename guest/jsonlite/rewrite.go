@@ -1,5 +1,11 @@
 package jsonlite
 
+import (
+	"unicode/utf8"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+)
+
 // StringFunc is called by RewriteStrings for every string value. key is the
 // name of the nearest enclosing object member ("" at the top level); s is the
 // decoded string. Both slices are valid only during the call. To change the
@@ -19,8 +25,8 @@ func RewriteStrings(dst, src []byte, fn StringFunc) (out []byte, changed bool, e
 	if err != nil {
 		return dst, false, err
 	}
-	if SkipSpace(src, i) != len(src) {
-		return dst, false, syntaxErr(i, "trailing data")
+	if err := jsontext.Finish(src, i); err != nil {
+		return dst, false, err
 	}
 	if !r.changed {
 		return dst, false, nil
@@ -38,99 +44,82 @@ type rewriter struct {
 	keybuf   []byte
 }
 
+// value rewrites the value at src[i] (after white space), enclosed in depth
+// containers; key is the name of the nearest enclosing member.
 func (r *rewriter) value(i int, key []byte, depth int) (int, error) {
 	b := r.src
 	i = SkipSpace(b, i)
-	if i >= len(b) {
-		return i, syntaxErr(i, "unexpected end of input")
+	if i < len(b) {
+		switch b[i] {
+		case '"':
+			return r.str(i, key)
+		case '{':
+			return r.object(i, depth)
+		case '[':
+			return r.array(i, key, depth)
+		}
 	}
-	switch b[i] {
-	case '"':
-		return r.str(i, key)
-	case '{':
-		if depth >= maxDepth {
-			return i, syntaxErr(i, "nesting too deep")
+	return jsontext.SkipNested(b, i, depth)
+}
+
+func (r *rewriter) object(i, depth int) (int, error) {
+	b := r.src
+	if depth >= maxDepth {
+		return i, tooDeep(i)
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		next, ke, esc, err := jsontext.SkipKey(b, i)
+		if err != nil {
+			return next, err
 		}
-		i = SkipSpace(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			return i + 1, nil
+		k := b[i+1 : ke-1]
+		if esc || !utf8.Valid(k) {
+			r.keybuf = jsontext.AppendUnquoted(r.keybuf[:0], k)
+			k = r.keybuf
 		}
-		for {
-			i = SkipSpace(b, i)
-			if i >= len(b) || b[i] != '"' {
-				return i, syntaxErr(i, "expected object key")
-			}
-			ks := i
-			ke, err := skipString(b, i)
-			if err != nil {
-				return ke, err
-			}
-			k := b[ks+1 : ke-1]
-			if hasEscape(k) {
-				if r.keybuf, err = AppendUnquoted(r.keybuf[:0], b[ks:ke]); err != nil {
-					return ke, err
-				}
-				k = r.keybuf
-			}
-			i = SkipSpace(b, ke)
-			if i >= len(b) || b[i] != ':' {
-				return i, syntaxErr(i, "expected ':'")
-			}
-			if i, err = r.value(i+1, k, depth+1); err != nil {
-				return i, err
-			}
-			i = SkipSpace(b, i)
-			if i >= len(b) {
-				return i, syntaxErr(i, "unterminated object")
-			}
-			if b[i] == '}' {
-				return i + 1, nil
-			}
-			if b[i] != ',' {
-				return i, syntaxErr(i, "expected ',' or '}'")
-			}
-			i++
+		if i, err = r.value(next, k, depth+1); err != nil {
+			return i, err
 		}
-	case '[':
-		if depth >= maxDepth {
-			return i, syntaxErr(i, "nesting too deep")
+		var done bool
+		if i, done, err = jsontext.Next(b, i, true); err != nil || done {
+			return i, err
 		}
-		i = SkipSpace(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, nil
+	}
+}
+
+func (r *rewriter) array(i int, key []byte, depth int) (int, error) {
+	b := r.src
+	if depth >= maxDepth {
+		return i, tooDeep(i)
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if i, err = r.value(i, key, depth+1); err != nil {
+			return i, err
 		}
-		for {
-			var err error
-			if i, err = r.value(i, key, depth+1); err != nil {
-				return i, err
-			}
-			i = SkipSpace(b, i)
-			if i >= len(b) {
-				return i, syntaxErr(i, "unterminated array")
-			}
-			if b[i] == ']' {
-				return i + 1, nil
-			}
-			if b[i] != ',' {
-				return i, syntaxErr(i, "expected ',' or ']'")
-			}
-			i++
+		var done bool
+		if i, done, err = jsontext.Next(b, i, false); err != nil || done {
+			return i, err
 		}
-	default:
-		return skipValue(b, i, depth)
 	}
 }
 
 func (r *rewriter) str(i int, key []byte) (int, error) {
-	e, err := skipString(r.src, i)
+	e, esc, err := jsontext.SkipString(r.src, i)
 	if err != nil {
 		return e, err
 	}
 	s := r.src[i+1 : e-1]
-	if hasEscape(s) {
-		if r.scratch, err = AppendUnquoted(r.scratch[:0], r.src[i:e]); err != nil {
-			return e, err
-		}
+	if esc || !utf8.Valid(s) {
+		r.scratch = jsontext.AppendUnquoted(r.scratch[:0], s)
 		s = r.scratch
 	}
 	repl, ok := r.fn(key, s)

@@ -2,6 +2,8 @@ package jsonlite
 
 import (
 	"strconv"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsontext"
 )
 
 // Kind is the type of a JSON value.
@@ -42,8 +44,8 @@ func Parse(b []byte) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if SkipSpace(b, i) != len(b) {
-		return nil, syntaxErr(i, "trailing data")
+	if err := jsontext.Finish(b, i); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -52,108 +54,97 @@ type parser struct {
 	b []byte
 }
 
+// value parses the value at b[i] (after white space), enclosed in depth
+// containers, and returns it with the index just past it.
 func (p *parser) value(i, depth int) (*Value, int, error) {
 	b := p.b
 	i = SkipSpace(b, i)
-	if i >= len(b) {
-		return nil, i, syntaxErr(i, "unexpected end of input")
+	if i < len(b) {
+		switch b[i] {
+		case '"':
+			return p.str(i)
+		case '{':
+			return p.object(i, depth)
+		case '[':
+			return p.array(i, depth)
+		}
 	}
-	switch c := b[i]; {
-	case c == '"':
-		e, err := skipString(b, i)
+	j, err := jsontext.SkipValue(b, i)
+	if err != nil {
+		return nil, j, err
+	}
+	return scalar(b[i:j]), j, nil
+}
+
+// scalar returns the value of a validated literal or number.
+func scalar(lit []byte) *Value {
+	switch lit[0] {
+	case 't':
+		return &Value{kind: Bool, b: true}
+	case 'f':
+		return &Value{kind: Bool}
+	case 'n':
+		return &Value{kind: Null}
+	}
+	return &Value{kind: Number, s: string(lit)}
+}
+
+func (p *parser) str(i int) (*Value, int, error) {
+	e, esc, err := jsontext.SkipString(p.b, i)
+	if err != nil {
+		return nil, e, err
+	}
+	return &Value{kind: String, s: jsontext.UnquoteContent(p.b[i+1:e-1], esc)}, e, nil
+}
+
+func (p *parser) object(i, depth int) (*Value, int, error) {
+	b := p.b
+	if depth >= maxDepth {
+		return nil, i, tooDeep(i)
+	}
+	v := &Value{kind: Object}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return v, i + 1, nil
+	}
+	for {
+		next, ke, esc, err := jsontext.SkipKey(b, i)
 		if err != nil {
-			return nil, e, err
+			return nil, next, err
 		}
-		s, err := Unquote(b[i:e])
-		if err != nil {
-			return nil, e, err
-		}
-		return &Value{kind: String, s: s}, e, nil
-	case c == '{':
-		if depth >= maxDepth {
-			return nil, i, syntaxErr(i, "nesting too deep")
-		}
-		v := &Value{kind: Object}
-		i = SkipSpace(b, i+1)
-		if i < len(b) && b[i] == '}' {
-			return v, i + 1, nil
-		}
-		for {
-			i = SkipSpace(b, i)
-			if i >= len(b) || b[i] != '"' {
-				return nil, i, syntaxErr(i, "expected object key")
-			}
-			ke, err := skipString(b, i)
-			if err != nil {
-				return nil, ke, err
-			}
-			key, err := Unquote(b[i:ke])
-			if err != nil {
-				return nil, ke, err
-			}
-			i = SkipSpace(b, ke)
-			if i >= len(b) || b[i] != ':' {
-				return nil, i, syntaxErr(i, "expected ':'")
-			}
-			var m *Value
-			if m, i, err = p.value(i+1, depth+1); err != nil {
-				return nil, i, err
-			}
-			v.members = append(v.members, Member{Key: key, Value: m})
-			i = SkipSpace(b, i)
-			if i >= len(b) {
-				return nil, i, syntaxErr(i, "unterminated object")
-			}
-			if b[i] == '}' {
-				return v, i + 1, nil
-			}
-			if b[i] != ',' {
-				return nil, i, syntaxErr(i, "expected ',' or '}'")
-			}
-			i++
-		}
-	case c == '[':
-		if depth >= maxDepth {
-			return nil, i, syntaxErr(i, "nesting too deep")
-		}
-		v := &Value{kind: Array}
-		i = SkipSpace(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return v, i + 1, nil
-		}
-		for {
-			e, j, err := p.value(i, depth+1)
-			if err != nil {
-				return nil, j, err
-			}
-			v.elems = append(v.elems, e)
-			i = SkipSpace(b, j)
-			if i >= len(b) {
-				return nil, i, syntaxErr(i, "unterminated array")
-			}
-			if b[i] == ']' {
-				return v, i + 1, nil
-			}
-			if b[i] != ',' {
-				return nil, i, syntaxErr(i, "expected ',' or ']'")
-			}
-			i++
-		}
-	case c == 't':
-		j, err := skipLiteral(b, i, "true")
-		return &Value{kind: Bool, b: true}, j, err
-	case c == 'f':
-		j, err := skipLiteral(b, i, "false")
-		return &Value{kind: Bool}, j, err
-	case c == 'n':
-		j, err := skipLiteral(b, i, "null")
-		return &Value{kind: Null}, j, err
-	default:
-		j, err := skipNumber(b, i)
+		key := jsontext.UnquoteContent(b[i+1:ke-1], esc)
+		m, j, err := p.value(next, depth+1)
 		if err != nil {
 			return nil, j, err
 		}
-		return &Value{kind: Number, s: string(b[i:j])}, j, nil
+		v.members = append(v.members, Member{Key: key, Value: m})
+		var done bool
+		if i, done, err = jsontext.Next(b, j, true); err != nil || done {
+			return v, i, err
+		}
+	}
+}
+
+func (p *parser) array(i, depth int) (*Value, int, error) {
+	b := p.b
+	if depth >= maxDepth {
+		return nil, i, tooDeep(i)
+	}
+	v := &Value{kind: Array}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return v, i + 1, nil
+	}
+	for {
+		e, j, err := p.value(i, depth+1)
+		if err != nil {
+			return nil, j, err
+		}
+		v.elems = append(v.elems, e)
+		var done bool
+		if i, done, err = jsontext.Next(b, j, false); err != nil || done {
+			return v, i, err
+		}
 	}
 }
 

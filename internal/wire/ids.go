@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsontext"
 )
 
 // The go-sdk's jsonrpc.ID is a struct holding one interface value (nil, an
@@ -76,21 +78,21 @@ type idStore struct {
 	off int
 }
 
-// str returns the Go string for validated JSON string content raw with the
-// given skipString flags, stored in st.buf when it fits.
-func (st *idStore) str(raw []byte, flags int) string {
+// str returns the Go string for validated JSON string content raw (escaped
+// when it holds escapes), stored in st.buf when it fits.
+func (st *idStore) str(raw []byte, escaped bool) string {
 	if len(raw) == 0 {
 		return ""
 	}
 	free := st.buf[st.off:]
 	if len(raw) > len(free) {
-		return unquoteContent(raw, flags)
+		return jsontext.UnquoteContent(raw, escaped)
 	}
 	var out []byte
-	if flags == 0 && utf8.Valid(raw) {
+	if !escaped && utf8.Valid(raw) {
 		out = append(free[:0], raw...)
 	} else {
-		out = appendUnescaped(free[:0], raw)
+		out = jsontext.AppendUnquoted(free[:0], raw)
 	}
 	if len(out) > len(free) {
 		// Replacing invalid UTF-8 can make the string longer than raw; out
@@ -102,10 +104,10 @@ func (st *idStore) str(raw []byte, flags int) string {
 }
 
 // setID sets *id to the decoded id described by kind, using st for storage.
-func (st *idStore) setID(id *jsonrpc.ID, kind idKind, n int64, raw []byte, flags int) {
+func (st *idStore) setID(id *jsonrpc.ID, kind idKind, n int64, raw []byte, escaped bool) {
 	switch kind {
 	case idString:
-		st.s = st.str(raw, flags)
+		st.s = st.str(raw, escaped)
 		if inlineIDs {
 			setID(id, stringType, unsafe.Pointer(&st.s))
 		} else {

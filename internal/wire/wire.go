@@ -16,6 +16,8 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsontext"
 )
 
 // maxExactInt is the largest magnitude of an integer id: go-sdk ids pass
@@ -52,24 +54,7 @@ func Decode(data []byte) (jsonrpc.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	var (
-		version        member // last non-null "jsonrpc"
-		haveVersion    bool
-		idKind         idKind
-		idSpan         member // for a string id
-		idInt          int64
-		method         member // last "method"
-		haveMethod     bool
-		params, result member
-		haveParams     bool
-		haveResult     bool
-		werr           errorState
-		haveError      bool
-		// invalid is the first error about a valid JSON value of the
-		// wrong type; it is returned only when the whole input is valid
-		// JSON, so that malformed input always gets a parse error.
-		invalid error
-	)
+	var d decoder
 	for {
 		m, ok, err := it.next()
 		if err != nil {
@@ -78,99 +63,153 @@ func Decode(data []byte) (jsonrpc.Message, error) {
 		if !ok {
 			break
 		}
-		v := data[m.valStart]
-		switch messageKey(data, m) {
-		case keyJSONRPC:
-			switch v {
-			case '"':
-				version, haveVersion = m, true
-			case 'n': // null leaves a string field unchanged in encoding/json
-			default:
-				invalid = cmp.Or(invalid, invalidError("invalid jsonrpc version: must be the string \"2.0\", got %s", kindOf(v)))
-			}
-		case keyID:
-			switch {
-			case v == '"':
-				idKind, idSpan = idString, m
-			case v == 'n':
-				idKind = idNone
-			case v == '-' || isDigit(v):
-				n, err := parseID(data[m.valStart:m.valEnd])
-				invalid = cmp.Or(invalid, err)
-				idKind, idInt = idInteger, n
-			default:
-				invalid = cmp.Or(invalid, invalidError("invalid id: must be a string, an integer or null, got %s", kindOf(v)))
-			}
-		case keyMethod:
-			method, haveMethod = m, true
-		case keyParams:
-			params, haveParams = m, true
-		case keyResult:
-			result, haveResult = m, true
-		case keyError:
-			switch v {
-			case 'n':
-				haveError = false
-			case '{':
-				// Like encoding/json decoding into a non-nil pointer, a
-				// repeated "error" object updates the previous one.
-				if !haveError {
-					werr = errorState{}
-				}
-				invalid = cmp.Or(invalid, werr.decode(data, m))
-				haveError = true
-			default:
-				invalid = cmp.Or(invalid, invalidError("invalid error: must be an object, got %s", kindOf(v)))
-			}
-		}
+		d.member(data, m)
 	}
-	if err := it.finish(); err != nil {
+	if err := it.finish(data); err != nil {
 		return nil, err
 	}
-	if invalid != nil {
-		return nil, invalid
+	if d.invalid != nil {
+		return nil, d.invalid
 	}
+	if err := d.checkVersion(data); err != nil {
+		return nil, err
+	}
+	if d.haveMethod {
+		return d.request(data)
+	}
+	return d.response(data)
+}
 
-	if !haveVersion {
-		return nil, invalidError("missing jsonrpc version")
+// decoder collects the top-level members of a message that Decode uses.
+type decoder struct {
+	version        member // last non-null "jsonrpc"
+	haveVersion    bool
+	idKind         idKind
+	idSpan         member // for a string id
+	idInt          int64
+	method         member // last "method"
+	haveMethod     bool
+	params, result member
+	haveParams     bool
+	haveResult     bool
+	werr           errorState
+	haveError      bool
+	// invalid is the first error about a valid JSON value of the wrong
+	// type; it is returned only when the whole input is valid JSON, so
+	// that malformed input always gets a parse error.
+	invalid error
+}
+
+// member records the top-level member m.
+func (d *decoder) member(data []byte, m member) {
+	switch messageKey(data, m) {
+	case keyJSONRPC:
+		d.versionMember(data[m.ValStart], m)
+	case keyID:
+		d.idMember(data, m)
+	case keyMethod:
+		d.method, d.haveMethod = m, true
+	case keyParams:
+		d.params, d.haveParams = m, true
+	case keyResult:
+		d.result, d.haveResult = m, true
+	case keyError:
+		d.errorMember(data, m)
 	}
-	if raw := data[version.valStart:version.valEnd]; string(raw) != `"2.0"` {
+}
+
+// fail records err unless an earlier member was already invalid.
+func (d *decoder) fail(err error) { d.invalid = cmp.Or(d.invalid, err) }
+
+func (d *decoder) versionMember(v byte, m member) {
+	switch v {
+	case '"':
+		d.version, d.haveVersion = m, true
+	case 'n': // null leaves a string field unchanged in encoding/json
+	default:
+		d.fail(invalidError("invalid jsonrpc version: must be the string \"2.0\", got %s", kindOf(v)))
+	}
+}
+
+func (d *decoder) idMember(data []byte, m member) {
+	switch v := data[m.ValStart]; {
+	case v == '"':
+		d.idKind, d.idSpan = idString, m
+	case v == 'n':
+		d.idKind = idNone
+	case v == '-' || isDigit(v):
+		n, err := parseID(data[m.ValStart:m.ValEnd])
+		d.fail(err)
+		d.idKind, d.idInt = idInteger, n
+	default:
+		d.fail(invalidError("invalid id: must be a string, an integer or null, got %s", kindOf(v)))
+	}
+}
+
+func (d *decoder) errorMember(data []byte, m member) {
+	switch v := data[m.ValStart]; v {
+	case 'n':
+		d.haveError = false
+	case '{':
+		// Like encoding/json decoding into a non-nil pointer, a repeated
+		// "error" object updates the previous one.
+		if !d.haveError {
+			d.werr = errorState{}
+		}
+		d.fail(d.werr.decode(data, m))
+		d.haveError = true
+	default:
+		d.fail(invalidError("invalid error: must be an object, got %s", kindOf(v)))
+	}
+}
+
+// checkVersion checks for "jsonrpc":"2.0".
+func (d *decoder) checkVersion(data []byte) error {
+	if !d.haveVersion {
+		return invalidError("missing jsonrpc version")
+	}
+	if raw := data[d.version.ValStart:d.version.ValEnd]; string(raw) != `"2.0"` {
 		if s, _ := Unquote(raw); s != "2.0" {
-			return nil, invalidError("invalid jsonrpc version %q: must be \"2.0\"", s)
+			return invalidError("invalid jsonrpc version %q: must be \"2.0\"", s)
 		}
 	}
-	if haveMethod {
-		box := &requestBox{}
-		req := &box.req
-		box.st.setID(&req.ID, idKind, idInt, strContent(data, idSpan), idSpan.valFlags)
-		switch data[method.valStart] {
-		case '"':
-			req.Method = methodName(data, method, &box.st)
-		case 'n': // null decodes to "" in the go-sdk
-		default:
-			return nil, invalidError("invalid method: must be a string, got %s", kindOf(data[method.valStart]))
-		}
-		if haveParams {
-			req.Params = sub(data, params)
-		}
-		return req, nil
+	return nil
+}
+
+func (d *decoder) request(data []byte) (jsonrpc.Message, error) {
+	box := &requestBox{}
+	req := &box.req
+	box.st.setID(&req.ID, d.idKind, d.idInt, strContent(data, d.idSpan), d.idSpan.ValEscaped)
+	switch data[d.method.ValStart] {
+	case '"':
+		req.Method = methodName(data, d.method, &box.st)
+	case 'n': // null decodes to "" in the go-sdk
+	default:
+		return nil, invalidError("invalid method: must be a string, got %s", kindOf(data[d.method.ValStart]))
 	}
-	if idKind == idNone {
+	if d.haveParams {
+		req.Params = sub(data, d.params)
+	}
+	return req, nil
+}
+
+func (d *decoder) response(data []byte) (jsonrpc.Message, error) {
+	if d.idKind == idNone {
 		return nil, invalidError("invalid message: no method (not a request) and no id (not a response)")
 	}
 	box := &responseBox{}
 	resp := &box.resp
-	box.st.setID(&resp.ID, idKind, idInt, strContent(data, idSpan), idSpan.valFlags)
-	if haveResult {
-		resp.Result = sub(data, result)
+	box.st.setID(&resp.ID, d.idKind, d.idInt, strContent(data, d.idSpan), d.idSpan.ValEscaped)
+	if d.haveResult {
+		resp.Result = sub(data, d.result)
 	}
-	if haveError {
-		e := &jsonrpc.Error{Code: werr.code}
-		if werr.haveMessage {
-			e.Message = unquoteContent(strContent(data, werr.message), werr.message.valFlags)
+	if d.haveError {
+		e := &jsonrpc.Error{Code: d.werr.code}
+		if d.werr.haveMessage {
+			e.Message = jsontext.UnquoteContent(strContent(data, d.werr.message), d.werr.message.ValEscaped)
 		}
-		if werr.haveData {
-			e.Data = sub(data, werr.data)
+		if d.werr.haveData {
+			e.Data = sub(data, d.werr.data)
 		}
 		resp.Error = e
 	}
@@ -192,10 +231,10 @@ type responseBox struct {
 // strContent returns the content (without quotes) of m's string value, or
 // nil when m is not a string.
 func strContent(data []byte, m member) []byte {
-	if m.valEnd-m.valStart < 2 || data[m.valStart] != '"' {
+	if m.ValEnd-m.ValStart < 2 || data[m.ValStart] != '"' {
 		return nil
 	}
-	return data[m.valStart+1 : m.valEnd-1]
+	return data[m.ValStart+1 : m.ValEnd-1]
 }
 
 type idKind uint8
@@ -208,7 +247,7 @@ const (
 
 // sub returns the value of m as a capacity-limited sub-slice of data.
 func sub(data []byte, m member) json.RawMessage {
-	return data[m.valStart:m.valEnd:m.valEnd]
+	return data[m.ValStart:m.ValEnd:m.ValEnd]
 }
 
 // errorState accumulates the members of the "error" object(s).
@@ -221,7 +260,7 @@ type errorState struct {
 }
 
 func (e *errorState) decode(data []byte, obj member) error {
-	it, err := newObjectIter(data, obj.valStart, 2, "error")
+	it, err := newObjectIter(data, obj.ValStart, 2, "error")
 	if err != nil {
 		return err
 	}
@@ -230,14 +269,14 @@ func (e *errorState) decode(data []byte, obj member) error {
 		if err != nil || !ok {
 			return err
 		}
-		v := data[m.valStart]
+		v := data[m.ValStart]
 		switch {
 		case keyEquals(data, m, "code"):
 			switch {
 			case v == '-' || isDigit(v):
-				n, ok := parseInt64(data[m.valStart:m.valEnd])
+				n, ok := parseInt64(data[m.ValStart:m.ValEnd])
 				if !ok {
-					return invalidError("invalid error code %s: must be an integer", clip(data[m.valStart:m.valEnd]))
+					return invalidError("invalid error code %s: must be an integer", clip(data[m.ValStart:m.ValEnd]))
 				}
 				e.code = n
 			case v == 'n':
@@ -325,14 +364,14 @@ const (
 
 // messageKey classifies a top-level member name of a message.
 func messageKey(data []byte, m member) messageKeyKind {
-	raw := data[m.keyStart+1 : m.keyEnd-1]
-	if m.keyFlags&strEscaped != 0 {
+	raw := data[m.KeyStart+1 : m.KeyEnd-1]
+	if m.KeyEscaped {
 		// An escaped spelling of a 7-byte name is at most 42 bytes long.
 		if len(raw) > 42 {
 			return keyOther
 		}
 		var buf [42]byte
-		raw = appendUnescaped(buf[:0], raw)
+		raw = jsontext.AppendUnquoted(buf[:0], raw)
 	}
 	switch string(raw) {
 	case "jsonrpc":
@@ -355,6 +394,19 @@ func messageKey(data []byte, m member) messageKeyKind {
 // methods of the MCP specification.
 func methodName(data []byte, m member, st *idStore) string {
 	raw := strContent(data, m)
+	if s := knownMethod(raw); s != "" {
+		return s
+	}
+	return st.str(raw, m.ValEscaped)
+}
+
+// knownMethod returns raw as a constant string when it is a method of the
+// MCP specification, else "".
+func knownMethod(raw []byte) string {
+	const prefix = "notifications/"
+	if len(raw) > len(prefix) && string(raw[:len(prefix)]) == prefix {
+		return knownNotification(raw)
+	}
 	switch string(raw) {
 	case "initialize":
 		return "initialize"
@@ -398,6 +450,13 @@ func methodName(data []byte, m member, st *idStore) string {
 		return "tasks/list"
 	case "tasks/cancel":
 		return "tasks/cancel"
+	}
+	return ""
+}
+
+// knownNotification is knownMethod for the notifications.
+func knownNotification(raw []byte) string {
+	switch string(raw) {
 	case "notifications/initialized":
 		return "notifications/initialized"
 	case "notifications/progress":
@@ -421,7 +480,7 @@ func methodName(data []byte, m member, st *idStore) string {
 	case "notifications/elicitation/complete":
 		return "notifications/elicitation/complete"
 	}
-	return st.str(raw, m.valFlags)
+	return ""
 }
 
 // Append appends the wire form of msg to dst. Raw values (params, result,
@@ -530,7 +589,7 @@ func Field(obj []byte, key string) (json.RawMessage, bool, error) {
 			found, ok = m, true
 		}
 	}
-	if err := it.finish(); err != nil {
+	if err := it.finish(obj); err != nil {
 		return nil, false, err
 	}
 	if !ok {
@@ -570,7 +629,7 @@ func SetField(obj []byte, key string, value json.RawMessage) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
-	open := it.i // just after '{'
+	open := it.Pos() // just after '{'
 	var matchBuf [4]member
 	matches := matchBuf[:0]
 	insertAt := open
@@ -584,12 +643,12 @@ func SetField(obj []byte, key string, value json.RawMessage) (json.RawMessage, e
 			break
 		}
 		members++
-		insertAt = m.valEnd
+		insertAt = m.ValEnd
 		if keyEquals(obj, m, key) {
 			matches = append(matches, m)
 		}
 	}
-	if err := it.finish(); err != nil {
+	if err := it.finish(obj); err != nil {
 		return nil, err
 	}
 	if len(matches) == 0 {
@@ -605,14 +664,14 @@ func SetField(obj []byte, key string, value json.RawMessage) (json.RawMessage, e
 	}
 	size := len(obj)
 	for _, m := range matches {
-		size += len(value) - (m.valEnd - m.valStart)
+		size += len(value) - (m.ValEnd - m.ValStart)
 	}
 	out := make([]byte, 0, size)
 	from := 0
 	for _, m := range matches {
-		out = append(out, obj[from:m.valStart]...)
+		out = append(out, obj[from:m.ValStart]...)
 		out = append(out, value...)
-		from = m.valEnd
+		from = m.ValEnd
 	}
 	return append(out, obj[from:]...), nil
 }
@@ -643,13 +702,13 @@ func DeleteField(obj []byte, key string) (json.RawMessage, error) {
 			break
 		}
 		if first {
-			out = append(out, obj[:m.keyStart]...)
+			out = append(out, obj[:m.KeyStart]...)
 			first = false
 		}
 		if prevKept {
-			sepS, sepE = prevEnd, m.keyStart
+			sepS, sepE = prevEnd, m.KeyStart
 		}
-		prevEnd = m.valEnd
+		prevEnd = m.ValEnd
 		prevKept = !keyEquals(obj, m, key)
 		if !prevKept {
 			continue
@@ -657,10 +716,10 @@ func DeleteField(obj []byte, key string) (json.RawMessage, error) {
 		if kept {
 			out = append(out, obj[sepS:sepE]...)
 		}
-		out = append(out, obj[m.keyStart:m.valEnd]...)
+		out = append(out, obj[m.KeyStart:m.ValEnd]...)
 		kept = true
 	}
-	if err := it.finish(); err != nil {
+	if err := it.finish(obj); err != nil {
 		return nil, err
 	}
 	if first { // no members at all

@@ -1,33 +1,30 @@
 // Package jsonx holds the few allocation-free JSON helpers the policy host
-// needs to build hook inputs and pick guest outputs apart. The walkers
-// (Members, Elements) assume their input already passed encoding/json.Valid;
-// on anything else they stop with ErrMalformed and never panic.
+// needs to build hook inputs and pick guest outputs apart, as a thin layer
+// over package guest/jsontext, the scanner and string writer the gateway and
+// the guest SDK share. The walkers (Members, Elements) validate as they go;
+// on malformed input they stop with an error wrapping ErrMalformed and never
+// panic.
 package jsonx
 
 import (
 	"bytes"
 	"errors"
+	"fmt"
 
-	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/guest/jsontext"
 )
 
 // ErrMalformed is returned by the walkers when the input is not the JSON
 // kind they expect.
 var ErrMalformed = errors.New("malformed JSON")
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
+// malformed wraps a scanner error as ErrMalformed.
+func malformed(err error) error { return fmt.Errorf("%w: %v", ErrMalformed, err) }
 
 // Kind returns the first non-space byte of a JSON value ('{', '[', '"',
 // 't', 'f', 'n', or a number's first byte), or 0 for empty input.
 func Kind(v []byte) byte {
-	i := skipSpace(v, 0)
+	i := jsontext.SkipSpace(v, 0)
 	if i >= len(v) {
 		return 0
 	}
@@ -37,178 +34,58 @@ func Kind(v []byte) byte {
 // IsObject reports whether the (valid) JSON value v is an object.
 func IsObject(v []byte) bool { return Kind(v) == '{' }
 
-// skipValue returns the index just past the valid JSON value starting at or
-// after i, or -1 when the input ends first.
-func skipValue(b []byte, i int) int {
-	i = skipSpace(b, i)
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				if i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	default:
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// skipString returns the index just past the string literal at b[i]
-// (assumed valid), or -1.
-func skipString(b []byte, i int) int {
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return -1
-		}
-		q := i + j
-		// The quote closes the string unless an odd number of
-		// backslashes escapes it.
-		n := 0
-		for k := q - 1; k >= i && b[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		i = q + 1
-	}
-}
-
-// Members calls fn for each member of the valid JSON object obj with the raw
-// key literal (quotes included) and the raw value.
+// Members calls fn for each member of the JSON object obj with the raw key
+// literal (quotes included) and the raw value, stopping at fn's first error.
 func Members(obj []byte, fn func(key, val []byte) error) error {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return ErrMalformed
+	var ferr error
+	_, err := jsontext.Members(obj, 0, func(m jsontext.Member) bool {
+		ferr = fn(obj[m.KeyStart:m.KeyEnd], m.Value(obj))
+		return ferr == nil
+	})
+	if err != nil {
+		return malformed(err)
 	}
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return nil
-	}
-	for i < len(obj) {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return ErrMalformed
-		}
-		ke := skipString(obj, i)
-		if ke < 0 {
-			return ErrMalformed
-		}
-		key := obj[i:ke]
-		i = skipSpace(obj, ke)
-		if i >= len(obj) || obj[i] != ':' {
-			return ErrMalformed
-		}
-		vs := skipSpace(obj, i+1)
-		ve := skipValue(obj, vs)
-		if ve < 0 {
-			return ErrMalformed
-		}
-		if err := fn(key, obj[vs:ve]); err != nil {
-			return err
-		}
-		i = skipSpace(obj, ve)
-		if i >= len(obj) {
-			return ErrMalformed
-		}
-		if obj[i] == '}' {
-			return nil
-		}
-		if obj[i] != ',' {
-			return ErrMalformed
-		}
-		i++
-	}
-	return ErrMalformed
+	return ferr
 }
 
-// Elements calls fn for each element of the valid JSON array arr.
+// Elements calls fn for each element of the JSON array arr, stopping at
+// fn's first error.
 func Elements(arr []byte, fn func(val []byte) error) error {
-	i := skipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return ErrMalformed
+	var ferr error
+	_, err := jsontext.Elements(arr, 0, func(e []byte) bool {
+		ferr = fn(e)
+		return ferr == nil
+	})
+	if err != nil {
+		return malformed(err)
 	}
-	i = skipSpace(arr, i+1)
-	if i < len(arr) && arr[i] == ']' {
-		return nil
-	}
-	for i < len(arr) {
-		vs := skipSpace(arr, i)
-		ve := skipValue(arr, vs)
-		if ve < 0 {
-			return ErrMalformed
-		}
-		if err := fn(arr[vs:ve]); err != nil {
-			return err
-		}
-		i = skipSpace(arr, ve)
-		if i >= len(arr) {
-			return ErrMalformed
-		}
-		if arr[i] == ']' {
-			return nil
-		}
-		if arr[i] != ',' {
-			return ErrMalformed
-		}
-		i++
-	}
-	return ErrMalformed
+	return ferr
 }
 
-// KeyIs reports whether the raw key literal equals name. Keys with escapes
-// are decoded first.
+// KeyIs reports whether the raw key literal (quotes included, as Members
+// passes it) decodes to name.
 func KeyIs(rawKey []byte, name string) bool {
-	if len(rawKey) == len(name)+2 && string(rawKey[1:len(rawKey)-1]) == name {
-		return true
+	if len(rawKey) < 2 {
+		return false
 	}
-	for _, c := range rawKey {
-		if c == '\\' {
-			s, err := Unquote(rawKey)
-			return err == nil && s == name
-		}
-	}
-	return false
+	content := rawKey[1 : len(rawKey)-1]
+	return jsontext.KeyEquals(content, bytes.IndexByte(content, '\\') >= 0, name)
 }
 
-// Unquote decodes a valid JSON string literal.
+// Unquote decodes a JSON string literal; invalid UTF-8 and unpaired
+// surrogates become U+FFFD.
 func Unquote(lit []byte) (string, error) {
-	s, ok := wire.Unquote(lit)
-	if !ok {
-		return "", ErrMalformed
+	s, err := jsontext.Unquote(lit)
+	if err != nil {
+		return "", malformed(err)
 	}
 	return s, nil
 }
 
 // AppendString appends s as a JSON string literal; invalid UTF-8 becomes
-// U+FFFD. It is the gateway codec's (internal/wire).
-func AppendString(dst []byte, s string) []byte { return wire.AppendString(dst, s) }
+// U+FFFD.
+func AppendString(dst []byte, s string) []byte { return jsontext.AppendString(dst, s) }
+
+// Valid reports whether b is exactly one JSON value (RFC 8259 syntax;
+// white space around it allowed), agreeing with encoding/json.Valid.
+func Valid(b []byte) bool { return jsontext.Valid(b) }

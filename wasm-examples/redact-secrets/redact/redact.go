@@ -40,6 +40,8 @@ package redact
 import (
 	"math/bits"
 	"strings"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsontext"
 )
 
 // Kind names a class of secret.
@@ -212,27 +214,11 @@ type ConfigError struct{ Msg string }
 
 func (e *ConfigError) Error() string { return "redact config: " + e.Msg }
 
-// jsonEscape returns s as it appears inside a JSON string.
+// jsonEscape returns s as it appears inside a JSON string written by the
+// gateway (package jsontext).
 func jsonEscape(s string) []byte {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c == '\n':
-			b = append(b, '\\', 'n')
-		case c == '\r':
-			b = append(b, '\\', 'r')
-		case c == '\t':
-			b = append(b, '\\', 't')
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return b
+	q := jsontext.AppendString(nil, s)
+	return q[1 : len(q)-1]
 }
 
 // New builds a Redactor.
