@@ -241,6 +241,13 @@ func TestAdminRejectsUploads(t *testing.T) {
 	failingVector := `[{"name":"stamps v3","hook":"tool_call","input":{"server":"vault","tool":"echo","arguments":{}},"expect":{"action":"allow","arguments":{"text":"v4"}}}]`
 	passingVector := `[{"name":"stamps v3","hook":"tool_call","input":{"server":"vault","tool":"echo","arguments":{}},"expect":{"action":"allow","arguments":{"text":"v3"}}}]`
 	big := append(versionedModule(9), make([]byte, 3_100_000)...)
+	spin := []byte{w.OpLoop, w.OpBlockTypeVoid, w.OpBr, 0, w.OpEnd}
+	startLoop := w.PolicyModule(1<<16, map[string][]byte{"edge_hook_tool_call": w.Packed(0, 0)})
+	startLoop.Funcs = append(startLoop.Funcs, w.Func{Body: spin})
+	startLoop.Start, startLoop.HasStart = uint32(len(startLoop.Funcs)-1), true
+	initLoop := w.PolicyModule(1<<16, map[string][]byte{"edge_hook_tool_call": w.Packed(0, 0)})
+	initLoop.Funcs = append(initLoop.Funcs, w.Func{Body: spin, Export: "_initialize"})
+	startLoopBytes, initLoopBytes := startLoop.Bytes(), initLoop.Bytes()
 
 	for _, tc := range []struct {
 		name     string
@@ -264,6 +271,10 @@ func TestAdminRejectsUploads(t *testing.T) {
 		{"forbidden import", forbidden.Bytes(), nil, 422, "forbidden_import"},
 		{"failing configure", redact, nil, 422, "configure_failed"}, // redact-secrets rejects {"strict":true}
 		{"failing test vector", v3, map[string]string{adminapi.HeaderModuleSignature: sign(v3, priv), adminapi.HeaderModuleVectors: vectors(failingVector)}, 422, "test_vector_failed"},
+		// Before issue 15 the first wedged the upload (and shutdown) for good
+		// under fuel metering; the second was refused only after 10 s.
+		{"start section loops forever", startLoopBytes, map[string]string{adminapi.HeaderModuleSignature: sign(startLoopBytes, priv)}, 422, "start_timeout"},
+		{"_initialize loops forever", initLoopBytes, map[string]string{adminapi.HeaderModuleSignature: sign(initLoopBytes, priv)}, 422, "start_timeout"},
 		{"malformed test vectors", v3, map[string]string{adminapi.HeaderModuleSignature: sign(v3, priv), adminapi.HeaderModuleVectors: "not base64!"}, 400, "bad_vectors"},
 		{"missing admin token", v3, map[string]string{"Authorization": ""}, 401, "unauthorized"},
 		{"wrong admin token", v3, map[string]string{"Authorization": "Bearer not-the-token-at-all"}, 401, "unauthorized"},
