@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -200,6 +201,28 @@ func TestAdminRefusesNonLoopbackWithoutToken(t *testing.T) {
 	err := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--admin", "0.0.0.0:0"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Fatalf("got %v, want a refusal naming the reason", err)
+	}
+}
+
+// TestAdminPortTaken: an admin address that is taken, the default one
+// included, stops the start with an error saying what to do, rather than a
+// warning and a gateway without its admin API.
+func TestAdminPortTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := filepath.Join(t.TempDir(), "gw.json")
+	os.WriteFile(cfg, []byte(`{"mcpServers": {}, "admin": {"listen": "`+taken.Addr().String()+`"}}`), 0o600)
+	for _, args := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0", "--admin", taken.Addr().String()},
+		{"serve", "--listen", "127.0.0.1:0", "--config", cfg}, // from the config, not a flag
+	} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "--admin") {
+			t.Errorf("%v: got %v, want a start-up error naming the taken address and --admin", args, err)
+		}
 	}
 }
 

@@ -179,7 +179,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	adminLn, err := listenAdmin(o.adminAddr, cfg, log)
+	adminLn, err := listenAdmin(o.adminAddr, cfg)
 	if err != nil {
 		ln.Close()
 		g.Close()
@@ -247,29 +247,26 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 const defaultAdminListen = "127.0.0.1:9090"
 
 // listenAdmin opens the admin API's listener: the flag, else the config,
-// else the default. An address given explicitly must work; the default is
-// skipped with a warning when taken. A non-loopback address needs a token.
-func listenAdmin(flagAddr string, cfg *config.Config, log *slog.Logger) (net.Listener, error) {
-	addr, explicit := flagAddr, true
+// else the default. The address must work (a taken port is a start-up
+// error: an operator who thinks the admin API runs must not find another
+// process there). A non-loopback address needs a token.
+func listenAdmin(flagAddr string, cfg *config.Config) (net.Listener, error) {
+	addr := flagAddr
 	if addr == "" {
 		addr = cfg.Admin.Listen
 	}
 	if addr == "" {
-		addr, explicit = defaultAdminListen, false
+		addr = defaultAdminListen
 	}
 	if addr == "off" {
 		return nil, nil
 	}
 	if !config.LoopbackAddr(addr) && len(cfg.Admin.Tokens) == 0 && os.Getenv("EDGE_MCP_ADMIN_TOKEN") == "" {
-		return nil, fmt.Errorf("admin API on %s: not a loopback address, and no admin token is configured (admin.tokens or EDGE_MCP_ADMIN_TOKEN)", addr)
+		return nil, fmt.Errorf("admin API on %s: not a loopback address, and no admin token is configured: set admin.tokens in the config or EDGE_MCP_ADMIN_TOKEN, or listen on loopback (--admin 127.0.0.1:9090)", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		if explicit {
-			return nil, fmt.Errorf("admin API: listening on %s: %w", addr, err)
-		}
-		log.Warn("admin API not started: its default address is taken (set --admin)", "addr", addr, "err", err)
-		return nil, nil
+		return nil, fmt.Errorf("admin API: listening on %s: %w (choose another address with --admin ADDR or admin.listen, or --admin off)", addr, err)
 	}
 	return ln, nil
 }

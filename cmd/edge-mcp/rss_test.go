@@ -66,8 +66,8 @@ func BenchmarkIdleRSS(b *testing.B) {
 				args    []string
 				servers int
 			}{
-				{"config", []string{"serve", "--config", config, "--listen", "127.0.0.1:0"}, 1},
-				{"demo", []string{"serve", "--listen", "127.0.0.1:0"}, 2},
+				{"config", []string{"serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, 1},
+				{"demo", []string{"serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, 2},
 			} {
 				b.Run(c.name, func(b *testing.B) {
 					pid := startIdle(b, bin, c.args, c.servers)
