@@ -234,14 +234,35 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	srv.Shutdown(shutdownCtx)
-	if adminSrv != nil {
-		adminSrv.Shutdown(shutdownCtx)
+	return shutdown(g, log, cfg, srv, adminSrv)
+}
+
+// shutdown stops a serving gateway gracefully: new sessions are refused
+// while the calls in flight finish (within limits.shutdown_grace), then
+// the sessions and their streams, the upstreams (stdio children reaped)
+// and the listeners are closed. It always returns: what does not finish in
+// time is closed.
+func shutdown(g *gateway.Gateway, log *slog.Logger, cfg *config.Config, servers ...*http.Server) error {
+	grace := cfg.Limits.ShutdownGrace
+	if grace <= 0 {
+		grace = 10 * time.Second
 	}
-	return g.Close()
+	log.Info("shutting down: letting the calls in flight finish", "grace", grace)
+	drainCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := g.Drain(drainCtx); err != nil {
+		log.Warn("shutting down with calls still in flight", "err", err)
+	}
+	err := g.Close()
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), time.Second)
+	defer cancelClose()
+	for _, srv := range servers {
+		if srv != nil && srv.Shutdown(closeCtx) != nil {
+			srv.Close()
+		}
+	}
+	log.Info("stopped")
+	return err
 }
 
 const defaultAdminListen = "127.0.0.1:9090"

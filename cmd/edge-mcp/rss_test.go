@@ -92,7 +92,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 
 // buildEdgeMCP builds the command with the given go build flags and extra
 // environment into a temporary directory and returns the binary's path.
-func buildEdgeMCP(b *testing.B, flags, env []string) string {
+func buildEdgeMCP(b testing.TB, flags, env []string) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "edge-mcp")
 	args := append(append([]string{"build"}, flags...), "-o", bin, ".")

@@ -128,6 +128,8 @@ var limitKeys = concat([]key{
 		doc: "downstream connections open at once; more wait in the listen backlog"},
 	{name: "limits.upstream_bytes_in_flight", def: "¼ of the memory limit, else 256 MiB", field: at(func(l *Limits) *int64 { return &l.UpstreamBytesInFlight }), check: notNegative,
 		doc: "bytes of upstream answers being read at once, gateway-wide; a call over it gets an error"},
+	{name: "limits.shutdown_grace", def: "10", field: at(func(l *Limits) *time.Duration { return &l.ShutdownGrace }),
+		doc: "on SIGTERM: new sessions get 503 while the calls in flight finish, for at most this long"},
 	{name: "limits.memory_mb", def: "90% of the cgroup limit", field: at(func(l *Limits) *int { return &l.MemoryMB }), check: notNegative,
 		doc: "the Go runtime's soft memory limit (`debug.SetMemoryLimit`)"},
 })

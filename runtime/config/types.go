@@ -252,6 +252,9 @@ type Limits struct {
 	// UpstreamBytesInFlight caps the bytes of upstream messages being read
 	// at once, gateway-wide (0: derived from the memory limit).
 	UpstreamBytesInFlight int64 `json:"upstream_bytes_in_flight,omitempty"`
+	// ShutdownGrace is how long a stopping gateway (SIGTERM) lets the calls
+	// in flight finish before it closes what is left (0: the default).
+	ShutdownGrace time.Duration `json:"shutdown_grace,omitempty"`
 	// MemoryMB sets the Go runtime's soft memory limit (0: 90% of the
 	// cgroup's memory limit when there is one, else none).
 	MemoryMB int `json:"memory_mb,omitempty"`
