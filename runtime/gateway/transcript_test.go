@@ -66,7 +66,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 )
 
-const transcriptWait = 10 * time.Second // for any one expected message
+const transcriptWait = 5 * time.Second // for any one expected message
 
 func TestTranscript(t *testing.T) {
 	files, err := filepath.Glob("testdata/transcripts/*.txtar")
@@ -257,7 +257,7 @@ func (r *transcriptRun) step(it transcriptItem) {
 		}
 		got = r.c.received.take(transcriptWait, match)
 		if got == nil {
-			r.fatalf(it, "no message like\n%s\nwithin %v; unmatched received messages:\n%s", it.text, transcriptWait, r.c.received.dump())
+			r.fatalf(it, "no message like\n%s\nwithin %v; unmatched received messages:\n%s%s", it.text, transcriptWait, r.c.received.dump(), strings.Join(r.c.errs(), "\n"))
 		}
 	}
 	bound := map[string]any{}
