@@ -213,7 +213,11 @@ func (r *transcriptRun) step(it transcriptItem) {
 			r.c.post([]byte(it.text)) // deliberately malformed: sent as written
 			return
 		}
-		b, _ := json.Marshal(substituteVars(v, r.vars))
+		v = substituteVars(v, r.vars)
+		if name := unboundVar(v); name != "" {
+			r.fatalf(it, "%s is not bound by an earlier expected message", name)
+		}
+		b, _ := json.Marshal(v)
 		r.c.post(b)
 		return
 	}
@@ -276,6 +280,9 @@ func (r *transcriptRun) finish() {
 	if extra := r.c.received.unmatched(func(m map[string]any) bool { _, call := m["method"]; return !call }); len(extra) > 0 {
 		r.t.Errorf("%s: responses the transcript does not expect:\n%s", r.file, strings.Join(extra, "\n"))
 	}
+	for _, e := range r.c.errs() {
+		r.t.Errorf("%s: %s", r.file, e)
+	}
 	if !r.at {
 		return
 	}
@@ -285,9 +292,6 @@ func (r *transcriptRun) finish() {
 				r.t.Errorf("%s: upstream %s received %d %s, the transcript lists %d:\n%s", r.file, name, n, method, r.seen[name+" "+method], up.log.dump())
 			}
 		}
-	}
-	for _, e := range r.c.errs() {
-		r.t.Errorf("%s: %s", r.file, e)
 	}
 }
 
@@ -331,6 +335,29 @@ func substituteVars(v any, vars map[string]any) any {
 		return out
 	}
 	return v
+}
+
+// unboundVar returns the first variable left in v after substitution.
+func unboundVar(v any) string {
+	switch v := v.(type) {
+	case string:
+		if isTranscriptVar(v) {
+			return v
+		}
+	case map[string]any:
+		for _, e := range v {
+			if n := unboundVar(e); n != "" {
+				return n
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if n := unboundVar(e); n != "" {
+				return n
+			}
+		}
+	}
+	return ""
 }
 
 // matchMessage compares got with want (placeholders allowed in want) and
@@ -545,6 +572,7 @@ type wireClient struct {
 	url      string
 	ctx      context.Context
 	received *msgLog
+	http     *http.Client
 	wg       sync.WaitGroup
 
 	mu       sync.Mutex
@@ -555,8 +583,8 @@ type wireClient struct {
 
 func newWireClient(t *testing.T, url string) *wireClient {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wireClient{t: t, url: url, ctx: ctx, received: newMsgLog()}
-	t.Cleanup(func() { cancel(); c.wg.Wait() })
+	c := &wireClient{t: t, url: url, ctx: ctx, received: newMsgLog(), http: &http.Client{Transport: &http.Transport{}}}
+	t.Cleanup(func() { cancel(); c.wg.Wait(); c.http.CloseIdleConnections() })
 	return c
 }
 
@@ -600,7 +628,7 @@ func (c *wireClient) post(body []byte) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := c.http.Do(req)
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.problem("POST %s: %v", body, err)
@@ -813,4 +841,41 @@ func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
 	}
 	t.Fatalf("upstream %s: unknown behaviour %q", up.name, name)
 	return nil
+}
+
+// TestTranscriptMatcher pins the comparison rules the transcripts rely on.
+func TestTranscriptMatcher(t *testing.T) {
+	for _, tc := range []struct {
+		want, got string
+		vars      map[string]any
+		path      string // "" when they match
+	}{
+		{`{"a":1,"b":[true,"x"]}`, `{"b":[true,"x"],"a":1.0}`, nil, ""},
+		{`{"a":1}`, `{"a":1,"b":2}`, nil, ".b"},
+		{`{"a":1,"b":2}`, `{"a":1}`, nil, ".b"},
+		{`{"a":[1,2]}`, `{"a":[2,1]}`, nil, ".a[0]"},
+		{`{"id":"$_"}`, `{"id":{"any":"thing"}}`, nil, ""},
+		{`{"id":"$x","again":"$x"}`, `{"id":3,"again":3}`, nil, ""},
+		{`{"id":"$x","again":"$x"}`, `{"id":3,"again":4}`, nil, ".id"}, // members in key order: "again" binds
+		{`{"id":"$x"}`, `{"id":5}`, map[string]any{"$x": float64(4)}, ".id"},
+		{`{"m":"$~*server \"a\"*"}`, `{"m":"error from server \"a\": EOF"}`, nil, ""},
+		{`{"m":"$~*server \"a\"*"}`, `{"m":"error from server \"b\": EOF"}`, nil, ".m"},
+		{`{"m":"$~exact"}`, `{"m":"exactly"}`, nil, ".m"},
+	} {
+		var want, got any
+		if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(tc.got), &got); err != nil {
+			t.Fatal(err)
+		}
+		vars := tc.vars
+		if vars == nil {
+			vars = map[string]any{}
+		}
+		path, why := matchMessage("", want, got, vars, map[string]any{})
+		if path != tc.path || (tc.path == "") != (why == "") {
+			t.Errorf("match %s against %s: path %q (%s), want %q", tc.want, tc.got, path, why, tc.path)
+		}
+	}
 }
