@@ -37,7 +37,9 @@ package gateway
 // a received request or notification by its method (the first not yet
 // matched); an upstream message by its method, in the order received.
 //
-// When a file has "@" lines, they list every routed request (tools/call,
+// At the end, every request the client sent must have been answered (but
+// those it cancelled), and every response must have been expected. When a
+// file has "@" lines, they list every routed request (tools/call,
 // prompts/get, resources/read, completion/complete) the upstreams received:
 // one more fails the case.
 
@@ -277,6 +279,9 @@ func (r *transcriptRun) step(it transcriptItem) {
 // lists upstream messages, that the upstreams got no routed request more.
 func (r *transcriptRun) finish() {
 	r.t.Helper()
+	if open := r.c.settle(transcriptWait); len(open) > 0 {
+		r.t.Errorf("%s: requests not answered within %v:\n%s", r.file, transcriptWait, strings.Join(open, "\n"))
+	}
 	if extra := r.c.received.unmatched(func(m map[string]any) bool { _, call := m["method"]; return !call }); len(extra) > 0 {
 		r.t.Errorf("%s: responses the transcript does not expect:\n%s", r.file, strings.Join(extra, "\n"))
 	}
@@ -575,15 +580,19 @@ type wireClient struct {
 	http     *http.Client
 	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	session  string
-	version  string
-	problems []string
+	mu        sync.Mutex
+	session   string
+	version   string
+	problems  []string
+	open      map[*http.Request][]byte // POSTs not answered in full
+	cancelled map[string]bool          // ids of requests the client cancelled
+	closed    chan struct{}            // a POST was answered in full
 }
 
 func newWireClient(t *testing.T, url string) *wireClient {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &wireClient{t: t, url: url, ctx: ctx, received: newMsgLog(), http: &http.Client{Transport: &http.Transport{}}}
+	c := &wireClient{t: t, url: url, ctx: ctx, received: newMsgLog(), http: &http.Client{Transport: &http.Transport{}},
+		open: map[*http.Request][]byte{}, cancelled: map[string]bool{}, closed: make(chan struct{}, 1)}
 	t.Cleanup(func() { cancel(); c.wg.Wait(); c.http.CloseIdleConnections() })
 	return c
 }
@@ -597,6 +606,32 @@ func (c *wireClient) initialize() {
 		c.t.Fatalf("initialize: %v %v", res, c.errs())
 	}
 	c.post([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+}
+
+// settle waits until every POST has been answered in full, but for those
+// of requests the client cancelled, and returns those still open after d.
+func (c *wireClient) settle(d time.Duration) []string {
+	timeout := time.After(d)
+	for {
+		c.mu.Lock()
+		var open []string
+		for _, body := range c.open {
+			var m struct{ ID json.RawMessage }
+			json.Unmarshal(body, &m)
+			if !c.cancelled[string(m.ID)] {
+				open = append(open, "  "+string(body))
+			}
+		}
+		c.mu.Unlock()
+		if len(open) == 0 {
+			return nil
+		}
+		select {
+		case <-c.closed:
+		case <-timeout:
+			return open
+		}
+	}
 }
 
 func (c *wireClient) problem(format string, args ...any) {
@@ -624,10 +659,27 @@ func (c *wireClient) post(body []byte) {
 	if c.version != "" {
 		req.Header.Set("Mcp-Protocol-Version", c.version)
 	}
+	var cancel struct {
+		Method string
+		Params struct{ RequestID json.RawMessage }
+	}
+	if json.Unmarshal(body, &cancel) == nil && cancel.Method == "notifications/cancelled" {
+		c.cancelled[string(cancel.Params.RequestID)] = true
+	}
+	c.open[req] = body
 	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.open, req)
+			c.mu.Unlock()
+			select {
+			case c.closed <- struct{}{}:
+			default:
+			}
+		}()
 		resp, err := c.http.Do(req)
 		if err != nil {
 			if c.ctx.Err() == nil {
