@@ -127,9 +127,16 @@ func runTranscript(t *testing.T, file string) {
 	}
 	ups := map[string]*fakeUpstream{}
 	for name, body := range ar.files {
-		if up, ok := strings.CutPrefix(name, "upstream/"); ok {
+		up, isUp := strings.CutPrefix(name, "upstream/")
+		switch {
+		case isUp && strings.HasSuffix(up, ".json"):
 			ups[strings.TrimSuffix(up, ".json")] = startFakeUpstream(t, strings.TrimSuffix(up, ".json"), body)
+		case name != "config.json" && name != "options.json" && name != "client":
+			t.Fatalf("%s:%d: unknown section %q", file, ar.lines[name]-1, name)
 		}
+	}
+	if ar.files["config.json"] == "" || ar.files["client"] == "" {
+		t.Fatalf("%s: a transcript needs a config.json and a client section", file)
 	}
 	cfg, opts := ar.files["config.json"], Options{}
 	for name, up := range ups {
@@ -138,6 +145,9 @@ func runTranscript(t *testing.T, file string) {
 	for _, m := range regexp.MustCompile(`"\$wasm/([a-z-]+)"`).FindAllStringSubmatch(cfg, -1) {
 		opts = policyOptions(t)
 		cfg = strings.ReplaceAll(cfg, m[0], fmt.Sprintf("%q", writeModule(t, wasmtest.Example(t, m[1]))))
+	}
+	if m := regexp.MustCompile(`"\$(upstream|wasm)/[^"]*"`).FindString(cfg); m != "" {
+		t.Fatalf("%s: config.json: %s names no upstream fixture or example module", file, m)
 	}
 	if o := ar.files["options.json"]; o != "" {
 		var v struct{ PageSize int }
@@ -837,11 +847,12 @@ func fixtureText(s string) *mcp.CallToolResult {
 // behaviour returns the handler of a named tool behaviour:
 //
 //	echo                  answers "NAME: " and the argument text
-//	slow-until-cancelled  answers only when the call is cancelled
-//	sampling              asks the client's model (sampling/createMessage)
+//	slow-until-cancelled  blocks until the call is cancelled (at most
+//	                      transcriptWait, then answers "never cancelled")
+//	sampling-during-call  asks the client's model (sampling/createMessage)
 //	                      the argument text and answers "model said: " and
 //	                      the model's text
-//	dies                  the server dies while the call is in flight
+//	dies-mid-call         the server dies while the call is in flight
 //	logs                  sends a notifications/message (level info, data
 //	                      the argument text) before it answers "logged"
 func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
@@ -864,7 +875,7 @@ func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
 				return fixtureText("never cancelled"), nil
 			}
 		}
-	case "sampling":
+	case "sampling-during-call":
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 100,
 				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: text(req)}}}})
@@ -877,11 +888,14 @@ func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
 			}
 			return fixtureText("model said: " + tc.Text), nil
 		}
-	case "dies":
+	case "dies-mid-call":
 		return func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			up.kill()
-			<-ctx.Done()
-			return nil, ctx.Err()
+			select {
+			case <-ctx.Done():
+			case <-time.After(transcriptWait):
+			}
+			return nil, fmt.Errorf("%s is dead", up.name)
 		}
 	case "logs":
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
