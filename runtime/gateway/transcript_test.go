@@ -853,6 +853,8 @@ func fixtureText(s string) *mcp.CallToolResult {
 //	                      the argument text and answers "model said: " and
 //	                      the model's text
 //	dies-mid-call         the server dies while the call is in flight
+//	progress              sends progress 1 and 2 of 2 with the call's
+//	                      token before it answers "done"
 //	logs                  sends a notifications/message (level info, data
 //	                      the argument text) before it answers "logged"
 func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
@@ -896,6 +898,16 @@ func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
 			case <-time.After(transcriptWait):
 			}
 			return nil, fmt.Errorf("%s is dead", up.name)
+		}
+	case "progress":
+		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			for i := 1.0; i <= 2; i++ {
+				p := &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: i, Total: 2}
+				if err := req.Session.NotifyProgress(ctx, p); err != nil {
+					return nil, err
+				}
+			}
+			return fixtureText("done"), nil
 		}
 	case "logs":
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
