@@ -244,6 +244,9 @@ func (r *transcriptRun) step(it transcriptItem) {
 		if up == nil {
 			r.fatalf(it, "no fixture upstream/%s.json", it.upstream)
 		}
+		if method == "" {
+			r.fatalf(it, "an upstream line needs the method it checks")
+		}
 		r.at = true
 		key := it.upstream + " " + method
 		n := r.seen[key]
