@@ -882,6 +882,10 @@ func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
 		}
 	case "sampling-during-call":
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// Bounded: a transcript that fails before it answers must
+			// not leave the server's Close waiting for this handler.
+			ctx, cancel := context.WithTimeout(ctx, transcriptWait)
+			defer cancel()
 			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 100,
 				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: text(req)}}}})
 			if err != nil {
