@@ -274,8 +274,10 @@ func unixNano(t time.Time) string {
 	return strconv.FormatInt(max(0, t.UnixNano()), 10)
 }
 
+// clampUint32 returns n clamped to the range of a uint32. It computes in
+// int64 so that it also builds where int is 32 bits (linux/arm).
 func clampUint32(n int) uint32 {
-	return uint32(min(max(n, 0), math.MaxUint32))
+	return uint32(min(max(int64(n), 0), math.MaxUint32))
 }
 
 func keyValues(attrs []attribute.KeyValue) []keyValue {
