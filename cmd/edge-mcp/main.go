@@ -57,8 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "policy":
 		return policyCmd(ctx, args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "edge-mcp", gateway.Version)
-		return nil
+		return printVersion(stdout)
 	default:
 		return fmt.Errorf("unknown command %q (want serve, stdio, status, module, policy or version)", cmd)
 	}
