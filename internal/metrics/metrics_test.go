@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 // scrape fetches the handler over a real HTTP server and parses the text
