@@ -6,8 +6,10 @@
 // Collector, Jaeger and Tempo accept; the exporter needs neither gRPC nor
 // the protobuf runtime.
 //
-// Tracing is off unless an OTLP/HTTP endpoint is configured: Setup then
-// returns a nil *Tracer, whose methods cost a nil check. The tracer provider
+// Tracing is off unless an OTLP/HTTP endpoint is configured (or the sampler
+// is always_off): Setup then returns a nil *Tracer, whose methods cost a nil
+// check. FromEnv completes a Config from the standard OTEL_* environment
+// variables. The tracer provider
 // is private to the Tracer; no global OpenTelemetry state is touched.
 //
 // InjectMeta and ExtractMeta move the W3C "traceparent" and "tracestate"
@@ -54,9 +56,10 @@ type Config struct {
 	// ServiceName is the service.name resource attribute; empty means
 	// DefaultServiceName.
 	ServiceName string
-	// SampleRatio is the fraction of new traces that are sampled, in
-	// [0, 1]; 0 means 1 (sample everything). Traces started by a client
-	// follow the client's sampling decision.
+	// SampleRatio is the fraction of new traces that are sampled by the
+	// ratio samplers, in [0, 1]; 0 means 1 (sample everything). With the
+	// default sampler, traces started by a client follow the client's
+	// sampling decision.
 	SampleRatio float64
 	// Headers are sent with every export request, for example for
 	// authentication.
@@ -67,6 +70,12 @@ type Config struct {
 	// Compression is the export request compression: "gzip", or "" for
 	// none.
 	Compression string
+	// Sampler is one of the Sampler constants; "" means
+	// SamplerParentBasedRatio.
+	Sampler string
+
+	// envErr is what FromEnv could not use; Setup reports it.
+	envErr error
 }
 
 // Tracer starts spans and exports them over OTLP/HTTP. A nil *Tracer is a
@@ -77,18 +86,18 @@ type Tracer struct {
 }
 
 // Setup returns a Tracer exporting to cfg.Endpoint, or a nil *Tracer and no
-// error when cfg.Endpoint is empty. No connection is made until spans are
+// error when cfg.Endpoint is empty or cfg.Sampler is SamplerAlwaysOff. No connection is made until spans are
 // exported, so ctx is not used.
 func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
-	if cfg.Endpoint == "" {
+	if cfg.envErr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, cfg.envErr)
+	}
+	if cfg.Endpoint == "" || cfg.Sampler == SamplerAlwaysOff {
 		return nil, nil
 	}
-	ratio := cfg.SampleRatio
-	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
-		return nil, fmt.Errorf("%w: sample ratio %v is outside [0, 1]", ErrInvalidConfig, ratio)
-	}
-	if ratio == 0 {
-		ratio = 1
+	sampler, err := samplerOf(cfg)
+	if err != nil {
+		return nil, err
 	}
 	target, err := exportURL(cfg)
 	if err != nil {
@@ -110,9 +119,33 @@ func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithSpanProcessor(sdktrace.NewBatchSpanProcessor(exp)),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", name))),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
+		sdktrace.WithSampler(sampler),
 	)
 	return &Tracer{provider: tp, tracer: tp.Tracer(instrumentationName)}, nil
+}
+
+// samplerOf returns the sampler cfg.Sampler and cfg.SampleRatio select.
+func samplerOf(cfg Config) (sdktrace.Sampler, error) {
+	ratio := cfg.SampleRatio
+	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
+		return nil, fmt.Errorf("%w: sample ratio %v is outside [0, 1]", ErrInvalidConfig, ratio)
+	}
+	if ratio == 0 {
+		ratio = 1
+	}
+	switch cfg.Sampler {
+	case "", SamplerParentBasedRatio:
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio)), nil
+	case SamplerRatio:
+		return sdktrace.TraceIDRatioBased(ratio), nil
+	case SamplerAlwaysOn:
+		return sdktrace.AlwaysSample(), nil
+	case SamplerParentBasedAlwaysOn:
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case SamplerParentBasedAlwaysOff:
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	}
+	return nil, fmt.Errorf("%w: unknown sampler %q", ErrInvalidConfig, cfg.Sampler)
 }
 
 // exportURL returns the URL export requests are posted to: cfg.Endpoint
