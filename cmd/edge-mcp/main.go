@@ -63,8 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "policy":
 		return policyCmd(ctx, args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "edge-mcp", gateway.Version)
-		return nil
+		return printVersion(stdout)
 	default:
 		return usagef("unknown command %q; run 'edge-mcp help' for the list", cmd)
 	}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -106,90 +107,26 @@ type jwtVerifier struct {
 	jwks          *jwksSource // nil if no JWKSURL
 }
 
+// jwtConfigField names the config struct in the errors of newJWTVerifier.
+const jwtConfigField = "JWT"
+
 // newJWTVerifier validates cfg and builds the verifier, starting the JWKS
 // source if one is configured.
 func newJWTVerifier(ctx context.Context, cfg JWTConfig, log *slog.Logger, client *http.Client, now func() time.Time) (*jwtVerifier, error) {
-	const f = "JWT"
-	v := &jwtVerifier{issuer: cfg.Issuer, identityClaim: cfg.IdentityClaim}
-	if cfg.Issuer == "" {
-		return nil, fmt.Errorf("auth: config: %s.Issuer: required in jwt mode", f)
+	v, err := jwtClaimsOf(cfg)
+	if err != nil {
+		return nil, err
 	}
-	for i, a := range cfg.Audience {
-		if a == "" {
-			return nil, fmt.Errorf("auth: config: %s.Audience[%d]: empty", f, i)
-		}
+	leeway, refresh, err := jwtDurations(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if len(cfg.Audience) == 0 {
-		return nil, fmt.Errorf("auth: config: %s.Audience: at least one audience is required in jwt mode", f)
+	if err := v.setKeys(cfg); err != nil {
+		return nil, err
 	}
-	v.audience = slices.Clone(cfg.Audience)
-	if v.identityClaim == "" {
-		v.identityClaim = defaultIdentityClaim
+	if err := v.setAlgorithms(cfg.Algorithms, v.static != nil || cfg.JWKSURL != ""); err != nil {
+		return nil, err
 	}
-	leeway := cfg.Leeway
-	switch {
-	case leeway < 0 || leeway > maxLeeway:
-		return nil, fmt.Errorf("auth: config: %s.Leeway: %v is outside [0, %v]", f, leeway, maxLeeway)
-	case leeway == 0:
-		leeway = defaultLeeway
-	}
-	refresh := cfg.JWKSRefresh
-	switch {
-	case refresh == 0:
-		refresh = defaultJWKSRefresh
-	case refresh < minJWKSRefresh:
-		return nil, fmt.Errorf("auth: config: %s.JWKSRefresh: %v is shorter than %v", f, refresh, minJWKSRefresh)
-	}
-
-	if n := len(cfg.HMACSecret); n > 0 && n < minHMACSecretLen {
-		return nil, fmt.Errorf("auth: config: %s.HMACSecret: %d bytes, want at least %d", f, n, minHMACSecretLen)
-	}
-	v.hmacSecret = slices.Clone(cfg.HMACSecret)
-	if len(cfg.PublicKeysPEM) > 0 {
-		set, err := parsePEMKeys(cfg.PublicKeysPEM)
-		if err != nil {
-			return nil, fmt.Errorf("auth: config: %s.PublicKeysPEM: %w", f, err)
-		}
-		v.static = set
-	}
-	hasPublic := v.static != nil || cfg.JWKSURL != ""
-	if len(v.hmacSecret) == 0 && !hasPublic {
-		return nil, fmt.Errorf("auth: config: %s: one of HMACSecret, PublicKeysPEM and JWKSURL is required", f)
-	}
-
-	if len(cfg.Algorithms) == 0 {
-		if len(v.hmacSecret) > 0 {
-			v.algs = append(v.algs, algHS256)
-		}
-		if hasPublic {
-			v.algs = append(v.algs, algRS256, algES256)
-		}
-	} else {
-		for i, a := range cfg.Algorithms {
-			switch a {
-			case algHS256:
-				if len(v.hmacSecret) == 0 {
-					return nil, fmt.Errorf("auth: config: %s.Algorithms[%d]: HS256 needs HMACSecret", f, i)
-				}
-			case algRS256, algES256:
-				if !hasPublic {
-					return nil, fmt.Errorf("auth: config: %s.Algorithms[%d]: %s needs PublicKeysPEM or JWKSURL", f, i, a)
-				}
-			default:
-				return nil, fmt.Errorf("auth: config: %s.Algorithms[%d]: %q is not supported (HS256, RS256, ES256)", f, i, a)
-			}
-			if !slices.Contains(v.algs, a) {
-				v.algs = append(v.algs, a)
-			}
-		}
-		if len(v.hmacSecret) > 0 && !slices.Contains(v.algs, algHS256) {
-			return nil, fmt.Errorf("auth: config: %s.HMACSecret: set, but Algorithms lacks HS256", f)
-		}
-		if hasPublic && !slices.Contains(v.algs, algRS256) && !slices.Contains(v.algs, algES256) {
-			return nil, fmt.Errorf("auth: config: %s.Algorithms: public keys are configured, but neither RS256 nor ES256 is allowed", f)
-		}
-	}
-
 	if cfg.JWKSURL != "" {
 		src, err := newJWKSSource(ctx, cfg.JWKSURL, refresh, client, log, now)
 		if err != nil {
@@ -208,6 +145,109 @@ func newJWTVerifier(ctx context.Context, cfg JWTConfig, log *slog.Logger, client
 		jwt.WithStrictDecoding(),
 	)
 	return v, nil
+}
+
+// jwtClaimsOf returns a verifier holding the claims cfg requires: issuer,
+// audiences and the identity claim.
+func jwtClaimsOf(cfg JWTConfig) (*jwtVerifier, error) {
+	const f = jwtConfigField
+	v := &jwtVerifier{issuer: cfg.Issuer, identityClaim: cmp.Or(cfg.IdentityClaim, defaultIdentityClaim)}
+	if cfg.Issuer == "" {
+		return nil, fmt.Errorf("auth: config: %s.Issuer: required in jwt mode", f)
+	}
+	for i, a := range cfg.Audience {
+		if a == "" {
+			return nil, fmt.Errorf("auth: config: %s.Audience[%d]: empty", f, i)
+		}
+	}
+	if len(cfg.Audience) == 0 {
+		return nil, fmt.Errorf("auth: config: %s.Audience: at least one audience is required in jwt mode", f)
+	}
+	v.audience = slices.Clone(cfg.Audience)
+	return v, nil
+}
+
+// jwtDurations returns the clock leeway and the JWKS refresh interval of
+// cfg, defaults applied.
+func jwtDurations(cfg JWTConfig) (leeway, refresh time.Duration, err error) {
+	const f = jwtConfigField
+	leeway = cfg.Leeway
+	switch {
+	case leeway < 0 || leeway > maxLeeway:
+		return 0, 0, fmt.Errorf("auth: config: %s.Leeway: %v is outside [0, %v]", f, leeway, maxLeeway)
+	case leeway == 0:
+		leeway = defaultLeeway
+	}
+	refresh = cfg.JWKSRefresh
+	switch {
+	case refresh == 0:
+		refresh = defaultJWKSRefresh
+	case refresh < minJWKSRefresh:
+		return 0, 0, fmt.Errorf("auth: config: %s.JWKSRefresh: %v is shorter than %v", f, refresh, minJWKSRefresh)
+	}
+	return leeway, refresh, nil
+}
+
+// setKeys sets the HMAC secret and the static public keys of cfg, and
+// checks that some key (those two or a JWKS URL) is configured.
+func (v *jwtVerifier) setKeys(cfg JWTConfig) error {
+	const f = jwtConfigField
+	if n := len(cfg.HMACSecret); n > 0 && n < minHMACSecretLen {
+		return fmt.Errorf("auth: config: %s.HMACSecret: %d bytes, want at least %d", f, n, minHMACSecretLen)
+	}
+	v.hmacSecret = slices.Clone(cfg.HMACSecret)
+	if len(cfg.PublicKeysPEM) > 0 {
+		set, err := parsePEMKeys(cfg.PublicKeysPEM)
+		if err != nil {
+			return fmt.Errorf("auth: config: %s.PublicKeysPEM: %w", f, err)
+		}
+		v.static = set
+	}
+	if len(v.hmacSecret) == 0 && v.static == nil && cfg.JWKSURL == "" {
+		return fmt.Errorf("auth: config: %s: one of HMACSecret, PublicKeysPEM and JWKSURL is required", f)
+	}
+	return nil
+}
+
+// setAlgorithms sets the accepted algorithms: algs, checked against the
+// configured keys (hasPublic: static keys or a JWKS URL), or when empty
+// those the keys allow.
+func (v *jwtVerifier) setAlgorithms(algs []string, hasPublic bool) error {
+	const f = jwtConfigField
+	hasHMAC := len(v.hmacSecret) > 0
+	if len(algs) == 0 {
+		if hasHMAC {
+			v.algs = append(v.algs, algHS256)
+		}
+		if hasPublic {
+			v.algs = append(v.algs, algRS256, algES256)
+		}
+		return nil
+	}
+	for i, a := range algs {
+		switch a {
+		case algHS256:
+			if !hasHMAC {
+				return fmt.Errorf("auth: config: %s.Algorithms[%d]: HS256 needs HMACSecret", f, i)
+			}
+		case algRS256, algES256:
+			if !hasPublic {
+				return fmt.Errorf("auth: config: %s.Algorithms[%d]: %s needs PublicKeysPEM or JWKSURL", f, i, a)
+			}
+		default:
+			return fmt.Errorf("auth: config: %s.Algorithms[%d]: %q is not supported (HS256, RS256, ES256)", f, i, a)
+		}
+		if !slices.Contains(v.algs, a) {
+			v.algs = append(v.algs, a)
+		}
+	}
+	if hasHMAC && !slices.Contains(v.algs, algHS256) {
+		return fmt.Errorf("auth: config: %s.HMACSecret: set, but Algorithms lacks HS256", f)
+	}
+	if hasPublic && !slices.Contains(v.algs, algRS256) && !slices.Contains(v.algs, algES256) {
+		return fmt.Errorf("auth: config: %s.Algorithms: public keys are configured, but neither RS256 nor ES256 is allowed", f)
+	}
+	return nil
 }
 
 // verify verifies tok and returns its identity.

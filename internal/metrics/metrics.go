@@ -1,9 +1,11 @@
 // Package metrics holds the gateway's Prometheus metrics.
 //
-// A *Metrics owns its own registry (it never touches
-// prometheus.DefaultRegisterer), exposes typed helpers for every event the
-// gateway records and serves the registry with Handler. Every method is safe
-// on a nil *Metrics, which means "metrics off" and costs a nil check.
+// A *Metrics owns its own set of metrics (there is no global registry),
+// exposes typed helpers for every event the gateway records and serves them
+// in the Prometheus text exposition format (version 0.0.4) with Handler,
+// together with a few Go runtime and process metrics. Every method is safe
+// on a nil *Metrics, which means "metrics off" and costs a nil check;
+// nothing is allocated until New is called.
 //
 // Label values that come from outside the gateway are bounded: tool names are
 // capped at MaxToolNames distinct values (later ones are reported as
@@ -16,10 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Namespace is the prefix of every gateway metric name.
@@ -75,124 +73,106 @@ var (
 	}
 )
 
-// mcpMethods is the set of JSON-RPC methods that get their own value of the
-// method label of requests_total.
-var mcpMethods = map[string]struct{}{}
-
-func init() {
-	for _, m := range []string{
-		"initialize", "ping",
-		"tools/list", "tools/call",
-		"resources/list", "resources/read", "resources/templates/list",
-		"resources/subscribe", "resources/unsubscribe",
-		"prompts/list", "prompts/get",
-		"completion/complete", "logging/setLevel",
-		"roots/list", "sampling/createMessage", "elicitation/create",
-		"tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
-		"notifications/initialized", "notifications/cancelled",
-		"notifications/progress", "notifications/message",
-		"notifications/roots/list_changed",
-		"notifications/tools/list_changed",
-		"notifications/resources/list_changed",
-		"notifications/resources/updated",
-		"notifications/prompts/list_changed",
-		"notifications/tasks/status",
-		"notifications/elicitation/complete",
-	} {
-		mcpMethods[m] = struct{}{}
-	}
+// mcpMethodNames are the JSON-RPC methods that get their own value of the
+// method label of requests_total. New indexes them, so a gateway without
+// metrics builds no map.
+var mcpMethodNames = [...]string{
+	"initialize", "ping",
+	"tools/list", "tools/call",
+	"resources/list", "resources/read", "resources/templates/list",
+	"resources/subscribe", "resources/unsubscribe",
+	"prompts/list", "prompts/get",
+	"completion/complete", "logging/setLevel",
+	"roots/list", "sampling/createMessage", "elicitation/create",
+	"tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
+	"notifications/initialized", "notifications/cancelled",
+	"notifications/progress", "notifications/message",
+	"notifications/roots/list_changed",
+	"notifications/tools/list_changed",
+	"notifications/resources/list_changed",
+	"notifications/resources/updated",
+	"notifications/prompts/list_changed",
+	"notifications/tasks/status",
+	"notifications/elicitation/complete",
 }
 
 // Metrics is the gateway's set of Prometheus metrics. Create it with New; a
 // nil *Metrics disables metrics and all its methods are no-ops.
 type Metrics struct {
-	reg *prometheus.Registry
+	families   []*family // in exposition order
+	mcpMethods map[string]struct{}
 
-	toolCalls    *prometheus.CounterVec
-	toolDuration *prometheus.HistogramVec
+	toolCalls    *family
+	toolDuration *family
 	tools        toolCache
 
-	upstreamUp         *series[string, prometheus.Gauge]
-	upstreamReconnects *series[string, prometheus.Counter]
-	policyDecisions    *series[[3]string, prometheus.Counter]
-	policyDuration     *series[[2]string, prometheus.Observer]
-	policyFailures     *series[[2]string, prometheus.Counter]
-	sessionsActive     *series[string, prometheus.Gauge]
-	rateLimited        *series[string, prometheus.Counter]
-	authFailures       *series[string, prometheus.Counter]
-	requests           *series[string, prometheus.Counter]
-	toolsListFailures  *series[string, prometheus.Counter]
+	upstreamUp         *series[string, *gauge]
+	upstreamReconnects *series[string, *counter]
+	policyDecisions    *series[[3]string, *counter]
+	policyDuration     *series[[2]string, *histogram]
+	policyFailures     *series[[2]string, *counter]
+	sessionsActive     *series[string, *gauge]
+	rateLimited        *series[string, *counter]
+	authFailures       *series[string, *counter]
+	requests           *series[string, *counter]
+	toolsListFailures  *series[string, *counter]
 }
 
-// New returns a Metrics with every gateway metric and the Go runtime and
-// process collectors registered on a fresh registry.
+// New returns a Metrics with every gateway metric; Handler also serves the
+// Go runtime and process metrics.
 func New() *Metrics {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
-		reg.MustRegister(v)
-		return v
+	m := &Metrics{mcpMethods: make(map[string]struct{}, len(mcpMethodNames))}
+	for _, name := range mcpMethodNames {
+		m.mcpMethods[name] = struct{}{}
 	}
-	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
-		reg.MustRegister(v)
-		return v
+	add := func(kind, name, help string, buckets []float64, labels ...string) *family {
+		f := newFamily(kind, Namespace+"_"+name, help, buckets, labels...)
+		m.families = append(m.families, f)
+		return f
 	}
-	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
-		reg.MustRegister(v)
-		return v
+	counters := func(name, help, label string) *series[string, *counter] {
+		f := add(kindCounter, name, help, nil, label)
+		return newSeries(func(v string) *counter { return f.counter(v) }, OtherLabel)
+	}
+	gauges := func(name, help, label string) *series[string, *gauge] {
+		f := add(kindGauge, name, help, nil, label)
+		return newSeries(func(v string) *gauge { return f.gauge(v) }, OtherLabel)
 	}
 
-	m := &Metrics{reg: reg}
-	m.toolCalls = counter("tool_calls_total", "Tool calls handled by the gateway, by upstream server, tool and outcome.", "server", "tool", "outcome")
-	m.toolDuration = histogram("tool_call_duration_seconds", "Duration of tool calls, by upstream server and tool.", toolCallBuckets, "server", "tool")
+	m.toolCalls = add(kindCounter, "tool_calls_total", "Tool calls handled by the gateway, by upstream server, tool and outcome.", nil, "server", "tool", "outcome")
+	m.toolDuration = add(kindHistogram, "tool_call_duration_seconds", "Duration of tool calls, by upstream server and tool.", toolCallBuckets, "server", "tool")
 	m.tools.init()
 
-	upstreamUp := gauge("upstream_up", "Whether the gateway is connected to the upstream server (1) or not (0).", "server")
-	m.upstreamUp = newSeries(func(s string) prometheus.Gauge { return upstreamUp.WithLabelValues(s) }, OtherLabel)
-	reconnects := counter("upstream_reconnects_total", "Reconnections to upstream servers.", "server")
-	m.upstreamReconnects = newSeries(func(s string) prometheus.Counter { return reconnects.WithLabelValues(s) }, OtherLabel)
+	m.upstreamUp = gauges("upstream_up", "Whether the gateway is connected to the upstream server (1) or not (0).", "server")
+	m.upstreamReconnects = counters("upstream_reconnects_total", "Reconnections to upstream servers.", "server")
 
-	decisions := counter("policy_decisions_total", "Policy decisions, by module, hook and decision.", "module", "hook", "decision")
-	m.policyDecisions = newSeries(func(k [3]string) prometheus.Counter { return decisions.WithLabelValues(k[0], k[1], k[2]) },
+	decisions := add(kindCounter, "policy_decisions_total", "Policy decisions, by module, hook and decision.", nil, "module", "hook", "decision")
+	m.policyDecisions = newSeries(func(k [3]string) *counter { return decisions.counter(k[:]...) },
 		[3]string{OtherLabel, OtherLabel, OtherLabel})
-	policyDuration := histogram("policy_duration_seconds", "Duration of policy hook evaluations, by module and hook.", policyBuckets, "module", "hook")
-	m.policyDuration = newSeries(func(k [2]string) prometheus.Observer { return policyDuration.WithLabelValues(k[0], k[1]) },
+	policyDuration := add(kindHistogram, "policy_duration_seconds", "Duration of policy hook evaluations, by module and hook.", policyBuckets, "module", "hook")
+	m.policyDuration = newSeries(func(k [2]string) *histogram { return policyDuration.histogram(k[:]...) },
 		[2]string{OtherLabel, OtherLabel})
-	failures := counter("policy_failures_total", "Policy evaluations that failed, by module and reason.", "module", "reason")
-	m.policyFailures = newSeries(func(k [2]string) prometheus.Counter { return failures.WithLabelValues(k[0], k[1]) },
+	failures := add(kindCounter, "policy_failures_total", "Policy evaluations that failed, by module and reason.", nil, "module", "reason")
+	m.policyFailures = newSeries(func(k [2]string) *counter { return failures.counter(k[:]...) },
 		[2]string{OtherLabel, OtherLabel})
 
-	sessions := gauge("sessions_active", "Client sessions currently open, by transport.", "transport")
-	m.sessionsActive = newSeries(func(s string) prometheus.Gauge { return sessions.WithLabelValues(s) }, OtherLabel)
-	rateLimited := counter("rate_limited_total", "Requests rejected by a rate limit, by scope (client or tool).", "scope")
-	m.rateLimited = newSeries(func(s string) prometheus.Counter { return rateLimited.WithLabelValues(s) }, OtherLabel)
-	authFailures := counter("auth_failures_total", "Failed client authentications, by reason.", "reason")
-	m.authFailures = newSeries(func(s string) prometheus.Counter { return authFailures.WithLabelValues(s) }, OtherLabel)
-	requests := counter("requests_total", "JSON-RPC requests and notifications received from clients, by method.", "method")
-	m.requests = newSeries(func(s string) prometheus.Counter { return requests.WithLabelValues(s) }, OtherLabel)
-	toolsList := counter("tools_list_failures_total",
+	m.sessionsActive = gauges("sessions_active", "Client sessions currently open, by transport.", "transport")
+	m.rateLimited = counters("rate_limited_total", "Requests rejected by a rate limit, by scope (client or tool).", "scope")
+	m.authFailures = counters("auth_failures_total", "Failed client authentications, by reason.", "reason")
+	m.requests = counters("requests_total", "JSON-RPC requests and notifications received from clients, by method.", "method")
+	m.toolsListFailures = counters("tools_list_failures_total",
 		"Session tools lists built while a tools_list policy failed, by what the session got (kept_last_good or on_error).", "outcome")
-	m.toolsListFailures = newSeries(func(s string) prometheus.Counter { return toolsList.WithLabelValues(s) }, OtherLabel)
 	return m
 }
 
-// Handler returns an http.Handler serving the registry in the Prometheus
-// exposition formats. On a nil *Metrics it returns a handler that answers
-// 404 Not Found.
+// Handler returns an http.Handler serving the metrics in the Prometheus
+// text exposition format. On a nil *Metrics it returns a handler that
+// answers 404 Not Found.
 func (m *Metrics) Handler() http.Handler {
 	if m == nil {
 		return http.NotFoundHandler()
 	}
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		Registry:      m.reg,
-		ErrorHandling: promhttp.ContinueOnError,
-	})
+	return http.HandlerFunc(m.serveHTTP)
 }
 
 // ToolCall records one tool call on server with the given outcome (one of
@@ -210,11 +190,11 @@ func (m *Metrics) UpstreamUp(server string, up bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
+	var v int64
 	if up {
 		v = 1
 	}
-	m.upstreamUp.get(server).Set(v)
+	m.upstreamUp.get(server).set(v)
 }
 
 // UpstreamReconnect records one reconnection to server.
@@ -222,7 +202,7 @@ func (m *Metrics) UpstreamReconnect(server string) {
 	if m == nil {
 		return
 	}
-	m.upstreamReconnects.get(server).Inc()
+	m.upstreamReconnects.get(server).inc()
 }
 
 // PolicyDecision records one decision of a policy module's hook and how long
@@ -231,8 +211,8 @@ func (m *Metrics) PolicyDecision(module, hook, decision string, d time.Duration)
 	if m == nil {
 		return
 	}
-	m.policyDecisions.get([3]string{module, hook, decision}).Inc()
-	m.policyDuration.get([2]string{module, hook}).Observe(d.Seconds())
+	m.policyDecisions.get([3]string{module, hook, decision}).inc()
+	m.policyDuration.get([2]string{module, hook}).observe(d.Seconds())
 }
 
 // PolicyFailure records one failed evaluation of a policy module.
@@ -240,7 +220,7 @@ func (m *Metrics) PolicyFailure(module, reason string) {
 	if m == nil {
 		return
 	}
-	m.policyFailures.get([2]string{module, reason}).Inc()
+	m.policyFailures.get([2]string{module, reason}).inc()
 }
 
 // SessionOpened records a client session opened over transport.
@@ -248,7 +228,7 @@ func (m *Metrics) SessionOpened(transport string) {
 	if m == nil {
 		return
 	}
-	m.sessionsActive.get(transport).Inc()
+	m.sessionsActive.get(transport).inc()
 }
 
 // SessionClosed records a client session over transport being closed.
@@ -256,7 +236,7 @@ func (m *Metrics) SessionClosed(transport string) {
 	if m == nil {
 		return
 	}
-	m.sessionsActive.get(transport).Dec()
+	m.sessionsActive.get(transport).dec()
 }
 
 // RateLimited records one request rejected by a rate limit of the given
@@ -265,7 +245,7 @@ func (m *Metrics) RateLimited(scope string) {
 	if m == nil {
 		return
 	}
-	m.rateLimited.get(scope).Inc()
+	m.rateLimited.get(scope).inc()
 }
 
 // AuthFailure records one failed client authentication.
@@ -273,7 +253,7 @@ func (m *Metrics) AuthFailure(reason string) {
 	if m == nil {
 		return
 	}
-	m.authFailures.get(reason).Inc()
+	m.authFailures.get(reason).inc()
 }
 
 // Request records one JSON-RPC request or notification received from a
@@ -282,10 +262,10 @@ func (m *Metrics) Request(method string) {
 	if m == nil {
 		return
 	}
-	if _, ok := mcpMethods[method]; !ok {
+	if _, ok := m.mcpMethods[method]; !ok {
 		method = OtherLabel
 	}
-	m.requests.get(method).Inc()
+	m.requests.get(method).inc()
 }
 
 func outcomeIndex(outcome string) int {
@@ -301,21 +281,23 @@ func outcomeIndex(outcome string) int {
 // (server, tool) pair so that ToolCall does not hash label values.
 type toolSeries struct {
 	server, tool string
-	duration     prometheus.Observer
-	calls        [len(outcomes)]atomic.Pointer[prometheus.Counter]
+	duration     *histogram
+	mu           sync.Mutex // serialises the creation of calls children
+	calls        [len(outcomes)]atomic.Pointer[counter]
 }
 
-func (s *toolSeries) observe(vec *prometheus.CounterVec, outcome int, d time.Duration) {
+func (s *toolSeries) observe(calls *family, outcome int, d time.Duration) {
 	c := s.calls[outcome].Load()
 	if c == nil {
-		// WithLabelValues returns the same child to racing callers, so a
-		// lost race only costs a second lookup.
-		child := vec.WithLabelValues(s.server, s.tool, outcomes[outcome])
-		c = &child
-		s.calls[outcome].Store(c)
+		s.mu.Lock()
+		if c = s.calls[outcome].Load(); c == nil {
+			c = calls.counter(s.server, s.tool, outcomes[outcome])
+			s.calls[outcome].Store(c)
+		}
+		s.mu.Unlock()
 	}
-	(*c).Inc()
-	s.duration.Observe(d.Seconds())
+	c.inc()
+	s.duration.observe(d.Seconds())
 }
 
 type toolKey struct{ server, tool string }
@@ -333,7 +315,7 @@ func (c *toolCache) init() {
 	c.names = make(map[string]struct{})
 }
 
-func (c *toolCache) get(server, tool string, durations *prometheus.HistogramVec) *toolSeries {
+func (c *toolCache) get(server, tool string, durations *family) *toolSeries {
 	k := toolKey{server, tool}
 	c.mu.RLock()
 	s, ok := c.series[k]
@@ -365,7 +347,7 @@ func (c *toolCache) get(server, tool string, durations *prometheus.HistogramVec)
 			}
 		}
 	}
-	s = &toolSeries{server: k.server, tool: k.tool, duration: durations.WithLabelValues(k.server, k.tool)}
+	s = &toolSeries{server: k.server, tool: k.tool, duration: durations.histogram(k.server, k.tool)}
 	c.series[k] = s
 	return s
 }
@@ -423,5 +405,5 @@ func (m *Metrics) ToolsListFailure(outcome string) {
 	if m == nil {
 		return
 	}
-	m.toolsListFailures.get(outcome).Inc()
+	m.toolsListFailures.get(outcome).inc()
 }

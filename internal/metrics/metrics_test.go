@@ -2,21 +2,16 @@ package metrics
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // scrape fetches the handler over a real HTTP server and parses the text
 // exposition.
-func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, h http.Handler) map[string]*tfamily {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -33,8 +28,10 @@ func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("scrape status = %d", resp.StatusCode)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct != contentType {
+		t.Errorf("Content-Type = %q, want %q", ct, contentType)
+	}
+	families, err := parseText(resp.Body)
 	if err != nil {
 		t.Fatalf("parsing exposition: %v", err)
 	}
@@ -43,17 +40,14 @@ func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 
 // find returns the metric of family name whose labels include all of want,
 // or nil.
-func find(families map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+func find(families map[string]*tfamily, name string, want map[string]string) *tmetric {
 	mf := families[name]
 	if mf == nil {
 		return nil
 	}
 next:
-	for _, m := range mf.GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
+	for _, m := range mf.metrics {
+		have := m.labels
 		if len(have) != len(want) {
 			continue
 		}
@@ -67,22 +61,16 @@ next:
 	return nil
 }
 
-func value(t *testing.T, families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+func value(t *testing.T, families map[string]*tfamily, name string, labels map[string]string) float64 {
 	t.Helper()
 	m := find(families, name, labels)
 	if m == nil {
 		t.Fatalf("no series %s%v in scrape", name, labels)
 	}
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Untyped != nil:
-		return m.Untyped.GetValue()
+	if typ := families[name].typ; m.hist != nil || typ != "counter" && typ != "gauge" {
+		t.Fatalf("series %s%v is not a counter or gauge", name, labels)
 	}
-	t.Fatalf("series %s%v is not a counter or gauge", name, labels)
-	return 0
+	return m.value
 }
 
 func TestScrapeAfterCalls(t *testing.T) {
@@ -143,38 +131,38 @@ func TestScrapeAfterCalls(t *testing.T) {
 	}
 
 	t.Run("tool duration histogram", func(t *testing.T) {
-		h := find(f, "edge_mcp_tool_call_duration_seconds", map[string]string{"server": "fs", "tool": "read_file"}).GetHistogram()
+		h := histogramOf(find(f, "edge_mcp_tool_call_duration_seconds", map[string]string{"server": "fs", "tool": "read_file"}))
 		if h == nil {
 			t.Fatal("no histogram for fs/read_file")
 		}
-		if h.GetSampleCount() != 3 {
-			t.Errorf("sample count = %d, want 3", h.GetSampleCount())
+		if h.count != 3 {
+			t.Errorf("sample count = %v, want 3", h.count)
 		}
-		if got, want := h.GetSampleSum(), 0.044; got < want-1e-9 || got > want+1e-9 {
+		if got, want := h.sum, 0.044; got < want-1e-9 || got > want+1e-9 {
 			t.Errorf("sample sum = %v, want %v", got, want)
 		}
-		b := finite(h.GetBucket())
-		if b[0].GetUpperBound() != 0.001 || b[len(b)-1].GetUpperBound() != 60 {
-			t.Errorf("buckets span %v..%v, want 0.001..60", b[0].GetUpperBound(), b[len(b)-1].GetUpperBound())
+		b := h.buckets
+		if b[0].le != 0.001 || b[len(b)-1].le != 60 {
+			t.Errorf("buckets span %v..%v, want 0.001..60", b[0].le, b[len(b)-1].le)
 		}
 		for _, bk := range b {
-			if bk.GetUpperBound() == 0.005 && bk.GetCumulativeCount() != 2 {
-				t.Errorf("le=0.005 count = %d, want 2", bk.GetCumulativeCount())
+			if bk.le == 0.005 && bk.cum != 2 {
+				t.Errorf("le=0.005 count = %v, want 2", bk.cum)
 			}
 		}
 	})
 	t.Run("policy duration histogram", func(t *testing.T) {
-		h := find(f, "edge_mcp_policy_duration_seconds", map[string]string{"module": "pii", "hook": "before_call"}).GetHistogram()
+		h := histogramOf(find(f, "edge_mcp_policy_duration_seconds", map[string]string{"module": "pii", "hook": "before_call"}))
 		if h == nil {
 			t.Fatal("no policy histogram")
 		}
-		b := finite(h.GetBucket())
-		if h.GetSampleCount() != 2 || b[0].GetUpperBound() != 0.00001 || b[len(b)-1].GetUpperBound() != 1 {
-			t.Errorf("count=%d buckets %v..%v", h.GetSampleCount(), b[0].GetUpperBound(), b[len(b)-1].GetUpperBound())
+		b := h.buckets
+		if h.count != 2 || b[0].le != 0.00001 || b[len(b)-1].le != 1 {
+			t.Errorf("count=%v buckets %v..%v", h.count, b[0].le, b[len(b)-1].le)
 		}
 		for _, bk := range b {
-			if bk.GetUpperBound() == 0.000025 && bk.GetCumulativeCount() != 1 {
-				t.Errorf("le=25µs count = %d, want 1", bk.GetCumulativeCount())
+			if bk.le == 0.000025 && bk.cum != 1 {
+				t.Errorf("le=25µs count = %v, want 1", bk.cum)
 			}
 		}
 	})
@@ -187,12 +175,12 @@ func TestScrapeAfterCalls(t *testing.T) {
 	})
 }
 
-// finite drops the +Inf bucket that the text format adds.
-func finite(b []*dto.Bucket) []*dto.Bucket {
-	if n := len(b); n > 0 && math.IsInf(b[n-1].GetUpperBound(), 1) {
-		return b[:n-1]
+// histogramOf returns m's histogram, nil if m is nil.
+func histogramOf(m *tmetric) *thist {
+	if m == nil {
+		return nil
 	}
-	return b
+	return m.hist
 }
 
 func TestSeparateRegistries(t *testing.T) {
@@ -244,12 +232,8 @@ func TestToolNameCap(t *testing.T) {
 
 	f := scrape(t, m.Handler())
 	tools := map[string]bool{}
-	for _, mt := range f["edge_mcp_tool_calls_total"].GetMetric() {
-		for _, lp := range mt.GetLabel() {
-			if lp.GetName() == "tool" {
-				tools[lp.GetValue()] = true
-			}
-		}
+	for _, mt := range f["edge_mcp_tool_calls_total"].metrics {
+		tools[mt.labels["tool"]] = true
 	}
 	if len(tools) != MaxToolNames+1 {
 		t.Errorf("distinct tool label values = %d, want %d", len(tools), MaxToolNames+1)
@@ -274,7 +258,7 @@ func TestSeriesCap(t *testing.T) {
 		m.AuthFailure(fmt.Sprintf("reason-%d", i))
 	}
 	f := scrape(t, m.Handler())
-	if n := len(f["edge_mcp_auth_failures_total"].GetMetric()); n != maxSeries+1 {
+	if n := len(f["edge_mcp_auth_failures_total"].metrics); n != maxSeries+1 {
 		t.Errorf("series = %d, want %d", n, maxSeries+1)
 	}
 	if got := value(t, f, "edge_mcp_auth_failures_total", map[string]string{"reason": OtherLabel}); got != 10 {

@@ -146,21 +146,8 @@ func lint(doc any, at string) error {
 		}
 		return fmt.Errorf("schema at %s is not an object or a boolean", where)
 	}
-	switch t := obj["type"].(type) {
-	case string:
-		if !slices.Contains(typeNames, t) {
-			return fmt.Errorf("schema at %s: unknown type %q", where, t)
-		}
-	case []any:
-		if len(t) == 0 {
-			return fmt.Errorf("schema at %s: empty type list", where)
-		}
-		for i, n := range t {
-			name, _ := n.(string)
-			if !slices.Contains(typeNames, name) || slices.Contains(t[:i], n) {
-				return fmt.Errorf("schema at %s: bad or repeated type %v", where, n)
-			}
-		}
+	if err := lintType(obj["type"]); err != nil {
+		return fmt.Errorf("schema at %s: %w", where, err)
 	}
 	for _, k := range countKeywords {
 		if n, ok := obj[k].(float64); ok && n < 0 {
@@ -170,6 +157,34 @@ func lint(doc any, at string) error {
 	if n, ok := obj["multipleOf"].(float64); ok && n <= 0 {
 		return fmt.Errorf("schema at %s: multipleOf must be positive", where)
 	}
+	return lintSubschemas(obj, at)
+}
+
+// lintType checks the value of "type": a known type name, or a non-empty
+// list of distinct known names.
+func lintType(v any) error {
+	switch t := v.(type) {
+	case string:
+		if !slices.Contains(typeNames, t) {
+			return fmt.Errorf("unknown type %q", t)
+		}
+	case []any:
+		if len(t) == 0 {
+			return errors.New("empty type list")
+		}
+		for i, n := range t {
+			name, _ := n.(string)
+			if !slices.Contains(typeNames, name) || slices.Contains(t[:i], n) {
+				return fmt.Errorf("bad or repeated type %v", n)
+			}
+		}
+	}
+	return nil
+}
+
+// lintSubschemas lints every schema obj holds, the schema at pointer at,
+// in a fixed order.
+func lintSubschemas(obj map[string]any, at string) error {
 	sub := func(v any, path ...string) error {
 		p := at
 		for _, s := range path {
@@ -190,7 +205,7 @@ func lint(doc any, at string) error {
 			continue
 		}
 		if len(list) == 0 && k != "prefixItems" {
-			return fmt.Errorf("schema at %s: empty %s", where, k)
+			return fmt.Errorf("schema at %s: empty %s", cmp.Or(at, "root"), k)
 		}
 		for i, v := range list {
 			if err := sub(v, k, strconv.Itoa(i)); err != nil {
@@ -206,6 +221,23 @@ func lint(doc any, at string) error {
 			}
 		}
 	}
+	if err := lintItems(obj, at, sub); err != nil {
+		return err
+	}
+	deps, _ := obj["dependencies"].(map[string]any)
+	for _, name := range slices.Sorted(maps.Keys(deps)) {
+		if _, names := deps[name].([]any); !names {
+			if err := sub(deps[name], "dependencies", name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lintItems lints "items", a schema or (draft 7) an array of schemas, with
+// sub.
+func lintItems(obj map[string]any, at string, sub func(v any, path ...string) error) error {
 	switch items := obj["items"].(type) {
 	case nil:
 		if _, ok := obj["items"]; ok {
@@ -218,17 +250,7 @@ func lint(doc any, at string) error {
 			}
 		}
 	default:
-		if err := sub(items, "items"); err != nil {
-			return err
-		}
-	}
-	deps, _ := obj["dependencies"].(map[string]any)
-	for _, name := range slices.Sorted(maps.Keys(deps)) {
-		if _, names := deps[name].([]any); !names {
-			if err := sub(deps[name], "dependencies", name); err != nil {
-				return err
-			}
-		}
+		return sub(items, "items")
 	}
 	return nil
 }

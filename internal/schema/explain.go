@@ -197,33 +197,7 @@ func (w *walker) eval(v any, s *jsonschema.Schema, ev *evaluated) bool {
 		w.unsure = true
 	}
 
-	switch {
-	case s.Type != "":
-		if !hasType(v, s.Type) {
-			w.fail("got %s, want %s", typeOf(v), s.Type)
-		}
-	case s.Types != nil:
-		ok := false
-		for _, t := range s.Types {
-			ok = ok || hasType(v, t)
-		}
-		if !ok {
-			w.fail("got %s, want %s", typeOf(v), strings.Join(s.Types, " or "))
-		}
-	}
-	if s.Enum != nil {
-		ok := false
-		for _, e := range s.Enum {
-			ok = ok || equal(e, v)
-		}
-		if !ok {
-			w.failEnum(s.Enum)
-		}
-	}
-	if s.Const != nil && !equal(*s.Const, v) {
-		w.fail("value must be %s", display(*s.Const))
-	}
-
+	w.typeAndValue(v, s)
 	switch v := v.(type) {
 	case float64:
 		w.number(v, s)
@@ -233,28 +207,50 @@ func (w *walker) eval(v any, s *jsonschema.Schema, ev *evaluated) bool {
 
 	// In-place applicators, before arrays and objects: what they evaluate
 	// counts for "unevaluatedItems" and "unevaluatedProperties".
+	w.combinators(v, s, local)
+	w.conditional(v, s, local)
+
+	switch v := v.(type) {
+	case []any:
+		w.array(v, s, local)
+	case map[string]any:
+		w.object(v, s, info, local)
+	}
+	return w.done(start, ev, local)
+}
+
+// typeAndValue checks "type", "enum" and "const".
+func (w *walker) typeAndValue(v any, s *jsonschema.Schema) {
+	switch {
+	case s.Type != "":
+		if !hasType(v, s.Type) {
+			w.fail("got %s, want %s", typeOf(v), s.Type)
+		}
+	case s.Types != nil:
+		if !slices.ContainsFunc(s.Types, func(t string) bool { return hasType(v, t) }) {
+			w.fail("got %s, want %s", typeOf(v), strings.Join(s.Types, " or "))
+		}
+	}
+	if s.Enum != nil && !slices.ContainsFunc(s.Enum, func(e any) bool { return equal(e, v) }) {
+		w.failEnum(s.Enum)
+	}
+	if s.Const != nil && !equal(*s.Const, v) {
+		w.fail("value must be %s", display(*s.Const))
+	}
+}
+
+// combinators checks "allOf", "anyOf", "oneOf" and "not". Every branch of
+// "anyOf" and "oneOf" is checked, as each one that matches evaluates
+// properties and items.
+func (w *walker) combinators(v any, s *jsonschema.Schema, local *evaluated) {
 	for _, t := range s.AllOf {
 		w.eval(v, t, local)
 	}
-	if s.AnyOf != nil {
-		n := 0
-		for _, t := range s.AnyOf {
-			if w.check(v, t, local) {
-				n++
-			}
-		}
-		if n == 0 {
-			w.fail("value does not match any of the allowed schemas (anyOf)")
-		}
+	if s.AnyOf != nil && w.matches(v, s.AnyOf, local) == 0 {
+		w.fail("value does not match any of the allowed schemas (anyOf)")
 	}
 	if s.OneOf != nil {
-		n := 0
-		for _, t := range s.OneOf {
-			if w.check(v, t, local) {
-				n++
-			}
-		}
-		switch {
+		switch n := w.matches(v, s.OneOf, local); {
 		case n == 0:
 			w.fail("value does not match any of the allowed schemas (oneOf)")
 		case n > 1:
@@ -268,23 +264,31 @@ func (w *walker) eval(v any, s *jsonschema.Schema, ev *evaluated) bool {
 			w.fail("value must not match the schema (not)")
 		}
 	}
-	if s.If != nil {
-		branch := s.Else
-		if w.check(v, s.If, local) {
-			branch = s.Then
-		}
-		if branch != nil {
-			w.eval(v, branch, local)
-		}
-	}
+}
 
-	switch v := v.(type) {
-	case []any:
-		w.array(v, s, local)
-	case map[string]any:
-		w.object(v, s, info, local)
+// matches returns how many of schemas v matches.
+func (w *walker) matches(v any, schemas []*jsonschema.Schema, local *evaluated) int {
+	n := 0
+	for _, t := range schemas {
+		if w.check(v, t, local) {
+			n++
+		}
 	}
-	return w.done(start, ev, local)
+	return n
+}
+
+// conditional checks "if", "then" and "else".
+func (w *walker) conditional(v any, s *jsonschema.Schema, local *evaluated) {
+	if s.If == nil {
+		return
+	}
+	branch := s.Else
+	if w.check(v, s.If, local) {
+		branch = s.Then
+	}
+	if branch != nil {
+		w.eval(v, branch, local)
+	}
 }
 
 // done ends an evaluation that started with start failures recorded,
@@ -422,6 +426,33 @@ func (w *walker) array(v []any, s *jsonschema.Schema, local *evaluated) {
 
 // object checks the object keywords.
 func (w *walker) object(v map[string]any, s *jsonschema.Schema, info *schemaInfo, local *evaluated) {
+	w.properties(v, s, info, local)
+	if s.PropertyNames != nil {
+		for name := range v {
+			if !w.check(name, s.PropertyNames, nil) {
+				w.fail("invalid property name %q", name)
+			}
+		}
+	}
+	if s.MinProperties != nil && len(v) < *s.MinProperties {
+		w.fail("minProperties: got %d, want %d", len(v), *s.MinProperties)
+	}
+	if s.MaxProperties != nil && len(v) > *s.MaxProperties {
+		w.fail("maxProperties: got %d, want %d", len(v), *s.MaxProperties)
+	}
+	if m := missing(v, s.Required); len(m) > 0 {
+		w.fail("missing %s", plural("property", "properties", m))
+	}
+	w.dependencies(v, s, local)
+	if !w.c.draft07 && s.UnevaluatedProperties != nil && !local.allProps {
+		w.unevaluatedProperties(v, s.UnevaluatedProperties, local)
+	}
+}
+
+// properties checks each member of v against "properties",
+// "patternProperties" and "additionalProperties", noting the members they
+// evaluate in local.
+func (w *walker) properties(v map[string]any, s *jsonschema.Schema, info *schemaInfo, local *evaluated) {
 	var patterns []patternProp
 	if info != nil {
 		patterns = info.patternProps
@@ -458,22 +489,11 @@ func (w *walker) object(v map[string]any, s *jsonschema.Schema, info *schemaInfo
 		slices.Sort(extra)
 		w.fail("%s not allowed", plural("additional property", "additional properties", extra))
 	}
-	if s.PropertyNames != nil {
-		for name := range v {
-			if !w.check(name, s.PropertyNames, nil) {
-				w.fail("invalid property name %q", name)
-			}
-		}
-	}
-	if s.MinProperties != nil && len(v) < *s.MinProperties {
-		w.fail("minProperties: got %d, want %d", len(v), *s.MinProperties)
-	}
-	if s.MaxProperties != nil && len(v) > *s.MaxProperties {
-		w.fail("maxProperties: got %d, want %d", len(v), *s.MaxProperties)
-	}
-	if m := missing(v, s.Required); len(m) > 0 {
-		w.fail("missing %s", plural("property", "properties", m))
-	}
+}
+
+// dependencies checks "dependentRequired" and "dependentSchemas" (draft
+// 7: "dependencies").
+func (w *walker) dependencies(v map[string]any, s *jsonschema.Schema, local *evaluated) {
 	depRequired, depSchemas := s.DependentRequired, s.DependentSchemas
 	if w.c.draft07 {
 		depRequired, depSchemas = s.DependencyStrings, s.DependencySchemas
@@ -490,26 +510,29 @@ func (w *walker) object(v map[string]any, s *jsonschema.Schema, info *schemaInfo
 			w.eval(v, t, local)
 		}
 	}
-	if !w.c.draft07 && s.UnevaluatedProperties != nil && !local.allProps {
-		var extra []string
-		for name, val := range v {
-			if local.props[name] {
-				continue
-			}
-			if isFalse(s.UnevaluatedProperties) {
-				extra = append(extra, name)
-			} else {
-				w.push(name)
-				w.eval(val, s.UnevaluatedProperties, nil)
-				w.pop()
-			}
+}
+
+// unevaluatedProperties checks the members of v that nothing else
+// evaluated against the "unevaluatedProperties" schema u.
+func (w *walker) unevaluatedProperties(v map[string]any, u *jsonschema.Schema, local *evaluated) {
+	var extra []string
+	for name, val := range v {
+		if local.props[name] {
+			continue
 		}
-		if len(extra) > 0 {
-			slices.Sort(extra)
-			w.fail("%s not allowed", plural("unevaluated property", "unevaluated properties", extra))
+		if isFalse(u) {
+			extra = append(extra, name)
+		} else {
+			w.push(name)
+			w.eval(val, u, nil)
+			w.pop()
 		}
-		local.allProps = true
 	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		w.fail("%s not allowed", plural("unevaluated property", "unevaluated properties", extra))
+	}
+	local.allProps = true
 }
 
 // duplicate finds the first pair of equal items, by the lowest second

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 const (
@@ -43,7 +41,7 @@ var (
 	errPartialSuccess   = errors.New("OTLP export partially rejected")
 )
 
-// exporter is an sdktrace.SpanExporter posting spans to an OTLP/HTTP
+// exporter posts spans to an OTLP/HTTP
 // collector with the OTLP JSON encoding.
 type exporter struct {
 	url     string
@@ -55,8 +53,6 @@ type exporter struct {
 	retryDelay, maxRetryDelay time.Duration
 	stopped                   atomic.Bool
 }
-
-var _ sdktrace.SpanExporter = (*exporter)(nil)
 
 // newExporter returns an exporter posting to url with headers, gzipping the
 // request bodies when gzip is set.
@@ -76,9 +72,8 @@ func newExporter(url string, headers map[string]string, gzip bool) *exporter {
 // once, after the wait its Retry-After asks for (defaultRetryDelay when it
 // has none) unless that wait exceeds maxRetryDelay or ctx's deadline. Any
 // other non-2xx response, a transport error and a partial success reported
-// by the collector are returned as errors, which the SDK hands to the
-// OpenTelemetry error handler.
-func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+// by the collector are returned as errors, which the batcher logs.
+func (e *exporter) ExportSpans(ctx context.Context, spans []*spanData) error {
 	if e.stopped.Load() {
 		return errExporterShutdown
 	}

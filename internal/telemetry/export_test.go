@@ -14,15 +14,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // testSpans returns three ended spans of one resource in two scopes.
-func testSpans(t testing.TB) []sdktrace.ReadOnlySpan {
+func testSpans(t testing.TB) []*spanData {
 	t.Helper()
 	id := func(s string) [16]byte {
 		tid, err := trace.TraceIDFromHex(s)
@@ -43,50 +39,50 @@ func testSpans(t testing.TB) []sdktrace.ReadOnlySpan {
 		t.Fatal(err)
 	}
 	tid := id("0af7651916cd43dd8448eb211c80319c")
-	res := resource.NewSchemaless(attribute.String("service.name", "gw"))
-	scope := instrumentation.Scope{Name: "github.com/edge-mcp/edge-mcp", Version: "1.2.3"}
+	res := &resourceInfo{attrs: []attribute.KeyValue{attribute.String("service.name", "gw")}}
+	scope := scopeInfo{name: "github.com/edge-mcp/edge-mcp", version: "1.2.3"}
 	start := time.Unix(1718000000, 5)
-	return tracetest.SpanStubs{
+	return []*spanData{
 		{
-			Name:        "tools/call read_file",
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("b7ad6b7169203331"), TraceFlags: trace.FlagsSampled, TraceState: state}),
-			Parent:      trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("00f067aa0ba902b7"), TraceFlags: trace.FlagsSampled, Remote: true}),
-			SpanKind:    trace.SpanKindServer,
-			StartTime:   start,
-			EndTime:     start.Add(1500 * time.Millisecond),
-			Attributes:  []attribute.KeyValue{attribute.String("mcp.tool", "read_file"), attribute.Int64("mcp.bytes", 1<<40)},
-			Events: []sdktrace.Event{{Name: "exception", Time: start.Add(time.Second),
-				Attributes: []attribute.KeyValue{attribute.String("exception.message", "boom")}, DroppedAttributeCount: 1}},
-			Links: []sdktrace.Link{{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+			name:   "tools/call read_file",
+			sc:     trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("b7ad6b7169203331"), TraceFlags: trace.FlagsSampled, TraceState: state}),
+			parent: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("00f067aa0ba902b7"), TraceFlags: trace.FlagsSampled, Remote: true}),
+			kind:   trace.SpanKindServer,
+			start:  start,
+			end:    start.Add(1500 * time.Millisecond),
+			attrs:  []attribute.KeyValue{attribute.String("mcp.tool", "read_file"), attribute.Int64("mcp.bytes", 1<<40)},
+			events: []event{{name: "exception", time: start.Add(time.Second),
+				attrs: []attribute.KeyValue{attribute.String("exception.message", "boom")}, droppedAttrs: 1}},
+			links: []link{{sc: trace.NewSpanContext(trace.SpanContextConfig{
 				TraceID: id("4bf92f3577b34da6a3ce929d0e0e4736"), SpanID: sid("0102030405060708")}),
-				Attributes: []attribute.KeyValue{attribute.Bool("follows", true)}}},
-			Status:               sdktrace.Status{Code: codes.Error, Description: "upstream failed"},
-			DroppedAttributes:    2,
-			DroppedLinks:         3,
-			Resource:             res,
-			InstrumentationScope: scope,
+				attrs: []attribute.KeyValue{attribute.Bool("follows", true)}}},
+			status:       status{code: codes.Error, description: "upstream failed"},
+			droppedAttrs: 2,
+			droppedLinks: 3,
+			resource:     res,
+			scope:        scope,
 		},
 		{
-			Name:                 "dial",
-			SpanContext:          trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("1111111111111111")}),
-			SpanKind:             trace.SpanKindClient,
-			StartTime:            start,
-			EndTime:              start,
-			Status:               sdktrace.Status{Code: codes.Ok},
-			Resource:             res,
-			InstrumentationScope: instrumentation.Scope{Name: "other"},
+			name:     "dial",
+			sc:       trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("1111111111111111")}),
+			kind:     trace.SpanKindClient,
+			start:    start,
+			end:      start,
+			status:   status{code: codes.Ok},
+			resource: res,
+			scope:    scopeInfo{name: "other"},
 		},
 		{
-			Name:                 "policy",
-			SpanContext:          trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("2222222222222222"), TraceFlags: trace.FlagsSampled}),
-			Parent:               trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("b7ad6b7169203331"), TraceFlags: trace.FlagsSampled}),
-			SpanKind:             trace.SpanKindInternal,
-			StartTime:            start,
-			EndTime:              start.Add(time.Millisecond),
-			Resource:             res,
-			InstrumentationScope: scope,
+			name:     "policy",
+			sc:       trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("2222222222222222"), TraceFlags: trace.FlagsSampled}),
+			parent:   trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid("b7ad6b7169203331"), TraceFlags: trace.FlagsSampled}),
+			kind:     trace.SpanKindInternal,
+			start:    start,
+			end:      start.Add(time.Millisecond),
+			resource: res,
+			scope:    scope,
 		},
-	}.Snapshots()
+	}
 }
 
 func TestEncodeSpans(t *testing.T) {

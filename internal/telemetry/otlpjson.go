@@ -9,8 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -141,38 +139,35 @@ const (
 // encodeSpans returns the OTLP/JSON export request for spans, grouped by
 // resource and then by instrumentation scope in the order they first
 // appear.
-func encodeSpans(spans []sdktrace.ReadOnlySpan) ([]byte, error) {
+func encodeSpans(spans []*spanData) ([]byte, error) {
 	type scopeKey struct {
-		resource attribute.Distinct
-		scope    instrumentation.Scope
+		resource *resourceInfo
+		scope    scopeInfo
 	}
 	req := exportRequest{ResourceSpans: []resourceSpans{}}
-	resources := map[attribute.Distinct]int{} // index in req.ResourceSpans
+	resources := map[*resourceInfo]int{} // index in req.ResourceSpans
 	scopes := map[scopeKey]*scopeSpans{}
 	for _, s := range spans {
 		if s == nil {
 			continue
 		}
-		res := s.Resource()
-		rkey := res.Equivalent()
-		ri, ok := resources[rkey]
+		ri, ok := resources[s.resource]
 		if !ok {
 			ri = len(req.ResourceSpans)
-			resources[rkey] = ri
+			resources[s.resource] = ri
 			rs := resourceSpans{ScopeSpans: []*scopeSpans{}}
-			if res != nil {
-				rs.Resource = &resourceJSON{Attributes: keyValues(res.Attributes())}
-				rs.SchemaURL = res.SchemaURL()
+			if res := s.resource; res != nil {
+				rs.Resource = &resourceJSON{Attributes: keyValues(res.attrs)}
+				rs.SchemaURL = res.schemaURL
 			}
 			req.ResourceSpans = append(req.ResourceSpans, rs)
 		}
-		scope := s.InstrumentationScope()
-		skey := scopeKey{rkey, scope}
+		skey := scopeKey{s.resource, s.scope}
 		ss, ok := scopes[skey]
 		if !ok {
-			ss = &scopeSpans{SchemaURL: scope.SchemaURL}
-			if scope != (instrumentation.Scope{}) {
-				ss.Scope = &scopeJSON{Name: scope.Name, Version: scope.Version, Attributes: keyValues(scope.Attributes.ToSlice())}
+			ss = &scopeSpans{SchemaURL: s.scope.schemaURL}
+			if s.scope != (scopeInfo{}) {
+				ss.Scope = &scopeJSON{Name: s.scope.name, Version: s.scope.version}
 			}
 			scopes[skey] = ss
 			req.ResourceSpans[ri].ScopeSpans = append(req.ResourceSpans[ri].ScopeSpans, ss)
@@ -182,42 +177,42 @@ func encodeSpans(spans []sdktrace.ReadOnlySpan) ([]byte, error) {
 	return json.Marshal(req)
 }
 
-func encodeSpan(s sdktrace.ReadOnlySpan) spanJSON {
-	sc := s.SpanContext()
+func encodeSpan(s *spanData) spanJSON {
+	sc := s.sc
 	out := spanJSON{
 		TraceID:                sc.TraceID().String(),
 		SpanID:                 sc.SpanID().String(),
 		TraceState:             sc.TraceState().String(),
-		Flags:                  spanFlags(sc.TraceFlags(), s.Parent()),
-		Name:                   s.Name(),
-		Kind:                   spanKind(s.SpanKind()),
-		StartTimeUnixNano:      unixNano(s.StartTime()),
-		EndTimeUnixNano:        unixNano(s.EndTime()),
-		Attributes:             keyValues(s.Attributes()),
-		DroppedAttributesCount: clampUint32(s.DroppedAttributes()),
-		DroppedEventsCount:     clampUint32(s.DroppedEvents()),
-		DroppedLinksCount:      clampUint32(s.DroppedLinks()),
-		Status:                 spanStatus(s.Status()),
+		Flags:                  spanFlags(sc.TraceFlags(), s.parent),
+		Name:                   s.name,
+		Kind:                   spanKind(s.kind),
+		StartTimeUnixNano:      unixNano(s.start),
+		EndTimeUnixNano:        unixNano(s.end),
+		Attributes:             keyValues(s.attrs),
+		DroppedAttributesCount: clampUint32(s.droppedAttrs),
+		DroppedEventsCount:     clampUint32(s.droppedEvents),
+		DroppedLinksCount:      clampUint32(s.droppedLinks),
+		Status:                 spanStatus(s.status),
 	}
-	if parent := s.Parent().SpanID(); parent.IsValid() {
+	if parent := s.parent.SpanID(); parent.IsValid() {
 		out.ParentSpanID = parent.String()
 	}
-	for _, e := range s.Events() {
+	for _, e := range s.events {
 		out.Events = append(out.Events, eventJSON{
-			TimeUnixNano:           unixNano(e.Time),
-			Name:                   e.Name,
-			Attributes:             keyValues(e.Attributes),
-			DroppedAttributesCount: clampUint32(e.DroppedAttributeCount),
+			TimeUnixNano:           unixNano(e.time),
+			Name:                   e.name,
+			Attributes:             keyValues(e.attrs),
+			DroppedAttributesCount: clampUint32(e.droppedAttrs),
 		})
 	}
-	for _, l := range s.Links() {
+	for _, l := range s.links {
 		out.Links = append(out.Links, linkJSON{
-			TraceID:                l.SpanContext.TraceID().String(),
-			SpanID:                 l.SpanContext.SpanID().String(),
-			TraceState:             l.SpanContext.TraceState().String(),
-			Attributes:             keyValues(l.Attributes),
-			DroppedAttributesCount: clampUint32(l.DroppedAttributeCount),
-			Flags:                  spanFlags(l.SpanContext.TraceFlags(), l.SpanContext),
+			TraceID:                l.sc.TraceID().String(),
+			SpanID:                 l.sc.SpanID().String(),
+			TraceState:             l.sc.TraceState().String(),
+			Attributes:             keyValues(l.attrs),
+			DroppedAttributesCount: clampUint32(l.droppedAttrs),
+			Flags:                  spanFlags(l.sc.TraceFlags(), l.sc),
 		})
 	}
 	return out
@@ -254,12 +249,12 @@ func spanKind(k trace.SpanKind) int {
 
 // spanStatus maps a span status to the OTLP Status, whose codes differ from
 // the API's: UNSET 0, OK 1, ERROR 2.
-func spanStatus(s sdktrace.Status) statusJSON {
-	switch s.Code {
+func spanStatus(s status) statusJSON {
+	switch s.code {
 	case codes.Ok:
 		return statusJSON{Code: 1}
 	case codes.Error:
-		return statusJSON{Code: 2, Message: s.Description}
+		return statusJSON{Code: 2, Message: s.description}
 	default:
 		return statusJSON{}
 	}
@@ -274,8 +269,10 @@ func unixNano(t time.Time) string {
 	return strconv.FormatInt(max(0, t.UnixNano()), 10)
 }
 
+// clampUint32 returns n clamped to the range of a uint32. It computes in
+// int64 so that it also builds where int is 32 bits (linux/arm).
 func clampUint32(n int) uint32 {
-	return uint32(min(max(n, 0), math.MaxUint32))
+	return uint32(min(max(int64(n), 0), math.MaxUint32))
 }
 
 func keyValues(attrs []attribute.KeyValue) []keyValue {

@@ -1,14 +1,18 @@
 // Package telemetry sets up OpenTelemetry tracing for the gateway and carries
 // W3C trace context through MCP messages.
 //
-// Spans are batched and sent to an OTLP/HTTP collector with the OTLP JSON
-// encoding (Content-Type application/json), which the OpenTelemetry
-// Collector, Jaeger and Tempo accept; the exporter needs neither gRPC nor
-// the protobuf runtime.
+// Spans implement the OpenTelemetry trace API (go.opentelemetry.io/otel/trace)
+// with a small tracer of our own instead of the OpenTelemetry SDK: the
+// standard samplers, a batching queue, and an exporter sending to an
+// OTLP/HTTP collector with the OTLP JSON encoding (Content-Type
+// application/json), which the OpenTelemetry Collector, Jaeger and Tempo
+// accept; it needs neither gRPC nor the protobuf runtime.
 //
-// Tracing is off unless an OTLP/HTTP endpoint is configured: Setup then
-// returns a nil *Tracer, whose methods cost a nil check. The tracer provider
-// is private to the Tracer; no global OpenTelemetry state is touched.
+// Tracing is off unless an OTLP/HTTP endpoint is configured (and the sampler
+// is not always_off): Setup then returns a nil *Tracer, whose methods cost a
+// nil check, and no tracing goroutine or state exists. FromEnv completes a
+// Config from the standard OTEL_* environment variables. No global
+// OpenTelemetry state is touched.
 //
 // InjectMeta and ExtractMeta move the W3C "traceparent" and "tracestate"
 // values in and out of the "_meta" object of an MCP request's params, so a
@@ -23,9 +27,9 @@ import (
 	"net/url"
 	"strings"
 
+	"log/slog"
+
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -54,9 +58,10 @@ type Config struct {
 	// ServiceName is the service.name resource attribute; empty means
 	// DefaultServiceName.
 	ServiceName string
-	// SampleRatio is the fraction of new traces that are sampled, in
-	// [0, 1]; 0 means 1 (sample everything). Traces started by a client
-	// follow the client's sampling decision.
+	// SampleRatio is the fraction of new traces that are sampled by the
+	// ratio samplers, in [0, 1]; 0 means 1 (sample everything). With the
+	// default sampler, traces started by a client follow the client's
+	// sampling decision.
 	SampleRatio float64
 	// Headers are sent with every export request, for example for
 	// authentication.
@@ -67,28 +72,40 @@ type Config struct {
 	// Compression is the export request compression: "gzip", or "" for
 	// none.
 	Compression string
+	// Sampler is one of the Sampler constants; "" means
+	// SamplerParentBasedRatio.
+	Sampler string
+
+	// Logger receives export failures; nil means slog.Default().
+	Logger *slog.Logger
+
+	// envErr is what FromEnv could not use; Setup reports it.
+	envErr error
 }
 
 // Tracer starts spans and exports them over OTLP/HTTP. A nil *Tracer is a
 // disabled tracer: Start returns the context unchanged and a no-op span.
 type Tracer struct {
-	provider *sdktrace.TracerProvider
-	tracer   trace.Tracer
+	sample   sampler
+	resource *resourceInfo
+	scope    scopeInfo
+	batch    *batcher
+	log      *slog.Logger
 }
 
 // Setup returns a Tracer exporting to cfg.Endpoint, or a nil *Tracer and no
-// error when cfg.Endpoint is empty. No connection is made until spans are
+// error when cfg.Endpoint is empty or cfg.Sampler is SamplerAlwaysOff. No connection is made until spans are
 // exported, so ctx is not used.
 func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
-	if cfg.Endpoint == "" {
+	if cfg.envErr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, cfg.envErr)
+	}
+	if cfg.Endpoint == "" || cfg.Sampler == SamplerAlwaysOff {
 		return nil, nil
 	}
-	ratio := cfg.SampleRatio
-	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
-		return nil, fmt.Errorf("%w: sample ratio %v is outside [0, 1]", ErrInvalidConfig, ratio)
-	}
-	if ratio == 0 {
-		ratio = 1
+	sampler, err := samplerOf(cfg)
+	if err != nil {
+		return nil, err
 	}
 	target, err := exportURL(cfg)
 	if err != nil {
@@ -102,17 +119,48 @@ func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
 	default:
 		return nil, fmt.Errorf("%w: compression %q is not \"gzip\" or empty", ErrInvalidConfig, cfg.Compression)
 	}
-	exp := newExporter(target, cfg.Headers, gzip)
 	name := cfg.ServiceName
 	if name == "" {
 		name = DefaultServiceName
 	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithSpanProcessor(sdktrace.NewBatchSpanProcessor(exp)),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", name))),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
-	)
-	return &Tracer{provider: tp, tracer: tp.Tracer(instrumentationName)}, nil
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	t := &Tracer{
+		sample:   sampler,
+		resource: &resourceInfo{attrs: []attribute.KeyValue{attribute.String("service.name", name)}},
+		scope:    scopeInfo{name: instrumentationName},
+		log:      log,
+	}
+	t.batch = newBatcher(newExporter(target, cfg.Headers, gzip), func(err error) {
+		log.Warn("exporting trace spans", "err", err)
+	})
+	return t, nil
+}
+
+// samplerOf returns the sampler cfg.Sampler and cfg.SampleRatio select.
+func samplerOf(cfg Config) (sampler, error) {
+	ratio := cfg.SampleRatio
+	if ratio < 0 || ratio > 1 || math.IsNaN(ratio) {
+		return nil, fmt.Errorf("%w: sample ratio %v is outside [0, 1]", ErrInvalidConfig, ratio)
+	}
+	if ratio == 0 {
+		ratio = 1
+	}
+	switch cfg.Sampler {
+	case "", SamplerParentBasedRatio:
+		return parentBased(ratioSampler(ratio)), nil
+	case SamplerRatio:
+		return ratioSampler(ratio), nil
+	case SamplerAlwaysOn:
+		return constSampler(true), nil
+	case SamplerParentBasedAlwaysOn:
+		return parentBased(constSampler(true)), nil
+	case SamplerParentBasedAlwaysOff:
+		return parentBased(constSampler(false)), nil
+	}
+	return nil, fmt.Errorf("%w: unknown sampler %q", ErrInvalidConfig, cfg.Sampler)
 }
 
 // exportURL returns the URL export requests are posted to: cfg.Endpoint
@@ -152,10 +200,7 @@ func (t *Tracer) Start(ctx context.Context, name string, attrs ...attribute.KeyV
 	if t == nil {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
-	if len(attrs) == 0 {
-		return t.tracer.Start(ctx, name)
-	}
-	return t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+	return t.start(ctx, name, attrs)
 }
 
 // Shutdown exports every ended span and stops the tracer. It is a no-op on
@@ -164,8 +209,11 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	if err := t.provider.Shutdown(ctx); err != nil {
+	if err := t.batch.shutdown(ctx); err != nil {
 		return fmt.Errorf("shutting down tracer: %w", err)
+	}
+	if n := t.batch.droppedCount(); n > 0 {
+		t.log.Warn("trace spans dropped: the export queue was full", "spans", n)
 	}
 	return nil
 }
