@@ -25,11 +25,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edge-mcp/edge-mcp/internal/memlimit"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
 
 func main() {
+	if version != "" {
+		gateway.Version = version // what peers see in serverInfo and clientInfo
+	}
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	if err == nil {
 		return
@@ -101,6 +105,7 @@ func setup(configPath string, stderr io.Writer, extra func(*config.Config, *gate
 	if extra != nil {
 		extra(cfg, &opts)
 	}
+	memlimit.Apply(int64(cfg.Limits.MemoryMB)<<20, log)
 	g, err := gateway.New(cfg, opts)
 	if err != nil {
 		return nil, nil, nil, err

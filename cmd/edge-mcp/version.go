@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	gateway "github.com/edge-mcp/edge-mcp/runtime"
+	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
 
 // Set by the release build (go tool task release):

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	gateway "github.com/edge-mcp/edge-mcp/runtime"
+	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
 
 func TestBuildInfoOf(t *testing.T) {

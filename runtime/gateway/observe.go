@@ -38,11 +38,13 @@ func (g *Gateway) openObservability(cfg *config.Config) error {
 			return &config.Error{File: cfg.Path, Key: "audit.path", Reason: err.Error()}
 		}
 	}
-	if t := cfg.Telemetry; t.OTLPEndpoint != "" {
-		tc := telemetry.Config{Endpoint: t.OTLPEndpoint, ServiceName: t.ServiceName, Headers: t.Headers, Insecure: t.Insecure}
-		if t.SampleRatio != nil {
-			tc.SampleRatio = *t.SampleRatio
-		}
+	t := cfg.Telemetry
+	tc := telemetry.Config{Endpoint: t.OTLPEndpoint, ServiceName: t.ServiceName, Headers: t.Headers, Insecure: t.Insecure, Logger: g.log}
+	if t.SampleRatio != nil {
+		tc.SampleRatio = *t.SampleRatio
+	}
+	// The standard OTEL_* variables fill in what the config leaves out.
+	if tc = telemetry.FromEnv(tc); tc.Endpoint != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if g.tracer, err = telemetry.Setup(ctx, tc); err != nil {
