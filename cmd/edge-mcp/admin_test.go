@@ -121,6 +121,7 @@ func TestModuleCommands(t *testing.T) {
 	// configuration).
 	req, _ := http.NewRequest("POST", admin+"/admin/policies", strings.NewReader(`{"name":"guard","module":"guard","tools":["echo"]}`))
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("attach: %v %v", err, resp)

@@ -183,6 +183,9 @@ type Options struct {
 
 	// now replaces time.Now in tests.
 	now func() time.Time
+	// logEveryFailure logs every failed authentication (tests that search
+	// the log for leaked secrets want every line).
+	logEveryFailure bool
 }
 
 // Authenticator authenticates requests according to a Config. It is safe
@@ -209,7 +212,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Authenticator, error) 
 	if now == nil {
 		now = time.Now
 	}
-	a := &Authenticator{mode: cfg.Mode, log: log, failures: newFailureLimiter(failureLogInterval, now)}
+	every := failureLogInterval
+	if opts.logEveryFailure {
+		every = 0
+	}
+	a := &Authenticator{mode: cfg.Mode, log: log, failures: newFailureLimiter(every, now)}
 	if err := checkModeFields(cfg); err != nil {
 		return nil, err
 	}

@@ -32,14 +32,14 @@ func TestNoSecretsInLogsOrResponses(t *testing.T) {
 		return newAuth(t, Config{Mode: ModeAPIKey, APIKeys: []APIKey{
 			{Name: "svc", Key: liveKey},
 			{Name: "svc", Key: revoked, Revoked: true},
-		}}, Options{Logger: log})
+		}}, Options{Logger: log, logEveryFailure: true})
 	})
 	var jwtAuth *Authenticator
 	jwtGW := newGateway(t, func(url string) *Authenticator {
 		jwtAuth = newAuth(t, Config{Mode: ModeJWT,
 			JWT:              JWTConfig{Issuer: testIssuer, Audience: []string{url + "/mcp"}, HMACSecret: hmacSecret},
 			ResourceMetadata: &ResourceMetadata{Resource: url + "/mcp", AuthorizationServers: []string{testIssuer}},
-		}, Options{Logger: log})
+		}, Options{Logger: log, logEveryFailure: true})
 		return jwtAuth
 	})
 	aud := jwtGW.URL + "/mcp"
