@@ -69,9 +69,12 @@ const limInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protoc
 // status.
 func limPOST(t *testing.T, addr string) int {
 	t.Helper()
-	code, ok := limTryPOST(addr)
+	code, body, ok := limTryPOST(addr)
 	if !ok {
 		t.Fatal("POST failed")
+	}
+	if code == http.StatusOK && !strings.Contains(body, `"result"`) {
+		t.Fatalf("POST answered 200 without its response: %q", body)
 	}
 	return code
 }
@@ -250,7 +253,7 @@ func TestLimitListener(t *testing.T) {
 	idle = idle[2:]
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if code, ok := limTryPOST(addr); ok {
+		if code, _, ok := limTryPOST(addr); ok {
 			if code != http.StatusOK {
 				t.Fatalf("POST after slots were freed: status %d", code)
 			}
@@ -263,9 +266,9 @@ func TestLimitListener(t *testing.T) {
 	}
 }
 
-// limTryPOST is limPOST that reports a transport failure instead of
-// failing the test.
-func limTryPOST(addr string) (int, bool) {
+// limTryPOST is limPOST that returns the body and reports a transport
+// failure instead of failing the test.
+func limTryPOST(addr string) (int, string, bool) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader(limInit))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -273,9 +276,66 @@ func limTryPOST(addr string) (int, bool) {
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 2 * time.Second}).Do(req)
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode, true
+	return resp.StatusCode, string(body), err == nil
+}
+
+// TestWebSocketSlowHandshake checks that a WebSocket handshake cannot be
+// held open by a slow peer: on the server, the upgrade request is bounded
+// by ReadHeaderTimeout; on the client, by HandshakeTimeout.
+func TestWebSocketSlowHandshake(t *testing.T) {
+	t.Run("server", func(t *testing.T) {
+		srv := transports.NewWebSocketServer(func(c transports.Connection) { c.Close() }, transports.WebSocketServerOptions{})
+		addr := limServe(t, srv, transports.HTTPLimits{ReadHeaderTimeout: 300 * time.Millisecond})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		stop := make(chan struct{})
+		defer close(stop)
+		go limTrickle(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\n\r\n",
+			100*time.Millisecond, stop)
+		if !limClosedWithin(c, 3*time.Second) {
+			t.Fatal("a trickled WebSocket upgrade was not cut within 3 s (ReadHeaderTimeout 300 ms)")
+		}
+	})
+	t.Run("client", func(t *testing.T) {
+		// A server that accepts connections and never answers.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+			}
+		}()
+		done := make(chan error, 1)
+		go func() {
+			tr := &transports.WebSocketClientTransport{URL: "ws://" + ln.Addr().String() + "/", HandshakeTimeout: 300 * time.Millisecond}
+			conn, err := tr.Connect(context.Background())
+			if err == nil {
+				conn.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("Connect to a server that never answers succeeded")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Connect to a server that never answers did not return within 5 s (HandshakeTimeout 300 ms)")
+		}
+	})
 }

@@ -43,11 +43,19 @@ type WebSocketClientTransport struct {
 	PingInterval time.Duration
 	// DisableCompression stops offering permessage-deflate.
 	DisableCompression bool
+	// HandshakeTimeout bounds the opening handshake (connecting, the
+	// upgrade request and its answer), besides the ctx of Connect, so that
+	// a server that accepts the connection and never answers cannot hold
+	// Connect forever. Zero means 30 s; negative means no bound but ctx.
+	HandshakeTimeout time.Duration
 }
 
-// Connect performs the opening handshake, bounded by ctx, and returns the
-// connection. It fails when the server does not select the "mcp"
-// subprotocol. Cancelling ctx after Connect returned does not affect the
+// wsDefaultHandshakeTimeout is the default HandshakeTimeout.
+const wsDefaultHandshakeTimeout = 30 * time.Second
+
+// Connect performs the opening handshake, bounded by ctx and by
+// HandshakeTimeout, and returns the connection. It fails when the server
+// does not select the "mcp" subprotocol. Cancelling ctx after Connect returned does not affect the
 // connection.
 //
 // Writes are serialized and bounded by an internal timeout, never by the
@@ -76,6 +84,14 @@ func (t *WebSocketClientTransport) Connect(ctx context.Context) (Connection, err
 	}
 	if t.DisableCompression {
 		opts.CompressionMode = websocket.CompressionDisabled
+	}
+	if d := t.HandshakeTimeout; d >= 0 {
+		if d == 0 {
+			d = wsDefaultHandshakeTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
 	}
 	ws, resp, err := websocket.Dial(ctx, t.URL, opts)
 	if err != nil {
