@@ -1,0 +1,168 @@
+package transports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrOverBudget is wrapped by the errors of a [ByteBudget] that cannot
+// grant bytes, and by the failures of messages that could not get them.
+var ErrOverBudget = errors.New("in-flight byte budget exhausted")
+
+// budgetWait bounds how long a reader waits for bytes of the budget before
+// it fails the message it is reading.
+const budgetWait = time.Second
+
+// ByteBudget bounds the bytes of upstream messages held in memory at once,
+// across every client connection that shares it (the Budget field of the
+// client transports): a reader charges a message's bytes while it reads
+// and buffers them, and they are released when the decoded message is
+// returned by Read. A message that cannot get its bytes in time is dropped
+// without being buffered further, and the call it answers gets a local
+// error response (see [IsLocal]) saying so.
+//
+// What is not counted, and is the margin above the budget: decoded
+// messages returned by Read and not yet written downstream (a decoded
+// message is about as large as its bytes), the fixed read buffers of each
+// connection (8 KiB per event stream, 64 KiB per stdio child, the
+// WebSocket library's own), and the transient copy of a message between
+// its read buffer and its exact-size buffer.
+//
+// A ByteBudget is safe for concurrent use and lives as long as any
+// connection uses it; its methods do not allocate, except Acquire when it
+// has to wait. Waiters are woken when bytes are released, with no
+// ordering among them: a large request may wait while smaller ones are
+// granted. The nil *ByteBudget is the unlimited budget: it grants every
+// request and counts nothing.
+type ByteBudget struct {
+	max     int64
+	used    atomic.Int64
+	waiters atomic.Int32
+
+	mu   sync.Mutex
+	wake chan struct{} // closed and replaced when bytes are released; nil when nobody waits
+}
+
+// NewByteBudget returns a budget of max bytes; max <= 0 returns nil, the
+// unlimited budget.
+func NewByteBudget(max int64) *ByteBudget {
+	if max <= 0 {
+		return nil
+	}
+	return &ByteBudget{max: max}
+}
+
+// Max returns the size of the budget, 0 for the unlimited one.
+func (b *ByteBudget) Max() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.max
+}
+
+// InUse returns the bytes currently granted and not released.
+func (b *ByteBudget) InUse() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
+}
+
+// TryAcquire grants n bytes when they are available now and reports
+// whether it did. n <= 0 is always granted.
+func (b *ByteBudget) TryAcquire(n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	for {
+		used := b.used.Load()
+		if used+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// Acquire grants n bytes, waiting for releases until ctx ends. It fails
+// at once, with an error wrapping [ErrOverBudget], when n exceeds the whole
+// budget, and with one wrapping both ErrOverBudget and ctx's error when ctx
+// ends first.
+func (b *ByteBudget) Acquire(ctx context.Context, n int64) error {
+	if b.TryAcquire(n) {
+		return nil
+	}
+	if n > b.max {
+		return b.overErr(n, nil)
+	}
+	b.waiters.Add(1)
+	defer b.waiters.Add(-1)
+	for {
+		b.mu.Lock()
+		if b.wake == nil {
+			b.wake = make(chan struct{})
+		}
+		wake := b.wake
+		b.mu.Unlock()
+		// A release between the failed try and taking wake is seen here;
+		// one after it closes wake.
+		if b.TryAcquire(n) {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return b.overErr(n, ctx.Err())
+		}
+	}
+}
+
+func (b *ByteBudget) overErr(n int64, cause error) error {
+	if cause != nil {
+		return fmt.Errorf("%w: %d bytes wanted, %d of %d in use: %w", ErrOverBudget, n, b.used.Load(), b.max, cause)
+	}
+	return fmt.Errorf("%w: %d bytes wanted, more than the budget of %d", ErrOverBudget, n, b.max)
+}
+
+// Release gives back n bytes granted earlier and wakes the waiters.
+// Releasing more than was granted is a bug; it panics when the count
+// would go negative.
+func (b *ByteBudget) Release(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	if b.used.Add(-n) < 0 {
+		panic("transports: ByteBudget released more than it granted")
+	}
+	if b.waiters.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
+	b.mu.Unlock()
+}
+
+// acquireWithin is Acquire bounded by budgetWait as well as by ctx; it does
+// not allocate when the bytes are available.
+func (b *ByteBudget) acquireWithin(ctx context.Context, n int64) error {
+	if b.TryAcquire(n) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
+	return b.Acquire(ctx, n)
+}
+
+// budgetErrorText is the message of the local error response to a call
+// whose answer could not get its bytes.
+func budgetErrorText(b *ByteBudget) string {
+	return fmt.Sprintf("upstream response exceeds the gateway's in-flight budget of %d bytes", b.Max())
+}
