@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,4 +166,73 @@ func (b *ByteBudget) acquireWithin(ctx context.Context, n int64) error {
 // whose answer could not get its bytes.
 func budgetErrorText(b *ByteBudget) string {
 	return fmt.Sprintf("upstream response exceeds the gateway's in-flight budget of %d bytes", b.Max())
+}
+
+// errTooLarge is returned by readAllCharged for a body over its limit.
+var errTooLarge = errors.New("message too large")
+
+// readAllCharged reads r to its end, at most max bytes (errTooLarge
+// beyond), charging b for the capacity of its buffer before it grows into
+// it. It returns the body and the bytes charged; on failure it has
+// released them. With a nil b it is io.ReadAll with a limit.
+func readAllCharged(ctx context.Context, r io.Reader, max int, b *ByteBudget) ([]byte, int64, error) {
+	buf := make([]byte, 0, 512)
+	charged := int64(0)
+	fail := func(err error) ([]byte, int64, error) {
+		b.Release(charged)
+		return nil, 0, err
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		if c := int64(cap(buf)); c > charged && b != nil {
+			if err := b.acquireWithin(ctx, c-charged); err != nil {
+				return fail(err)
+			}
+			charged = c
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > max {
+			return fail(errTooLarge)
+		}
+		if err == io.EOF {
+			return buf, charged, nil
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+}
+
+// budgetMeter charges a budget for the bytes read through it, once they
+// have been read into the (fixed) buffer of the reader above it and before
+// that reader copies them into a growing message; the charge accumulates
+// until taken. A meter that cannot charge fails the read with an error
+// wrapping [ErrOverBudget]. It is used by one goroutine at a time.
+type budgetMeter struct {
+	r       io.Reader
+	b       *ByteBudget
+	ctx     context.Context
+	charged int64
+}
+
+func (m *budgetMeter) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if n > 0 {
+		if berr := m.b.acquireWithin(m.ctx, int64(n)); berr != nil {
+			return 0, berr
+		}
+		m.charged += int64(n)
+	}
+	return n, err
+}
+
+// take returns the bytes charged since the last take; the caller releases
+// them.
+func (m *budgetMeter) take() int64 {
+	c := m.charged
+	m.charged = 0
+	return c
 }
