@@ -2,12 +2,15 @@ package transports
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // ErrOverBudget is wrapped by the errors of a [ByteBudget] that cannot
@@ -235,4 +238,141 @@ func (m *budgetMeter) take() int64 {
 	c := m.charged
 	m.charged = 0
 	return c
+}
+
+// droppedMessage follows the bytes of a message that is dropped over the
+// budget, which are fed to it instead of being kept, and finds the
+// message's top-level "id" and whether it has a "method": a dropped
+// response (an id and no method) is answered with a local error, so that
+// its call does not wait forever. It keeps at most a few dozen bytes.
+type droppedMessage struct {
+	depth     int
+	inStr     bool
+	esc       bool
+	expectKey bool   // at depth 1, the next string is a key
+	inKey     bool   // reading a key at depth 1
+	key       []byte // the key being read (its first bytes)
+	value     int    // what the value at depth 1 being read belongs to
+	capturing bool
+	id        []byte // the raw id
+	idDone    bool
+	hasMethod bool
+}
+
+const (
+	dropValueOther = iota
+	dropValueID
+	dropValueMethod
+)
+
+// maxDroppedID bounds the captured id; a longer one is not answered.
+const maxDroppedID = 256
+
+// feed follows the next bytes of the message.
+func (d *droppedMessage) feed(p []byte) {
+	for _, c := range p {
+		if d.inStr {
+			d.feedString(c)
+			continue
+		}
+		switch c {
+		case '"':
+			d.inStr = true
+			if d.depth == 1 && d.expectKey {
+				d.inKey, d.expectKey, d.key = true, false, d.key[:0]
+			} else {
+				d.startValue(c)
+			}
+		case '{', '[':
+			d.depth++
+			d.expectKey = d.depth == 1 && c == '{'
+		case '}', ']', ',':
+			if d.depth == 1 {
+				d.endValue()
+				d.expectKey = c == ','
+			}
+			if c != ',' {
+				d.depth--
+			}
+		case ':':
+			if d.depth == 1 {
+				d.value = dropValueOther
+				switch string(d.key) {
+				case "id":
+					d.value = dropValueID
+				case "method":
+					d.value, d.hasMethod = dropValueMethod, true
+				}
+			}
+		case ' ', '\t', '\r', '\n':
+			if d.depth == 1 && d.capturing {
+				d.endValue()
+			}
+		default:
+			d.startValue(c)
+		}
+	}
+}
+
+func (d *droppedMessage) feedString(c byte) {
+	switch {
+	case d.inKey && len(d.key) < 8:
+		d.key = append(d.key, c)
+	case d.capturing:
+		d.capture(c)
+	}
+	switch {
+	case d.esc:
+		d.esc = false
+	case c == '\\':
+		d.esc = true
+	case c == '"':
+		d.inStr = false
+		if d.inKey {
+			d.inKey = false
+			d.key = d.key[:len(d.key)-min(len(d.key), 1)] // the closing quote
+		} else if d.capturing {
+			d.endValue()
+		}
+	}
+}
+
+// startValue notes a byte of a scalar value at depth 1.
+func (d *droppedMessage) startValue(c byte) {
+	if d.depth != 1 || d.value != dropValueID || d.idDone {
+		return
+	}
+	d.capturing = true
+	d.capture(c)
+}
+
+func (d *droppedMessage) capture(c byte) {
+	if len(d.id) <= maxDroppedID {
+		d.id = append(d.id, c)
+	}
+}
+
+// endValue ends the value at depth 1 being read.
+func (d *droppedMessage) endValue() {
+	if d.capturing {
+		d.capturing, d.idDone = false, true
+	}
+	d.value = dropValueOther
+}
+
+// answer returns the local error response for the dropped message when it
+// was a response (a valid id and no method).
+func (d *droppedMessage) answer(b *ByteBudget) (*jsonrpc.Response, bool) {
+	if d.hasMethod || !d.idDone || len(d.id) > maxDroppedID {
+		return nil, false
+	}
+	var raw any
+	if json.Unmarshal(d.id, &raw) != nil {
+		return nil, false
+	}
+	id, err := jsonrpc.MakeID(raw)
+	if err != nil || !id.IsValid() {
+		return nil, false
+	}
+	return errorResponse(id, budgetErrorText(b)), true
 }
