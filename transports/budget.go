@@ -32,9 +32,11 @@ const budgetWait = time.Second
 // What is not counted, and is the margin above the budget: decoded
 // messages returned by Read and not yet written downstream (a decoded
 // message is about as large as its bytes), the fixed read buffers of each
-// connection (8 KiB per event stream, 64 KiB per stdio child, the
-// WebSocket library's own), and the transient copy of a message between
-// its read buffer and its exact-size buffer.
+// connection (8 KiB per event stream; 64 KiB per stdio child and the
+// buffer of its last long line, up to 1 MiB; the WebSocket read buffer
+// kept between messages, up to 1 MiB, and the library's own), the
+// transient copy of a message between its read buffer and its exact-size
+// buffer, and up to one read buffer of read-ahead per event stream.
 //
 // A ByteBudget is safe for concurrent use and lives as long as any
 // connection uses it; its methods do not allocate, except Acquire when it
@@ -375,4 +377,18 @@ func (d *droppedMessage) answer(b *ByteBudget) (*jsonrpc.Response, bool) {
 		return nil, false
 	}
 	return errorResponse(id, budgetErrorText(b)), true
+}
+
+// discardInto feeds the rest of r to d, reading into scratch, until r
+// ends; err is the error of the last read from r (io.EOF: it has ended).
+func discardInto(d *droppedMessage, r io.Reader, scratch []byte, err error) error {
+	for err == nil {
+		var n int
+		n, err = r.Read(scratch)
+		d.feed(scratch[:n])
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
 }

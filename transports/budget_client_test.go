@@ -140,3 +140,90 @@ func budgetSettles(t *testing.T, b *transports.ByteBudget) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// budgetEcho answers "big" calls with a result of size bytes and other
+// calls with a tiny one.
+func budgetEcho(size int) func(transports.Connection) {
+	blob := json.RawMessage(`{"blob":"` + strings.Repeat("x", size) + `"}`)
+	return func(c transports.Connection) {
+		go func() {
+			defer c.Close()
+			for {
+				msg, err := c.Read(context.Background())
+				if err != nil {
+					return
+				}
+				req, ok := msg.(*jsonrpc.Request)
+				if !ok || !req.IsCall() {
+					continue
+				}
+				result := json.RawMessage(`{"blob":"small"}`)
+				if req.Method == "big" {
+					result = blob
+				}
+				if err := c.Write(context.Background(), &jsonrpc.Response{ID: req.ID, Result: result}); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// budgetCall writes a call and reads its answer.
+func budgetCall(t *testing.T, conn transports.Connection, id int64, method string) *jsonrpc.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := conn.Write(ctx, &jsonrpc.Request{ID: mustID(float64(id)), Method: method, Params: json.RawMessage(`{}`)}); err != nil {
+		t.Fatalf("Write %s: %v", method, err)
+	}
+	msg, err := conn.Read(ctx)
+	if err != nil {
+		t.Fatalf("Read the answer to %s: %v", method, err)
+	}
+	resp := msg.(*jsonrpc.Response)
+	if resp.ID != mustID(float64(id)) {
+		t.Fatalf("answer to %v, want %d", resp.ID.Raw(), id)
+	}
+	return resp
+}
+
+// budgetStreamCheck runs calls through conn while most of budget is held
+// elsewhere: a big answer fails with the budget error (its bytes read on
+// and dropped, not buffered), a small one succeeds; once the budget is
+// free, a big answer succeeds; the budget returns to zero.
+func budgetStreamCheck(t *testing.T, conn transports.Connection, budget *transports.ByteBudget, size int) {
+	t.Helper()
+	held := budget.Max() - int64(size)/2
+	if !budget.TryAcquire(held) {
+		t.Fatal("cannot hold the budget")
+	}
+	resp := budgetCall(t, conn, 1, "big")
+	if resp.Error == nil || !transports.IsLocal(resp) || !strings.Contains(resp.Error.Error(), "in-flight budget") {
+		t.Fatalf("big answer over the budget: error %v, %d bytes of result", resp.Error, len(resp.Result))
+	}
+	if resp := budgetCall(t, conn, 2, "small"); resp.Error != nil {
+		t.Fatalf("small call with the budget nearly exhausted: %v", resp.Error)
+	}
+	budget.Release(held)
+	if resp := budgetCall(t, conn, 3, "big"); resp.Error != nil || len(resp.Result) < size {
+		t.Fatalf("big call within the budget: error %v, %d bytes of result", resp.Error, len(resp.Result))
+	}
+	budgetSettles(t, budget)
+}
+
+func TestWebSocketClientBudget(t *testing.T) {
+	const size = 16 << 20
+	srv := transports.NewWebSocketServer(budgetEcho(size), transports.WebSocketServerOptions{})
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Close()
+	budget := transports.NewByteBudget(32 << 20)
+	conn, err := (&transports.WebSocketClientTransport{URL: hs.URL, Budget: budget, DisableCompression: true}).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgetStreamCheck(t, conn, budget, size)
+	conn.Close()
+	budgetSettles(t, budget)
+}

@@ -48,6 +48,13 @@ type WebSocketClientTransport struct {
 	// a server that accepts the connection and never answers cannot hold
 	// Connect forever. Zero means 30 s; negative means no bound but ctx.
 	HandshakeTimeout time.Duration
+	// Budget, when not nil, is charged with the bytes of every incoming
+	// message as they arrive, until Read returns it. A message that cannot
+	// get its bytes within a second is read on and discarded without being
+	// kept; when it was a response, Read returns a local error response
+	// (see [IsLocal]) naming the budget in its place. See [ByteBudget] for
+	// what is not counted.
+	Budget *ByteBudget
 }
 
 // wsDefaultHandshakeTimeout is the default HandshakeTimeout.
@@ -108,6 +115,7 @@ func (t *WebSocketClientTransport) Connect(ctx context.Context) (Connection, err
 			u.Redacted(), wsSubprotocol, p)
 	}
 	c := newWSConn(ws, log, true, "", t.MaxMessageBytes, t.PingInterval)
+	c.budget = t.Budget
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
