@@ -392,3 +392,20 @@ func discardInto(d *droppedMessage, r io.Reader, scratch []byte, err error) erro
 	}
 	return err
 }
+
+// chanContext is a context without deadline or values that is cancelled
+// when its channel is closed; making one does not allocate.
+type chanContext <-chan struct{}
+
+func (c chanContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c chanContext) Done() <-chan struct{}       { return c }
+func (c chanContext) Value(any) any               { return nil }
+
+func (c chanContext) Err() error {
+	select {
+	case <-c:
+		return context.Canceled
+	default:
+		return nil
+	}
+}

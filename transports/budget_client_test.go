@@ -227,3 +227,16 @@ func TestWebSocketClientBudget(t *testing.T) {
 	conn.Close()
 	budgetSettles(t, budget)
 }
+
+func TestCommandClientBudget(t *testing.T) {
+	budget := transports.NewByteBudget(32 << 20)
+	tr := stdioHelper("budget", nil)
+	tr.Budget = budget
+	conn, err := tr.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	budgetStreamCheck(t, conn, budget, 16<<20)
+	conn.Close()
+	budgetSettles(t, budget)
+}
