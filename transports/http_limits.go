@@ -189,6 +189,16 @@ type limitConn struct {
 	once sync.Once
 }
 
+// CloseWrite half-closes a TCP or Unix connection, which net/http does
+// before closing one so that the client reads the last response rather
+// than a reset.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.open.Add(-1) })
