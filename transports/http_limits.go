@@ -45,8 +45,9 @@ type HTTPLimits struct {
 	// [DefaultReadHeaderTimeout]; negative means no limit.
 	ReadHeaderTimeout time.Duration
 	// BodyReadTimeout bounds the reading of a request body by the server
-	// transports of this package (POST messages): the transports use it
-	// when their own BodyReadTimeout option is zero. Zero means
+	// transports of this package (POST messages), and of one WebSocket
+	// message from its first frame: the transports use it when their own
+	// option (BodyReadTimeout, MessageReadTimeout) is zero. Zero means
 	// [DefaultBodyReadTimeout]; negative means no limit.
 	BodyReadTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection waiting for its next

@@ -339,3 +339,61 @@ func TestWebSocketSlowHandshake(t *testing.T) {
 		}
 	})
 }
+
+// TestWebSocketSlowMessage checks that a client trickling a message has
+// its connection closed after the message read timeout, and that the wait
+// between messages is not bounded by it.
+func TestWebSocketSlowMessage(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	srv := transports.NewWebSocketServer(limEcho(0), transports.WebSocketServerOptions{DisableCompression: true})
+	addr := limServe(t, srv, transports.HTTPLimits{BodyReadTimeout: timeout})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\n\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	// A whole message after waiting longer than the timeout is answered.
+	time.Sleep(3 * timeout)
+	if _, err := c.Write(append(limFrameHeader(len(limInit)), limInit...)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.Peek(2); err != nil {
+		t.Fatalf("no answer to a whole message after an idle wait: %v", err)
+	}
+	// A trickled one closes the connection.
+	msg := strings.Repeat(" ", 200) + limInit
+	if _, err := c.Write(limFrameHeader(len(msg))); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go limTrickle(c, msg, 50*time.Millisecond, stop)
+	_, _ = br.Discard(br.Buffered())
+	start := time.Now()
+	if !limClosedWithin(c, 4*time.Second) {
+		t.Fatal("a trickled message was still being accepted after 4 s (timeout 300 ms)")
+	}
+	if d := time.Since(start); d < timeout/2 {
+		t.Fatalf("the connection was closed after %v, before the timeout", d)
+	}
+}
+
+// limFrameHeader returns the header of a final, masked text frame of n
+// bytes with the zero masking key (the payload goes as it is).
+func limFrameHeader(n int) []byte {
+	if n < 126 {
+		return []byte{0x81, 0x80 | byte(n), 0, 0, 0, 0}
+	}
+	return []byte{0x81, 0x80 | 126, byte(n >> 8), byte(n), 0, 0, 0, 0}
+}

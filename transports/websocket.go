@@ -88,6 +88,13 @@ type wsConn struct {
 	wbuf      []byte
 	wdeadline atomic.Int64 // wsNow deadline of the write in progress, 0 if none
 	wtimer    *time.Timer
+
+	// The message read watchdog (server connections with a message read
+	// timeout): a message must be received whole within rtimeout of its
+	// first frame.
+	rtimeout  time.Duration
+	rdeadline atomic.Int64 // wsNow deadline of the message being read, 0 if none
+	rtimer    *time.Timer
 }
 
 func newWSConn(ws *websocket.Conn, log *slog.Logger, client bool, id string, maxMsg int64, ping time.Duration) *wsConn {
@@ -245,6 +252,9 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 		c.cancel()
 		c.wg.Wait()
 		c.wtimer.Stop()
+		if c.rtimer != nil {
+			c.rtimer.Stop()
+		}
 		c.dropQueued()
 	})
 }
@@ -296,7 +306,9 @@ func (c *wsConn) readLoop() {
 			t.Stop()
 			return
 		}
+		c.startMessage()
 		data, charge, dropped, err := c.readMessage(r)
+		c.endMessage()
 		c.lastRead.Store(wsNow())
 		if err != nil {
 			c.end(c.readErr(err), nil)
@@ -317,6 +329,49 @@ func (c *wsConn) readLoop() {
 			c.deliver(msg, charge)
 		}
 	}
+}
+
+// setMessageTimeout makes the read loop fail the connection when a
+// message is not received whole within d of its first frame (d > 0). It
+// is called before the read loop starts.
+func (c *wsConn) setMessageTimeout(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.rtimeout = d
+	c.rtimer = time.AfterFunc(time.Hour, c.readWatchdog)
+	c.rtimer.Stop()
+}
+
+// startMessage arms the message read watchdog, if any.
+func (c *wsConn) startMessage() {
+	if c.rtimer != nil {
+		c.rdeadline.Store(wsNow() + int64(c.rtimeout))
+		c.rtimer.Reset(c.rtimeout)
+	}
+}
+
+// endMessage disarms the message read watchdog, if any.
+func (c *wsConn) endMessage() {
+	if c.rtimer != nil {
+		c.rdeadline.Store(0)
+		c.rtimer.Stop()
+	}
+}
+
+// readWatchdog runs on the read timer: it fails the connection when a
+// message has been in reading past its deadline.
+func (c *wsConn) readWatchdog() {
+	d := c.rdeadline.Load()
+	if d == 0 {
+		return
+	}
+	if rem := d - wsNow(); rem > 0 {
+		c.rtimer.Reset(time.Duration(rem))
+		return
+	}
+	c.log.Warn("WebSocket peer did not send a whole message in time: closing the connection", "timeout", c.rtimeout)
+	c.fail(fmt.Errorf("reading from WebSocket: a message was not received within %v", c.rtimeout))
 }
 
 // deliver hands msg, which holds charge bytes of the budget, to Read.
