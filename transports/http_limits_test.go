@@ -18,14 +18,18 @@ import (
 )
 
 // limServe serves h with NewHTTPServer(h, l) on a loopback listener capped
-// at l.MaxConns, and returns its address.
-func limServe(t *testing.T, h http.Handler, l transports.HTTPLimits) string {
+// at l.MaxConns, and returns its address. configure, when given, may set
+// fields of the server before it serves.
+func limServe(t *testing.T, h http.Handler, l transports.HTTPLimits, configure ...func(*http.Server)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := transports.NewHTTPServer(h, l)
+	for _, f := range configure {
+		f(srv)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -212,7 +216,14 @@ func TestHTTPServerBodyTimeoutSparesStreams(t *testing.T) {
 func TestLimitListener(t *testing.T) {
 	const max = 8
 	srv := transports.NewStreamableServer(limEcho(0), transports.StreamableServerOptions{})
-	addr := limServe(t, srv, transports.HTTPLimits{MaxConns: max})
+	accepted := make(chan struct{}, 1024)
+	addr := limServe(t, srv, transports.HTTPLimits{MaxConns: max}, func(s *http.Server) {
+		s.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				accepted <- struct{}{}
+			}
+		}
+	})
 	var idle []net.Conn
 	defer func() {
 		for _, c := range idle {
@@ -227,7 +238,13 @@ func TestLimitListener(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
-	time.Sleep(100 * time.Millisecond) // let the server accept them
+	for range max { // the server has accepted them
+		select {
+		case <-accepted:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the server did not accept the connections within the cap")
+		}
+	}
 	for _, c := range idle {
 		if limClosedWithin(c, 20*time.Millisecond) {
 			t.Fatal("a connection within the cap was closed")
