@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,7 +184,10 @@ type serverBase struct {
 	log       *slog.Logger
 	maxBody   int64
 	keepAlive time.Duration
-	guard     *Guard
+	// bodyTimeout is the BodyReadTimeout option: 0 defers to the request
+	// context (see bodyReadTimeout), negative disables it.
+	bodyTimeout time.Duration
+	guard       *Guard
 }
 
 // newServerBase applies the defaults: a discarding logger, defaultMaxBody
@@ -214,19 +218,24 @@ func (b *serverBase) admit(w http.ResponseWriter, r *http.Request, closed bool) 
 	return true
 }
 
-// readPOSTMessage reads the body of a POST, at most max bytes, and decodes
-// the one JSON-RPC message in it. On failure it writes the error answer
-// (413, or 400 with a parse or invalid-request error) and returns nil.
-func readPOSTMessage(w http.ResponseWriter, r *http.Request, max int64) jsonrpc.Message {
-	body, err := readBody(r, max)
+// readPOSTMessage reads the body of a POST, at most b.maxBody bytes, and
+// decodes the one JSON-RPC message in it. On failure it writes the error
+// answer (413; 408 when the body did not arrive within the body read
+// timeout; or 400 with a parse or invalid-request error) and returns nil.
+func (b *serverBase) readPOSTMessage(w http.ResponseWriter, r *http.Request) jsonrpc.Message {
+	body, err := readBodyWithin(w, r, b.maxBody, bodyReadTimeout(r, b.bodyTimeout))
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
+		switch {
+		case errors.Is(err, errBodyTooLarge):
 			writeJSONRPCError(w, http.StatusRequestEntityTooLarge, noID, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("request body exceeds %d bytes", max), nil)
-			return nil
+				fmt.Sprintf("request body exceeds %d bytes", b.maxBody), nil)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			writeJSONRPCError(w, http.StatusRequestTimeout, noID, codeServerError,
+				"request body not received in time", nil)
+		default:
+			writeJSONRPCError(w, http.StatusBadRequest, noID, jsonrpc.CodeParseError,
+				fmt.Sprintf("reading request body: %v", err), nil)
 		}
-		writeJSONRPCError(w, http.StatusBadRequest, noID, jsonrpc.CodeParseError,
-			fmt.Sprintf("reading request body: %v", err), nil)
 		return nil
 	}
 	msg, status, code, reason := decodeMessage(body)
@@ -234,6 +243,27 @@ func readPOSTMessage(w http.ResponseWriter, r *http.Request, max int64) jsonrpc.
 		writeJSONRPCError(w, status, noID, code, reason, nil)
 	}
 	return msg
+}
+
+// readBodyWithin is readBody with a read deadline of timeout (none when it
+// is not positive) on the connection while the body is read. The deadline
+// is cleared when the body was read, so that it cannot cut the response
+// stream that may follow; after a failure it is left in place, so that
+// net/http cannot wait on the rest of a trickled body either (it then
+// closes the connection, and resets the deadline of a connection it keeps).
+func readBodyWithin(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
+	if timeout <= 0 || r.ContentLength == 0 {
+		return readBody(r, max)
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+		return readBody(r, max) // not supported by this ResponseWriter
+	}
+	body, err := readBody(r, max)
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
 }
 
 // serverSession is what the streamable HTTP and HTTP+SSE sessions share:

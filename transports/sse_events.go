@@ -3,6 +3,7 @@ package transports
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,8 @@ type sseReader struct {
 	hasReconnect bool
 	scratch      []byte // value of an "id:" or "retry:" line
 	long         []byte // a data line longer than the read buffer
+
+	meter budgetMeter // charges the budget for what is read; see charge
 }
 
 // sseReaders recycles readers with their buffers: a stream per call is the
@@ -96,7 +99,8 @@ func (r *sseReader) reset(src io.Reader, maxEvent int) {
 	if cap(long) > maxPooledLine {
 		long = nil
 	}
-	*r = sseReader{br: br, max: maxEvent, long: long[:0], name: r.name[:0], lastID: r.lastID[:0], scratch: r.scratch[:0]}
+	*r = sseReader{br: br, max: maxEvent, long: long[:0], name: r.name[:0], lastID: r.lastID[:0], scratch: r.scratch[:0],
+		meter: budgetMeter{r: src}}
 }
 
 // release returns the reader to the pool; it must not be used afterwards.
@@ -104,6 +108,20 @@ func (r *sseReader) release() {
 	r.reset(nil, 0)
 	sseReaders.Put(r)
 }
+
+// charge makes r charge b (waiting at most a second, or until ctx ends)
+// for every byte it reads from its source from now on; call it before the
+// first next. A read that cannot be charged fails the stream with an error
+// wrapping [ErrOverBudget]. takeCharge returns what was charged.
+func (r *sseReader) charge(ctx context.Context, b *ByteBudget) {
+	r.meter = budgetMeter{r: r.meter.r, b: b, ctx: ctx}
+	r.br.Reset(&r.meter)
+}
+
+// takeCharge returns the bytes charged since the last call, all of them
+// for the event just returned by next (and up to a buffer of read-ahead);
+// the caller releases them.
+func (r *sseReader) takeCharge() int64 { return r.meter.take() }
 
 // lastEventID returns the stream's last event ID buffer, which "id:" fields
 // set even in blocks that are not dispatched. It is valid until the next call

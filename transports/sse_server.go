@@ -20,6 +20,12 @@ type SSEServerOptions struct {
 	// MaxBodyBytes caps the size of a POST body; larger bodies get 413 and
 	// a JSON-RPC error body. Zero or negative means 4 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the reading of one POST body; a body not
+	// received in time gets 408 and its connection is closed. Zero means
+	// the BodyReadTimeout of the [HTTPLimits] of the [NewHTTPServer] that
+	// serves the request, or 30 s under any other server; negative means
+	// no limit. It never applies to the response streams.
+	BodyReadTimeout time.Duration
 	// KeepAlive is how long an event stream may stay silent before a
 	// ": keepalive" comment is written. Zero means 25 s; negative disables
 	// keepalives.
@@ -71,8 +77,10 @@ var sseAllow = []string{"GET, POST"}
 // endpoint event is sent; the caller reads from it until Read returns
 // io.EOF.
 func NewSSEServer(accept func(Connection), opts SSEServerOptions) *SSEServer {
-	return &SSEServer{serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
+	s := &SSEServer{serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
 		GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts})}
+	s.bodyTimeout = opts.BodyReadTimeout
+	return s
 }
 
 // Close ends every session (their event streams end and their Read returns
@@ -116,7 +124,7 @@ func (s *SSEServer) servePOST(w http.ResponseWriter, r *http.Request) {
 		writeJSONRPCError(w, http.StatusNotFound, jsonrpc.ID{}, codeServerError, "session not found", nil)
 		return
 	}
-	msg := readPOSTMessage(w, r, s.maxBody)
+	msg := s.readPOSTMessage(w, r)
 	if msg == nil {
 		return
 	}

@@ -75,6 +75,14 @@ type CommandTransport struct {
 	// KillGrace is how long Close waits for the child to exit after closing
 	// its stdin, and again after SIGTERM, before escalating; 0 means 2 s.
 	KillGrace time.Duration
+	// Budget, when not nil, is charged with the bytes of every stdout line
+	// that carries a message, as a long line is assembled or before a
+	// short one is copied, until Read returns the message. A line that
+	// cannot get its bytes within a second is read on and discarded
+	// without being kept; when it was a response, Read returns a local
+	// error response (see [IsLocal]) naming the budget in its place. See
+	// [ByteBudget] for what is not counted.
+	Budget *ByteBudget
 }
 
 // CommandConnection is the Connection returned by
@@ -120,7 +128,8 @@ func (t *CommandTransport) Connect(ctx context.Context) (Connection, error) {
 		log:     log,
 		maxLine: t.MaxLineBytes,
 		grace:   t.KillGrace,
-		in:      make(chan jsonrpc.Message, stdioIncomingQueue),
+		budget:  t.Budget,
+		in:      make(chan queued, stdioIncomingQueue),
 		exited:  make(chan struct{}),
 		closing: make(chan struct{}),
 		outDone: make(chan struct{}),
@@ -194,8 +203,9 @@ type stdioConn struct {
 	stdout  *os.File
 	stderr  *os.File
 
-	in      chan jsonrpc.Message // closed by readStdout when stdout ends
-	readErr error                // why stdout ended; written before in is closed
+	budget  *ByteBudget
+	in      chan queued // messages and their charge; closed by readStdout when stdout ends
+	readErr error       // why stdout ended; written before in is closed
 	dropped atomic.Int64
 
 	exited  chan struct{} // closed by wait once the child is reaped
@@ -230,11 +240,12 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	default:
 	}
 	select {
-	case msg, ok := <-c.in:
+	case q, ok := <-c.in:
 		if !ok {
 			return nil, c.readErr
 		}
-		return msg, nil
+		c.budget.Release(q.charge)
+		return q.msg, nil
 	case <-c.closing:
 		return nil, ErrClosed
 	case <-ctx.Done():
@@ -305,6 +316,9 @@ func (c *stdioConn) Close() error {
 		<-c.exited
 		<-c.outDone
 		<-c.errDone
+		for q := range c.in { // closed once outDone is
+			c.budget.Release(q.charge)
+		}
 	})
 	return nil
 }
@@ -372,25 +386,19 @@ func (c *stdioConn) readStdout() {
 	var err error
 	for {
 		var line []byte
-		line, err = br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= c.maxLine+2 {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
-				err = nil // too long: reported below
-			}
-			line = long
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) > c.maxLine {
+		var charge int64
+		var dropped *droppedMessage
+		line, long, charge, dropped, err = c.readLine(br, long)
+		switch {
+		case dropped != nil:
+			c.dropOverBudget(dropped)
+		case len(line) > c.maxLine:
+			c.budget.Release(charge)
 			err = fmt.Errorf("stdout line longer than %d bytes", c.maxLine)
-			break
-		}
-		if len(line) > 0 && (err == nil || err == io.EOF) {
-			c.handleLine(line)
+		case len(line) > 0 && (err == nil || err == io.EOF):
+			c.handleLine(line, charge)
+		default:
+			c.budget.Release(charge)
 		}
 		if cap(long) > stdioWriteBufKeep {
 			long = nil
@@ -400,6 +408,42 @@ func (c *stdioConn) readStdout() {
 		}
 	}
 	c.finishStdout(err)
+}
+
+// readLine reads the next line of stdout, without its line ending. A line
+// longer than the read buffer is assembled in long, which is returned for
+// reuse, and charged to the budget as it grows (a short one is charged by
+// handleLine). A line that cannot get its bytes is read on without being
+// kept: then dropped has followed it.
+func (c *stdioConn) readLine(br *bufio.Reader, long []byte) (line, keep []byte, charge int64, dropped *droppedMessage, err error) {
+	line, err = br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return bytes.TrimRight(line, "\r\n"), long, 0, nil, err
+	}
+	long = long[:0]
+	for {
+		if c.budget.acquireWithin(c.ctxClosing(), int64(len(line))) != nil {
+			c.budget.Release(charge)
+			dropped = new(droppedMessage)
+			dropped.feed(long)
+			dropped.feed(line)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				dropped.feed(line)
+			}
+			return nil, long, 0, dropped, err
+		}
+		charge += int64(len(line))
+		long = append(long, line...)
+		if !errors.Is(err, bufio.ErrBufferFull) || len(long) > c.maxLine+2 {
+			break
+		}
+		line, err = br.ReadSlice('\n')
+	}
+	if errors.Is(err, bufio.ErrBufferFull) {
+		err = nil // too long: the caller sees it by its length
+	}
+	return bytes.TrimRight(long, "\r\n"), long, charge, nil, err
 }
 
 // finishStdout records why stdout ended, preferring the child's exit
@@ -428,29 +472,60 @@ func (c *stdioConn) finishStdout(err error) {
 	close(c.in)
 }
 
-// handleLine delivers one stdout line (without its line ending), or drops it when it is not a
-// JSON-RPC message.
-func (c *stdioConn) handleLine(line []byte) {
+// handleLine delivers one stdout line (without its line ending), which
+// holds charge bytes of the budget (0: it is not charged yet), or drops it
+// when it is not a JSON-RPC message.
+func (c *stdioConn) handleLine(line []byte, charge int64) {
 	trimmed := bytes.TrimLeft(line, " \t")
-	if len(trimmed) == 0 {
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		c.budget.Release(charge)
+		if len(trimmed) > 0 {
+			c.drop(line, "not a JSON-RPC message")
+		}
 		return
 	}
-	if trimmed[0] == '{' {
-		data := make([]byte, len(line))
-		copy(data, line)
-		msg, err := wire.Decode(data)
-		if err == nil {
-			select {
-			case c.in <- msg:
-			case <-c.closing:
-			}
+	if charge == 0 {
+		if c.budget.acquireWithin(c.ctxClosing(), int64(len(line))) != nil {
+			d := new(droppedMessage)
+			d.feed(line)
+			c.dropOverBudget(d)
 			return
 		}
+		charge = int64(len(line))
+	}
+	data := make([]byte, len(line))
+	copy(data, line)
+	msg, err := wire.Decode(data)
+	if err != nil {
+		c.budget.Release(charge)
 		c.drop(line, err.Error())
 		return
 	}
-	c.drop(line, "not a JSON-RPC message")
+	c.deliver(msg, charge)
 }
+
+// deliver hands msg, which holds charge bytes of the budget, to Read.
+func (c *stdioConn) deliver(msg jsonrpc.Message, charge int64) {
+	select {
+	case c.in <- queued{msg, charge}:
+	case <-c.closing:
+		c.budget.Release(charge)
+	}
+}
+
+// dropOverBudget handles a line dropped because it could not get its bytes
+// of the budget: a response is replaced by a local error response.
+func (c *stdioConn) dropOverBudget(d *droppedMessage) {
+	resp, ok := d.answer(c.budget)
+	c.log.Warn("dropped a stdout line over the in-flight budget", "budget", c.budget.Max(), "answered", ok)
+	if ok {
+		c.deliver(resp, 0)
+	}
+}
+
+// ctxClosing returns a context that ends when Close is called, for waits
+// on the budget; it does not allocate.
+func (c *stdioConn) ctxClosing() context.Context { return chanContext(c.closing) }
 
 func (c *stdioConn) drop(line []byte, why string) {
 	n := c.dropped.Add(1)

@@ -1,6 +1,7 @@
 package transports_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -47,6 +48,8 @@ const (
 //     sleeps.
 //   - grandchild: ignores SIGTERM and sleeps.
 //   - bigline: prints a 4 KiB line on stdout, then sleeps.
+//   - budget: answers "big" calls with a 16 MiB result, others with a
+//     small one (see stdioBudgetServer).
 func TestHelperProcess(t *testing.T) {
 	mode := os.Getenv(stdioHelperEnv)
 	if mode == "" {
@@ -92,6 +95,8 @@ func TestHelperProcess(t *testing.T) {
 	case "bigline":
 		fmt.Println(`{"jsonrpc":"2.0","method":"notifications/x","params":{"p":"` + strings.Repeat("x", 4096) + `"}}`)
 		time.Sleep(time.Hour)
+	case "budget":
+		stdioBudgetServer()
 	}
 	os.Exit(2)
 }
@@ -526,4 +531,29 @@ func FuzzCommandTransportLines(f *testing.F) {
 			t.Fatalf("DroppedLines = %d, want %d", n, dropped)
 		}
 	})
+}
+
+// stdioBudgetServer answers each call read from stdin, one per line, with
+// a 16 MiB result for "big" and a small one otherwise, until stdin ends.
+func stdioBudgetServer() {
+	blob := strings.Repeat("x", 16<<20)
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	w := bufio.NewWriter(os.Stdout)
+	for sc.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil {
+			continue
+		}
+		result := "small"
+		if req.Method == "big" {
+			result = blob
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"blob":"%s"}}`+"\n", req.ID, result)
+		w.Flush()
+	}
+	os.Exit(0)
 }

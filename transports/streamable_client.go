@@ -77,6 +77,16 @@ type StreamableClientTransport struct {
 	Logger *slog.Logger
 	// MaxMessageBytes caps one incoming message; 0 means 64 MiB.
 	MaxMessageBytes int
+	// Budget, when not nil, is charged with the bytes of every incoming
+	// message while it is read and buffered, until Read returns it: a
+	// response with a Content-Length is charged before its body is read,
+	// other bodies and event streams as they arrive. A call whose answer
+	// cannot get its bytes within a second is answered with a local error
+	// (see [IsLocal]) naming the budget, and the rest of that answer is
+	// dropped unread (its HTTP request is cancelled); on the standalone
+	// stream the event is dropped and the stream reopened. See
+	// [ByteBudget] for what is not counted.
+	Budget *ByteBudget
 }
 
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
@@ -110,6 +120,7 @@ func (t *StreamableClientTransport) Connect(ctx context.Context) (Connection, er
 		client: t.HTTPClient,
 		logger: t.Logger,
 		maxMsg: t.MaxMessageBytes,
+		budget: t.Budget,
 		notify: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
@@ -137,6 +148,7 @@ type streamableClientConn struct {
 	client *http.Client
 	logger *slog.Logger
 	maxMsg int
+	budget *ByteBudget // charged for incoming messages until Read returns them
 	header http.Header // configured headers; never modified
 
 	// ctx is the parent of every HTTP request; cancel ends them all (Close,
@@ -156,7 +168,7 @@ type streamableClientConn struct {
 	postHdr   http.Header             // cached POST headers; rebuilt when nil
 	pending   map[jsonrpc.ID]struct{} // calls written and not answered yet
 	getOn     bool                    // the standalone stream was started
-	queue     []jsonrpc.Message       // messages for Read; queue[head:] unread
+	queue     []queued                // messages for Read; queue[head:] unread
 	head      int
 }
 
@@ -182,14 +194,15 @@ func (c *streamableClientConn) Read(ctx context.Context) (jsonrpc.Message, error
 			return nil, ErrClosed
 		}
 		if c.head < len(c.queue) {
-			msg := c.queue[c.head]
-			c.queue[c.head] = nil
+			q := c.queue[c.head]
+			c.queue[c.head] = queued{}
 			c.head++
 			if c.head == len(c.queue) {
 				c.queue, c.head = c.queue[:0], 0
 			}
 			c.mu.Unlock()
-			return msg, nil
+			c.budget.Release(q.charge)
+			return q.msg, nil
 		}
 		err := c.failErr
 		c.mu.Unlock()
@@ -376,34 +389,59 @@ func (c *streamableClientConn) handlePOSTResponse(msg jsonrpc.Message, call *jso
 
 // readJSONResponse reads an application/json answer to call.
 func (c *streamableClientConn) readJSONResponse(call *jsonrpc.Request, isInit bool, resp *http.Response) {
-	defer resp.Body.Close()
-	var body []byte
-	var err error
-	switch n := resp.ContentLength; {
-	case n > int64(c.maxMsg):
-		c.answer(errorResponse(call.ID, fmt.Sprintf("upstream response of %d bytes exceeds the limit of %d bytes", n, c.maxMsg)))
-		return
-	case n >= 0:
-		body = make([]byte, n)
-		_, err = io.ReadFull(resp.Body, body)
-	default:
-		body, err = io.ReadAll(io.LimitReader(resp.Body, int64(c.maxMsg)+1))
-		if err == nil && len(body) > c.maxMsg {
-			c.answer(errorResponse(call.ID, fmt.Sprintf("upstream response exceeds the limit of %d bytes", c.maxMsg)))
-			return
-		}
-	}
-	if err != nil {
-		c.answer(errorResponse(call.ID, fmt.Sprintf("reading upstream response: %v", err)))
+	defer resp.Body.Close() // unread when the body was refused: the connection is dropped
+	body, charge, failure := c.readJSONBody(resp)
+	if failure != "" {
+		c.answer(errorResponse(call.ID, failure))
 		return
 	}
 	msg, err := wire.Decode(body)
 	if err != nil {
+		c.budget.Release(charge)
 		c.answer(errorResponse(call.ID, fmt.Sprintf("decoding upstream response: %v", err)))
 		return
 	}
-	if !c.handleIncoming(msg, call, isInit) {
+	if !c.handleIncoming(msg, call, isInit, charge) {
 		c.answer(errorResponse(call.ID, "upstream response did not answer the request"))
+	}
+}
+
+// readJSONBody reads the body of an application/json answer, at most
+// c.maxMsg bytes, charging the budget for it: a body with a known length
+// before it is read, another as its buffer grows. It returns the body and
+// the bytes charged, or the text of the local error response.
+func (c *streamableClientConn) readJSONBody(resp *http.Response) ([]byte, int64, string) {
+	ctx := c.ctx
+	if resp.Request != nil {
+		ctx = resp.Request.Context() // ends with the connection
+	}
+	n := resp.ContentLength
+	if n > int64(c.maxMsg) {
+		return nil, 0, fmt.Sprintf("upstream response of %d bytes exceeds the limit of %d bytes", n, c.maxMsg)
+	}
+	if n >= 0 {
+		if err := c.budget.acquireWithin(ctx, n); err != nil {
+			c.logger.Warn("dropping an upstream response over the in-flight budget", "bytes", n, "err", err)
+			return nil, 0, budgetErrorText(c.budget)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, body); err != nil {
+			c.budget.Release(n)
+			return nil, 0, fmt.Sprintf("reading upstream response: %v", err)
+		}
+		return body, n, ""
+	}
+	body, charge, err := readAllCharged(ctx, resp.Body, c.maxMsg, c.budget)
+	switch {
+	case err == nil:
+		return body, charge, ""
+	case errors.Is(err, errTooLarge):
+		return nil, 0, fmt.Sprintf("upstream response exceeds the limit of %d bytes", c.maxMsg)
+	case errors.Is(err, ErrOverBudget):
+		c.logger.Warn("dropping an upstream response over the in-flight budget", "err", err)
+		return nil, 0, budgetErrorText(c.budget)
+	default:
+		return nil, 0, fmt.Sprintf("reading upstream response: %v", err)
 	}
 }
 
@@ -434,9 +472,14 @@ func (c *streamableClientConn) readResponseStream(ctx context.Context, st *strea
 	fails := 0
 	for {
 		before := st.lastID
-		err := c.consumeStream(body, st)
+		err := c.consumeStream(ctx, body, st)
 		body.Close()
 		if st.answered || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrOverBudget) {
+			c.logger.Warn("dropping an upstream response over the in-flight budget", "request", st.call.Method, "err", err)
+			c.answer(errorResponse(st.call.ID, budgetErrorText(c.budget)))
 			return
 		}
 		if errors.Is(err, errSSETooLarge) {
@@ -485,7 +528,7 @@ func (c *streamableClientConn) runStandalone() {
 		resp, err := c.openStream(c.ctx, st.lastID)
 		if err == nil {
 			before := st.lastID
-			err = c.consumeStream(resp.Body, st)
+			err = c.consumeStream(c.ctx, resp.Body, st)
 			resp.Body.Close()
 			if st.received > 0 || st.lastID != before {
 				fails = 0
@@ -501,7 +544,11 @@ func (c *streamableClientConn) runStandalone() {
 			}
 			return
 		}
-		c.logger.Debug("standalone stream ended; reconnecting", "err", err)
+		if errors.Is(err, ErrOverBudget) {
+			c.logger.Warn("dropped a message of the standalone stream over the in-flight budget; reconnecting", "err", err)
+		} else {
+			c.logger.Debug("standalone stream ended; reconnecting", "err", err)
+		}
 		fails++
 		delay := st.retry
 		if delay <= 0 {
@@ -515,9 +562,13 @@ func (c *streamableClientConn) runStandalone() {
 
 // consumeStream delivers the messages of one event stream until it ends,
 // and returns the error that ended it (io.EOF at a clean end).
-func (c *streamableClientConn) consumeStream(body io.Reader, st *streamState) error {
+func (c *streamableClientConn) consumeStream(ctx context.Context, body io.Reader, st *streamState) error {
 	sr := newSSEReader(body, c.maxMsg)
 	defer sr.release()
+	if c.budget != nil {
+		sr.charge(ctx, c.budget)
+		defer func() { c.budget.Release(sr.takeCharge()) }()
+	}
 	sr.lastID = append(sr.lastID, st.lastID...) // the last event id outlives a connection
 	st.received = 0
 	for {
@@ -532,15 +583,18 @@ func (c *streamableClientConn) consumeStream(body io.Reader, st *streamState) er
 			return err
 		}
 		st.received++
+		charge := sr.takeCharge()
 		if len(ev.data) == 0 || (len(ev.name) > 0 && string(ev.name) != "message") {
+			c.budget.Release(charge)
 			continue
 		}
 		msg, err := wire.Decode(ev.data)
 		if err != nil {
+			c.budget.Release(charge)
 			c.logger.Warn("dropping an undecodable message from the streamable HTTP server", "err", err)
 			continue
 		}
-		if c.handleIncoming(msg, st.call, st.isInit) && !st.answered {
+		if c.handleIncoming(msg, st.call, st.isInit, charge) && !st.answered {
 			// The server should end the stream now; don't wait forever.
 			st.answered = true
 			st.grace = time.AfterFunc(answeredGrace, st.cancel)
@@ -549,18 +603,24 @@ func (c *streamableClientConn) consumeStream(body io.Reader, st *streamState) er
 }
 
 // handleIncoming delivers msg, which arrived on the response stream of call
-// (nil: on the standalone stream), and reports whether it answers call.
-func (c *streamableClientConn) handleIncoming(msg jsonrpc.Message, call *jsonrpc.Request, isInit bool) bool {
+// (nil: on the standalone stream) and holds charge bytes of the budget, and
+// reports whether it answers call.
+func (c *streamableClientConn) handleIncoming(msg jsonrpc.Message, call *jsonrpc.Request, isInit bool, charge int64) bool {
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if call != nil {
 			SetRelated(m, call.ID)
 		}
 		c.mu.Lock()
-		if !c.closed && c.failErr == nil {
-			c.pushLocked(m)
+		queued := !c.closed && c.failErr == nil
+		if queued {
+			c.pushLocked(m, charge)
 		}
 		c.mu.Unlock()
+		if !queued {
+			c.budget.Release(charge)
+		}
+		return false
 	case *jsonrpc.Response:
 		isAnswer := call != nil && m.ID == call.ID
 		if isAnswer && isInit && m.Error == nil {
@@ -572,35 +632,49 @@ func (c *streamableClientConn) handleIncoming(msg jsonrpc.Message, call *jsonrpc
 				c.mu.Unlock()
 			}
 		}
-		c.answer(m)
+		c.answerCharged(m, charge)
 		return isAnswer
 	}
+	c.budget.Release(charge)
 	return false
 }
 
 // answer delivers resp when its request is still waiting for an answer, and
 // drops it otherwise, so that every request gets exactly one.
-func (c *streamableClientConn) answer(resp *jsonrpc.Response) {
+func (c *streamableClientConn) answer(resp *jsonrpc.Response) { c.answerCharged(resp, 0) }
+
+// answerCharged is answer for a response that holds charge bytes of the
+// budget, released when it is dropped or read.
+func (c *streamableClientConn) answerCharged(resp *jsonrpc.Response, charge int64) {
 	c.mu.Lock()
 	_, ok := c.pending[resp.ID]
 	if ok {
 		delete(c.pending, resp.ID)
-		c.pushLocked(resp)
+		c.pushLocked(resp, charge)
 	}
 	c.mu.Unlock()
 	if !ok {
+		c.budget.Release(charge)
 		c.logger.Debug("dropping a response to no request in flight", "id", resp.ID.Raw())
 	}
 }
 
-// pushLocked queues msg for Read; c.mu is held.
-func (c *streamableClientConn) pushLocked(msg jsonrpc.Message) {
+// queued is a message waiting for Read, with the bytes of the budget it
+// holds until then.
+type queued struct {
+	msg    jsonrpc.Message
+	charge int64
+}
+
+// pushLocked queues msg, which holds charge bytes of the budget, for Read;
+// c.mu is held.
+func (c *streamableClientConn) pushLocked(msg jsonrpc.Message, charge int64) {
 	if c.head > 64 && 2*c.head >= len(c.queue) {
 		n := copy(c.queue, c.queue[c.head:])
 		clear(c.queue[n:])
 		c.queue, c.head = c.queue[:n], 0
 	}
-	c.queue = append(c.queue, msg)
+	c.queue = append(c.queue, queued{msg, charge})
 	select {
 	case c.notify <- struct{}{}:
 	default:
@@ -631,7 +705,7 @@ func (c *streamableClientConn) fail(err error) {
 	}
 	c.failErr = err
 	for id := range c.pending {
-		c.pushLocked(errorResponse(id, "upstream session expired"))
+		c.pushLocked(errorResponse(id, "upstream session expired"), 0)
 	}
 	clear(c.pending)
 	c.mu.Unlock()
@@ -676,9 +750,14 @@ func (c *streamableClientConn) Close() error {
 	c.closed = true
 	sid, failed := c.sessionID, c.failErr != nil
 	hdr := c.baseHeaderLocked()
+	var charged int64
+	for _, q := range c.queue[c.head:] {
+		charged += q.charge
+	}
 	c.queue, c.head = nil, 0
 	clear(c.pending)
 	c.mu.Unlock()
+	c.budget.Release(charged)
 	close(c.done)
 	c.cancel()
 	if sid != "" && !failed {

@@ -886,6 +886,7 @@ func BenchmarkStreamableClientCall(b *testing.B) {
 			t    mcp.Transport
 		}{
 			{"edge", &StreamableClientTransport{URL: srv.url}},
+			{"edge-budget", &StreamableClientTransport{URL: srv.url, Budget: NewByteBudget(64 << 20)}},
 			{"gosdk", &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: sharedHTTPClient(), DisableStandaloneSSE: true}},
 		} {
 			conn, err := tr.t.Connect(context.Background())

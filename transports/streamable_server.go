@@ -25,6 +25,12 @@ type StreamableServerOptions struct {
 	// MaxBodyBytes caps the size of a POST body; larger bodies get 413 and a
 	// JSON-RPC error body. Zero or negative means 4 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the reading of one POST body; a body not
+	// received in time gets 408 and its connection is closed. Zero means
+	// the BodyReadTimeout of the [HTTPLimits] of the [NewHTTPServer] that
+	// serves the request, or 30 s under any other server; negative means
+	// no limit. It never applies to the response streams.
+	BodyReadTimeout time.Duration
 	// AllowedOrigins lists Origin header values accepted besides loopback
 	// origins (for loopback hosts) and same-origin requests. "*" accepts any
 	// Origin. The rules are those of [Guard].
@@ -109,6 +115,7 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 		idle:  opts.IdleTimeout,
 		epoch: time.Now(),
 	}
+	s.bodyTimeout = opts.BodyReadTimeout
 	if s.idle == 0 {
 		s.idle = defaultIdleTimeout
 	}
@@ -171,7 +178,7 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 			"Accept must allow both application/json and text/event-stream", nil)
 		return
 	}
-	msg := readPOSTMessage(w, r, s.maxBody)
+	msg := s.readPOSTMessage(w, r)
 	if msg == nil {
 		return
 	}

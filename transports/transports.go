@@ -10,6 +10,18 @@
 // function. [Guard] is the Origin/Host check of all of them, exported so that
 // every other HTTP surface can sit behind the same rules.
 //
+// # Hostile and slow peers
+//
+// Downstream: serve the server transports with [NewHTTPServer] on a
+// listener wrapped by [LimitListener], with [DefaultHTTPLimits] or
+// [HTTPLimits] of your own: request headers, POST bodies and idle
+// keep-alive connections are then bounded in time, and connections in
+// number, while SSE streams and WebSockets live as long as their sessions.
+//
+// Upstream: give every client transport the same [ByteBudget] (their
+// Budget field) to bound the bytes of upstream messages held in memory at
+// once; a call whose answer does not fit is answered with a local error.
+//
 // # Concurrency and lifetime
 //
 // Every Connection of this package follows the go-sdk's contract: Read must

@@ -63,6 +63,9 @@ type wsConn struct {
 	client bool
 	id     string
 	maxMsg int64
+	// budget is charged for each incoming message from its first byte
+	// until Read returns it (client connections; nil on the server side).
+	budget *ByteBudget
 
 	// ctx is passed to every coder/websocket call made on behalf of the
 	// connection; cancelling it closes the socket at once (coder/websocket
@@ -72,8 +75,8 @@ type wsConn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the client's read loop and the ping loop
 
-	in     chan jsonrpc.Message
-	ending // why and when the connection ended
+	in     chan queued // messages for Read, with their charge of the budget
+	ending             // why and when the connection ended
 
 	closeOnce sync.Once
 
@@ -85,6 +88,13 @@ type wsConn struct {
 	wbuf      []byte
 	wdeadline atomic.Int64 // wsNow deadline of the write in progress, 0 if none
 	wtimer    *time.Timer
+
+	// The message read watchdog (server connections with a message read
+	// timeout): a message must be received whole within rtimeout of its
+	// first frame.
+	rtimeout  time.Duration
+	rdeadline atomic.Int64 // wsNow deadline of the message being read, 0 if none
+	rtimer    *time.Timer
 }
 
 func newWSConn(ws *websocket.Conn, log *slog.Logger, client bool, id string, maxMsg int64, ping time.Duration) *wsConn {
@@ -101,7 +111,7 @@ func newWSConn(ws *websocket.Conn, log *slog.Logger, client bool, id string, max
 		client: client,
 		id:     id,
 		maxMsg: maxMsg,
-		in:     make(chan jsonrpc.Message, wsIncomingQueue),
+		in:     make(chan queued, wsIncomingQueue),
 	}
 	c.ending.init()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -134,16 +144,18 @@ func (c *wsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			// Messages that arrived before the peer went away come first.
 			select {
-			case msg := <-c.in:
-				return msg, nil
+			case q := <-c.in:
+				c.budget.Release(q.charge)
+				return q.msg, nil
 			default:
 				return nil, c.err
 			}
 		default:
 		}
 		select {
-		case msg := <-c.in:
-			return msg, nil
+		case q := <-c.in:
+			c.budget.Release(q.charge)
+			return q.msg, nil
 		case <-c.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -240,7 +252,24 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 		c.cancel()
 		c.wg.Wait()
 		c.wtimer.Stop()
+		if c.rtimer != nil {
+			c.rtimer.Stop()
+		}
+		c.dropQueued()
 	})
+}
+
+// dropQueued drops the messages no Read will return, after Close,
+// releasing their bytes of the budget.
+func (c *wsConn) dropQueued() {
+	for {
+		select {
+		case q := <-c.in:
+			c.budget.Release(q.charge)
+		default:
+			return
+		}
+	}
 }
 
 // fail ends the connection after an error and closes the socket at once.
@@ -258,6 +287,9 @@ func (c *wsConn) readLoop() {
 		// was sent but not answered).
 		c.cancel()
 		_ = c.ws.CloseNow()
+		if c.ended() && c.err == ErrClosed {
+			c.dropQueued() // what was queued after Close took its share
+		}
 	}()
 	for {
 		typ, r, err := c.ws.Reader(c.ctx)
@@ -274,36 +306,112 @@ func (c *wsConn) readLoop() {
 			t.Stop()
 			return
 		}
-		data, err := c.readMessage(r)
+		c.startMessage()
+		data, charge, dropped, err := c.readMessage(r)
+		c.endMessage()
 		c.lastRead.Store(wsNow())
 		if err != nil {
 			c.end(c.readErr(err), nil)
 			return
 		}
-		if c.ended() {
-			continue // closing: drain until the peer's close frame
+		switch {
+		case dropped != nil:
+			c.dropOverBudget(dropped)
+		case c.ended():
+			c.budget.Release(charge) // closing: drain until the peer's close frame
+		default:
+			msg, _, code, reason := decodeMessage(data)
+			if msg == nil {
+				c.budget.Release(charge)
+				c.badMessage(data, code, reason)
+				continue
+			}
+			c.deliver(msg, charge)
 		}
-		msg, _, code, reason := decodeMessage(data)
-		if msg == nil {
-			c.badMessage(data, code, reason)
-			continue
-		}
-		c.delivering.Store(true)
-		select {
-		case c.in <- msg:
-		case <-c.done:
-		}
-		c.delivering.Store(false)
+	}
+}
+
+// setMessageTimeout makes the read loop fail the connection when a
+// message is not received whole within d of its first frame (d > 0). It
+// is called before the read loop starts.
+func (c *wsConn) setMessageTimeout(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.rtimeout = d
+	c.rtimer = time.AfterFunc(time.Hour, c.readWatchdog)
+	c.rtimer.Stop()
+}
+
+// startMessage arms the message read watchdog, if any.
+func (c *wsConn) startMessage() {
+	if c.rtimer != nil {
+		c.rdeadline.Store(wsNow() + int64(c.rtimeout))
+		c.rtimer.Reset(c.rtimeout)
+	}
+}
+
+// endMessage disarms the message read watchdog, if any.
+func (c *wsConn) endMessage() {
+	if c.rtimer != nil {
+		c.rdeadline.Store(0)
+		c.rtimer.Stop()
+	}
+}
+
+// readWatchdog runs on the read timer: it fails the connection when a
+// message has been in reading past its deadline.
+func (c *wsConn) readWatchdog() {
+	d := c.rdeadline.Load()
+	if d == 0 {
+		return
+	}
+	if rem := d - wsNow(); rem > 0 {
+		c.rtimer.Reset(time.Duration(rem))
+		return
+	}
+	c.log.Warn("WebSocket peer did not send a whole message in time: closing the connection", "timeout", c.rtimeout)
+	c.fail(fmt.Errorf("reading from WebSocket: a message was not received within %v", c.rtimeout))
+}
+
+// deliver hands msg, which holds charge bytes of the budget, to Read.
+func (c *wsConn) deliver(msg jsonrpc.Message, charge int64) {
+	c.delivering.Store(true)
+	select {
+	case c.in <- queued{msg, charge}:
+	case <-c.done:
+		c.budget.Release(charge)
+	}
+	c.delivering.Store(false)
+}
+
+// dropOverBudget handles a message dropped because it could not get its
+// bytes of the budget: a response is replaced by a local error response.
+func (c *wsConn) dropOverBudget(d *droppedMessage) {
+	resp, ok := d.answer(c.budget)
+	c.log.Warn("dropped a WebSocket message over the in-flight budget", "budget", c.budget.Max(), "answered", ok)
+	if ok && !c.ended() {
+		c.deliver(resp, 0)
 	}
 }
 
 // readMessage reads one message into the connection's read buffer and
-// returns an exactly sized copy, which decoded messages may alias.
-func (c *wsConn) readMessage(r io.Reader) ([]byte, error) {
+// returns an exactly sized copy, which decoded messages may alias, and the
+// bytes of the budget it holds (its length). A message that cannot get its
+// bytes is read on without being kept: then data is nil and dropped has
+// followed it.
+func (c *wsConn) readMessage(r io.Reader) (data []byte, charge int64, dropped *droppedMessage, err error) {
 	buf := c.rbuf[:0]
 	if cap(buf) == 0 {
 		buf = make([]byte, 0, wsReadBufStart)
 	}
+	defer func() {
+		if cap(buf) <= wsReadBufKeep {
+			c.rbuf = buf[:0]
+		} else {
+			c.rbuf = nil
+		}
+	}()
 	for {
 		if len(buf) == cap(buf) {
 			nb := make([]byte, len(buf), 2*cap(buf))
@@ -312,21 +420,24 @@ func (c *wsConn) readMessage(r io.Reader) ([]byte, error) {
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if n > 0 && c.budget != nil && c.budget.acquireWithin(c.ctx, int64(n)) != nil {
+			c.budget.Release(charge)
+			dropped = new(droppedMessage)
+			dropped.feed(buf)
+			return nil, 0, dropped, discardInto(dropped, r, buf[:cap(buf)], err)
+		}
+		charge += int64(n) // released by nobody without a budget
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			c.budget.Release(charge)
+			return nil, 0, nil, err
 		}
 	}
 	out := make([]byte, len(buf))
 	copy(out, buf)
-	if cap(buf) <= wsReadBufKeep {
-		c.rbuf = buf[:0]
-	} else {
-		c.rbuf = nil
-	}
-	return out, nil
+	return out, charge, nil, nil
 }
 
 // badMessage handles a text frame that is not a JSON-RPC message: a server

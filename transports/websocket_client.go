@@ -43,11 +43,26 @@ type WebSocketClientTransport struct {
 	PingInterval time.Duration
 	// DisableCompression stops offering permessage-deflate.
 	DisableCompression bool
+	// HandshakeTimeout bounds the opening handshake (connecting, the
+	// upgrade request and its answer), besides the ctx of Connect, so that
+	// a server that accepts the connection and never answers cannot hold
+	// Connect forever. Zero means 30 s; negative means no bound but ctx.
+	HandshakeTimeout time.Duration
+	// Budget, when not nil, is charged with the bytes of every incoming
+	// message as they arrive, until Read returns it. A message that cannot
+	// get its bytes within a second is read on and discarded without being
+	// kept; when it was a response, Read returns a local error response
+	// (see [IsLocal]) naming the budget in its place. See [ByteBudget] for
+	// what is not counted.
+	Budget *ByteBudget
 }
 
-// Connect performs the opening handshake, bounded by ctx, and returns the
-// connection. It fails when the server does not select the "mcp"
-// subprotocol. Cancelling ctx after Connect returned does not affect the
+// wsDefaultHandshakeTimeout is the default HandshakeTimeout.
+const wsDefaultHandshakeTimeout = 30 * time.Second
+
+// Connect performs the opening handshake, bounded by ctx and by
+// HandshakeTimeout, and returns the connection. It fails when the server
+// does not select the "mcp" subprotocol. Cancelling ctx after Connect returned does not affect the
 // connection.
 //
 // Writes are serialized and bounded by an internal timeout, never by the
@@ -77,6 +92,14 @@ func (t *WebSocketClientTransport) Connect(ctx context.Context) (Connection, err
 	if t.DisableCompression {
 		opts.CompressionMode = websocket.CompressionDisabled
 	}
+	if d := t.HandshakeTimeout; d >= 0 {
+		if d == 0 {
+			d = wsDefaultHandshakeTimeout
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	ws, resp, err := websocket.Dial(ctx, t.URL, opts)
 	if err != nil {
 		if resp != nil && resp.Body != nil {
@@ -92,6 +115,7 @@ func (t *WebSocketClientTransport) Connect(ctx context.Context) (Connection, err
 			u.Redacted(), wsSubprotocol, p)
 	}
 	c := newWSConn(ws, log, true, "", t.MaxMessageBytes, t.PingInterval)
+	c.budget = t.Budget
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

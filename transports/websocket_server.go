@@ -32,6 +32,14 @@ type WebSocketServerOptions struct {
 	AllowedHosts []string
 	// DisableCompression stops accepting permessage-deflate.
 	DisableCompression bool
+	// MessageReadTimeout bounds the reading of one message from its first
+	// frame to its last, as BodyReadTimeout bounds a POST body of the
+	// other server transports: a client that trickles a message has its
+	// connection closed. Zero means the BodyReadTimeout of the
+	// [HTTPLimits] of the [NewHTTPServer] that serves the request, or 30 s
+	// under any other server; negative means no limit. The wait between
+	// messages is not bounded by it (see PingInterval).
+	MessageReadTimeout time.Duration
 }
 
 // WebSocketServer accepts MCP clients over WebSocket at one endpoint. It is
@@ -58,6 +66,7 @@ type WebSocketServer struct {
 	serverBase  // its maxBody and keepAlive are unused
 	maxMsg      int64
 	ping        time.Duration
+	msgTimeout  time.Duration // MessageReadTimeout
 	compression websocket.CompressionMode
 	conns       sessionTable[*wsConn]
 }
@@ -73,6 +82,7 @@ func NewWebSocketServer(accept func(Connection), opts WebSocketServerOptions) *W
 			GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
 		maxMsg:      opts.MaxMessageBytes,
 		ping:        opts.PingInterval,
+		msgTimeout:  opts.MessageReadTimeout,
 		compression: websocket.CompressionNoContextTakeover,
 	}
 	if opts.DisableCompression {
@@ -122,6 +132,7 @@ func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := s.log.With("remote", r.RemoteAddr)
 	c := newWSConn(ws, log, false, rand.Text(), s.maxMsg, s.ping)
 	c.peer = PeerFromContext(r.Context())
+	c.setMessageTimeout(bodyReadTimeout(r, s.msgTimeout))
 	if !s.conns.add(c.id, c) {
 		c.end(ErrClosed, nil)
 		c.cancel()

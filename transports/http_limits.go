@@ -1,0 +1,207 @@
+package transports
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of [DefaultHTTPLimits].
+const (
+	// DefaultReadHeaderTimeout bounds the request line and headers: a real
+	// client sends them in one or two packets, so 10 s leaves room for a
+	// slow link and not for a client that trickles them.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultBodyReadTimeout bounds the read of one POST body: a full
+	// 4 MiB body (the default MaxBodyBytes) arrives within it at about
+	// 1.1 Mbit/s; ordinary MCP messages take milliseconds.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection that has carried
+	// no request for this long; it exceeds the 90 s idle timeout of common
+	// client pools (Go's among them), so clients normally close first and
+	// never reuse a connection the server is closing.
+	DefaultIdleTimeout = 120 * time.Second
+	// DefaultMaxConns caps the open connections of one listener. An idle
+	// HTTP/1.1 connection costs about 10 KiB (goroutine stack and buffers),
+	// so 4096 of them stay around 40 MiB; Go raises the soft file
+	// descriptor limit to the hard one at start, which must allow this
+	// many plus the upstream connections.
+	DefaultMaxConns = 4096
+)
+
+// HTTPLimits are the limits of an HTTP listener that faces clients that
+// may be hostile or merely slow: every phase of a connection that waits on
+// the client is bounded, and so is the number of connections.
+//
+// Long-lived responses (SSE streams, WebSockets) are not cut by any of
+// these: there is no whole-request read timeout and no write timeout (the
+// server transports bound each write of a stream themselves).
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds the reading of a request's line and
+	// headers, WebSocket upgrade requests included. Zero means
+	// [DefaultReadHeaderTimeout]; negative means no limit.
+	ReadHeaderTimeout time.Duration
+	// BodyReadTimeout bounds the reading of a request body by the server
+	// transports of this package (POST messages), and of one WebSocket
+	// message from its first frame: the transports use it when their own
+	// option (BodyReadTimeout, MessageReadTimeout) is zero. Zero means
+	// [DefaultBodyReadTimeout]; negative means no limit.
+	BodyReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection waiting for its next
+	// request for this long. Zero means [DefaultIdleTimeout]; negative
+	// means no limit.
+	IdleTimeout time.Duration
+	// MaxConns caps the connections open at once. [NewHTTPServer] cannot
+	// apply it: wrap the listener with [LimitListener] (see its example).
+	// Zero means [DefaultMaxConns]; negative means no cap.
+	MaxConns int
+}
+
+// DefaultHTTPLimits returns the default limits: 10 s for headers, 30 s for
+// a body, 120 s idle, 4096 connections.
+func DefaultHTTPLimits() HTTPLimits {
+	return HTTPLimits{
+		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		BodyReadTimeout:   DefaultBodyReadTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxConns:          DefaultMaxConns,
+	}
+}
+
+// WithDefaults returns l with its zero fields replaced by those of
+// [DefaultHTTPLimits]; negative fields (no limit) are kept.
+func (l HTTPLimits) WithDefaults() HTTPLimits {
+	d := DefaultHTTPLimits()
+	if l.ReadHeaderTimeout == 0 {
+		l.ReadHeaderTimeout = d.ReadHeaderTimeout
+	}
+	if l.BodyReadTimeout == 0 {
+		l.BodyReadTimeout = d.BodyReadTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = d.IdleTimeout
+	}
+	if l.MaxConns == 0 {
+		l.MaxConns = d.MaxConns
+	}
+	return l
+}
+
+// positive returns d when it is positive and 0 (no limit for net/http)
+// otherwise.
+func positive(d time.Duration) time.Duration { return max(d, 0) }
+
+// NewHTTPServer returns a server for h with the timeouts of l (zero fields
+// take their defaults). Serve it on a listener wrapped by [LimitListener]
+// with l.MaxConns, e.g.
+//
+//	l := transports.DefaultHTTPLimits()
+//	srv := transports.NewHTTPServer(mux, l)
+//	err := srv.Serve(transports.LimitListener(ln, l.WithDefaults().MaxConns))
+//
+// The server has no ReadTimeout or WriteTimeout, which would cut SSE and
+// WebSocket streams: bodies are bounded by l.BodyReadTimeout instead,
+// which the server transports of this package read from the request
+// context (other handlers can ignore it). The caller may set further
+// fields (TLSConfig, ErrorLog, ...) before serving; the server is then an
+// ordinary *http.Server, safe for concurrent use as such.
+func NewHTTPServer(h http.Handler, l HTTPLimits) *http.Server {
+	l = l.WithDefaults()
+	body := l.BodyReadTimeout
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: positive(l.ReadHeaderTimeout),
+		// A negative IdleTimeout would fall back to ReadTimeout (none): no
+		// limit, as documented.
+		IdleTimeout: positive(l.IdleTimeout),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, bodyTimeoutKey{}, body)
+		},
+	}
+}
+
+// bodyTimeoutKey carries HTTPLimits.BodyReadTimeout in request contexts.
+type bodyTimeoutKey struct{}
+
+// bodyReadTimeout returns the body read timeout for r: own when it is not
+// zero, else the one NewHTTPServer put in the request's context, else
+// DefaultBodyReadTimeout. A negative result means no limit.
+func bodyReadTimeout(r *http.Request, own time.Duration) time.Duration {
+	if own != 0 {
+		return own
+	}
+	if d, ok := r.Context().Value(bodyTimeoutKey{}).(time.Duration); ok && d != 0 {
+		return d
+	}
+	return DefaultBodyReadTimeout
+}
+
+// LimitListener returns a listener that keeps at most max connections
+// accepted from ln open at once; max <= 0 returns ln itself.
+//
+// A connection accepted while max are open is closed at once, without a
+// byte written, and Accept goes on with the next one: clients over the cap
+// see their connection reset or closed straight away and may retry, rather
+// than waiting unseen in the kernel's backlog behind connections that may
+// never finish (and filling it, which would stall every client). A slot is
+// freed when a connection's Close is first called; net/http closes every
+// connection it served, hijacked ones (WebSockets) when their handler
+// closes them.
+//
+// The listener is safe for concurrent use; closing it closes ln, and does
+// not close the connections already accepted.
+func LimitListener(ln net.Listener, max int) net.Listener {
+	if max <= 0 {
+		return ln
+	}
+	return &limitListener{Listener: ln, max: int64(max)}
+}
+
+// limitListener is the listener of LimitListener.
+type limitListener struct {
+	net.Listener
+	max  int64
+	open atomic.Int64
+}
+
+// Accept returns the next connection while fewer than max are open,
+// closing those that arrive over the cap.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &limitConn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		_ = c.Close()
+	}
+}
+
+// limitConn gives its slot back on its first Close.
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+// CloseWrite half-closes a TCP or Unix connection, which net/http does
+// before closing one so that the client reads the last response rather
+// than a reset.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}
