@@ -2,6 +2,7 @@ package transports
 
 import (
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -58,6 +59,12 @@ type HTTPLimits struct {
 	// apply it: wrap the listener with [LimitListener] (see its example).
 	// Zero means [DefaultMaxConns]; negative means no cap.
 	MaxConns int
+	// MaxConnsPerIP caps the connections open at once from one client
+	// address, so that one address (an attacker holding slow connections)
+	// cannot take every slot of MaxConns. Behind a proxy or load balancer
+	// every client shares its address: raise it to MaxConns there. Zero
+	// means a quarter of MaxConns; negative means no cap.
+	MaxConnsPerIP int
 }
 
 // DefaultHTTPLimits returns the default limits: 10 s for headers, 30 s for
@@ -87,7 +94,27 @@ func (l HTTPLimits) WithDefaults() HTTPLimits {
 	if l.MaxConns == 0 {
 		l.MaxConns = d.MaxConns
 	}
+	if l.MaxConnsPerIP == 0 && l.MaxConns > 0 {
+		l.MaxConnsPerIP = max(l.MaxConns/4, 1)
+	}
 	return l
+}
+
+// Listener wraps ln with the connection caps of l (zero fields take their
+// defaults), as [LimitListener] does with MaxConnsPerIP besides.
+func (l HTTPLimits) Listener(ln net.Listener) net.Listener {
+	l = l.WithDefaults()
+	if l.MaxConns <= 0 && l.MaxConnsPerIP <= 0 {
+		return ln
+	}
+	ll := &limitListener{Listener: ln, max: int64(l.MaxConns)}
+	if ll.max <= 0 {
+		ll.max = math.MaxInt64
+	}
+	if l.MaxConnsPerIP > 0 {
+		ll.perIP, ll.byIP = l.MaxConnsPerIP, make(map[string]int)
+	}
+	return ll
 }
 
 // positive returns d when it is positive and 0 (no limit for net/http)
@@ -160,33 +187,73 @@ func LimitListener(ln net.Listener, max int) net.Listener {
 	return &limitListener{Listener: ln, max: int64(max)}
 }
 
-// limitListener is the listener of LimitListener.
+// limitListener is the listener of LimitListener and HTTPLimits.Listener.
 type limitListener struct {
 	net.Listener
 	max  int64
 	open atomic.Int64
+
+	perIP int // 0: no cap per address
+	mu    sync.Mutex
+	byIP  map[string]int // open connections by client address
 }
 
-// Accept returns the next connection while fewer than max are open,
-// closing those that arrive over the cap.
+// Accept returns the next connection while fewer than max are open (and
+// fewer than perIP from its address), closing those that arrive over a
+// cap.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) <= l.max {
-			return &limitConn{Conn: c, l: l}, nil
+		ip := l.takeIP(c.RemoteAddr())
+		if ip != "" || l.perIP == 0 {
+			if l.open.Add(1) <= l.max {
+				return &limitConn{Conn: c, l: l, ip: ip}, nil
+			}
+			l.open.Add(-1)
+			l.releaseIP(ip)
 		}
-		l.open.Add(-1)
 		_ = c.Close()
 	}
 }
 
-// limitConn gives its slot back on its first Close.
+// takeIP counts a connection from addr against its address's cap and
+// returns the address, or "" when the cap is off or reached.
+func (l *limitListener) takeIP(addr net.Addr) string {
+	if l.perIP == 0 {
+		return ""
+	}
+	ip := addr.String()
+	if h, _, err := net.SplitHostPort(ip); err == nil {
+		ip = h
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byIP[ip] >= l.perIP {
+		return ""
+	}
+	l.byIP[ip]++
+	return ip
+}
+
+func (l *limitListener) releaseIP(ip string) {
+	if ip == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byIP[ip]--; l.byIP[ip] <= 0 {
+		delete(l.byIP, ip)
+	}
+}
+
+// limitConn gives its slots back on its first Close.
 type limitConn struct {
 	net.Conn
 	l    *limitListener
+	ip   string
 	once sync.Once
 }
 
@@ -202,6 +269,9 @@ func (c *limitConn) CloseWrite() error {
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		c.l.releaseIP(c.ip)
+	})
 	return err
 }

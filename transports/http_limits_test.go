@@ -414,3 +414,50 @@ func limFrameHeader(n int) []byte {
 	}
 	return []byte{0x81, 0x80 | 126, byte(n >> 8), byte(n), 0, 0, 0, 0}
 }
+
+// TestPerAddressCap: one client address cannot take every slot: past
+// MaxConnsPerIP its connections are closed at once, while a client from
+// another address is served.
+func TestPerAddressCap(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := transports.HTTPLimits{MaxConns: 16, MaxConnsPerIP: 4}
+	srv := transports.NewHTTPServer(transports.NewStreamableServer(limEcho(0), transports.StreamableServerOptions{}), l)
+	go srv.Serve(l.Listener(ln))
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 4 {
+		c, err := attacker.Dial("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot dial from 127.0.0.2 here: %v", err)
+		}
+		c.Write([]byte("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{")) // and never the rest
+		held = append(held, c)
+	}
+	time.Sleep(50 * time.Millisecond) // accepted; nothing else to wait on
+	for _, c := range held {
+		if limClosedWithin(c, 20*time.Millisecond) {
+			t.Fatal("a connection within the per-address cap was closed")
+		}
+	}
+	c, err := attacker.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !limClosedWithin(c, 2*time.Second) {
+		t.Fatal("a fifth connection from one address, over its cap of 4, was kept open")
+	}
+	if code, _, ok := limTryPOST(addr); !ok || code != http.StatusOK {
+		t.Fatalf("a client from another address while one address is at its cap: %d %v", code, ok)
+	}
+}

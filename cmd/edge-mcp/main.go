@@ -28,6 +28,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/memlimit"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/gateway"
+	"github.com/edge-mcp/edge-mcp/transports"
 )
 
 func main() {
@@ -211,13 +212,14 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	// small host holds only what it uses.
 	debug.FreeOSMemory()
 
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	limits := httpLimits(cfg)
+	srv := transports.NewHTTPServer(g.Handler(), limits)
 	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limits.Listener(ln)) }()
 	var adminSrv *http.Server
 	if adminLn != nil {
-		adminSrv = &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- adminSrv.Serve(adminLn) }()
+		adminSrv = transports.NewHTTPServer(g.AdminHandler(), transports.DefaultHTTPLimits())
+		go func() { errc <- adminSrv.Serve(transports.LimitListener(adminLn, 64)) }()
 	}
 
 	url := "http://" + ln.Addr().String() + "/mcp"
@@ -270,6 +272,14 @@ func shutdown(g *gateway.Gateway, log *slog.Logger, cfg *config.Config, servers 
 }
 
 const defaultAdminListen = "127.0.0.1:9090"
+
+// httpLimits are the listener's limits against slow and greedy clients:
+// the config's, the defaults where it says nothing.
+func httpLimits(cfg *config.Config) transports.HTTPLimits {
+	l := cfg.Limits
+	return transports.HTTPLimits{ReadHeaderTimeout: l.ReadHeaderTimeout, BodyReadTimeout: l.BodyReadTimeout,
+		IdleTimeout: l.IdleTimeout, MaxConns: l.MaxConnections, MaxConnsPerIP: l.MaxConnectionsPerIP}.WithDefaults()
+}
 
 // listenAdmin opens the admin API's listener: the flag, else the config,
 // else the default. The address must work (a taken port is a start-up

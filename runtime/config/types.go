@@ -249,6 +249,9 @@ type Limits struct {
 	// MaxConnections caps the downstream connections open at once (0: the
 	// default).
 	MaxConnections int `json:"max_connections,omitempty"`
+	// MaxConnectionsPerIP caps those from one client address (0: a quarter
+	// of MaxConnections).
+	MaxConnectionsPerIP int `json:"max_connections_per_ip,omitempty"`
 	// UpstreamBytesInFlight caps the bytes of upstream messages being read
 	// at once, gateway-wide (0: derived from the memory limit).
 	UpstreamBytesInFlight int64 `json:"upstream_bytes_in_flight,omitempty"`

@@ -90,6 +90,8 @@ type Gateway struct {
 	// pinLogged remembers which changed tool definitions were logged.
 	pinLogged sync.Map
 
+	// budget bounds the upstream bytes being read, gateway-wide.
+	budget *transports.ByteBudget
 	// door is the Origin/Host guard of every HTTP surface.
 	door   *transports.Guard
 	http   *transports.StreamableServer
@@ -118,7 +120,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Health.Misses <= 0 {
 		opts.Health.Misses = 3
 	}
-	g := &Gateway{
+	g := &Gateway{budget: upstreamBudget(cfg.Limits),
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
@@ -151,22 +153,25 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.events.wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
-		Logger:         g.log,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		AllowedOrigins: cfg.AllowedOrigins,
-		AllowedHosts:   cfg.AllowedHosts,
-	})
-	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
-		Logger:         g.log,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		AllowedOrigins: cfg.AllowedOrigins,
-		AllowedHosts:   cfg.AllowedHosts,
-	})
-	g.ws = transports.NewWebSocketServer(g.accept, transports.WebSocketServerOptions{
 		Logger:          g.log,
-		MaxMessageBytes: max(cfg.MaxBodyBytes, 64<<20),
+		MaxBodyBytes:    cfg.MaxBodyBytes,
 		AllowedOrigins:  cfg.AllowedOrigins,
 		AllowedHosts:    cfg.AllowedHosts,
+		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
+	})
+	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
+		Logger:          g.log,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		AllowedOrigins:  cfg.AllowedOrigins,
+		AllowedHosts:    cfg.AllowedHosts,
+		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
+	})
+	g.ws = transports.NewWebSocketServer(g.accept, transports.WebSocketServerOptions{
+		Logger:             g.log,
+		MaxMessageBytes:    max(cfg.MaxBodyBytes, 64<<20),
+		MessageReadTimeout: cfg.Limits.BodyReadTimeout,
+		AllowedOrigins:     cfg.AllowedOrigins,
+		AllowedHosts:       cfg.AllowedHosts,
 	})
 	return g, nil
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,21 +288,37 @@ func (g *Gateway) transportFor(sc config.Server) (mcp.Transport, error) {
 	}
 	switch sc.Type {
 	case "streamable-http":
-		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name)}, nil
+		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget}, nil
 	case "sse":
 		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: sseHTTPClient(sc, header)}, nil
 	case "websocket":
-		return &transports.WebSocketClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name)}, nil
+		return &transports.WebSocketClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget}, nil
 	case "stdio":
 		env := os.Environ()
 		for k, v := range sc.Env {
 			env = append(env, k+"="+v)
 		}
 		return &transports.CommandTransport{Command: sc.Command, Args: sc.Args, Env: env, Dir: sc.Cwd,
-			Name: sc.Name, Logger: g.log}, nil
+			Name: sc.Name, Logger: g.log, Budget: g.budget}, nil
 	default:
 		return nil, fmt.Errorf("transport type %q is not supported yet", sc.Type)
 	}
+}
+
+// upstreamBudget is the gateway-wide budget of upstream bytes being read:
+// limits.upstream_bytes_in_flight, else a quarter of the Go memory limit
+// when one is set, else 256 MiB. A message that cannot get its bytes fails
+// its call with an error naming the budget (legacy SSE upstreams, read by
+// the go-sdk's client, are not counted).
+func upstreamBudget(l config.Limits) *transports.ByteBudget {
+	n := l.UpstreamBytesInFlight
+	if n == 0 {
+		n = 256 << 20
+		if lim := debug.SetMemoryLimit(-1); lim < math.MaxInt64 {
+			n = max(lim/4, 16<<20)
+		}
+	}
+	return transports.NewByteBudget(n)
 }
 
 // sseHTTPClient is the HTTP client of a legacy SSE upstream: the configured
