@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_STATE_HOME", dir)
+	testTempDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

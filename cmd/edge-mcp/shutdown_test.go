@@ -28,7 +28,7 @@ import (
 // grace period, the client's session is over, and the child process is
 // gone (killed and reaped, not left behind).
 func TestSIGTERMStopsGracefully(t *testing.T) {
-	bin := buildEdgeMCP(t, []string{"-trimpath"}, []string{"CGO_ENABLED=0"})
+	bin := releaseBinary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw.json")
 	os.WriteFile(cfg, []byte(`{"mcpServers": {"child": {"command": "`+bin+`", "args": ["stdio"]}},
@@ -129,7 +129,7 @@ func alive(pid int) bool {
 // deadline (before issue 15 the upload never returned under fuel
 // metering), and SIGTERM afterwards still stops the process.
 func TestHostileUploadThenSIGTERM(t *testing.T) {
-	bin := buildEdgeMCP(t, []string{"-trimpath"}, []string{"CGO_ENABLED=0"})
+	bin := releaseBinary(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--state-dir", dir)
 	var stderr strings.Builder

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestHostileSlowClients attacks the release binary as issue 15 did: a
+// few thousand connections from one address, each sending a POST body one
+// byte at a time (and reconnecting when cut). Before the limits every one
+// was held open and RSS grew by about 30 KiB each (303 MB for 10,000);
+// now the header and body timeouts cut them, one address holds at most a
+// quarter of the slots, and meanwhile an ordinary client from another
+// address is served, with the process's peak RSS under 64 MiB.
+func TestHostileSlowClients(t *testing.T) {
+	const attackers = 4000
+	bin := releaseBinary(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfg, []byte(`{"mcpServers": {"child": {"command": "`+bin+`", "args": ["stdio"]}},
+		"limits": {"read_header_timeout": 2, "body_read_timeout": 2, "max_connections": 2000}}`), 0o600)
+	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := waitConnected(ctx, p.base, 1); err != nil {
+		t.Fatalf("%v\n%s", err, p.stderr)
+	}
+	addr := strings.TrimPrefix(p.base, "http://")
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var held, cut atomic.Int64
+	dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 2 * time.Second}
+	for range attackers {
+		wg.Go(func() { trickle(dialer, addr, stop, &held, &cut) })
+	}
+	time.Sleep(3 * time.Second) // the attack is on: slots held, timeouts cutting
+
+	start := time.Now()
+	c := mcp.NewClient(&mcp.Implementation{Name: "ordinary", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("an ordinary client could not connect during the attack: %v", err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "still here"}})
+	if err != nil || res.IsError || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != "still here" {
+		t.Fatalf("an ordinary tools/call during the attack: %v %+v", err, res)
+	}
+	t.Logf("ordinary call served in %v during an attack of %d connections (%d cut so far)",
+		time.Since(start).Round(time.Millisecond), attackers, cut.Load())
+	cs.Close()
+	close(stop)
+	wg.Wait()
+	if cut.Load() == 0 {
+		t.Error("no attacking connection was ever cut")
+	}
+	if peak := p.peakRSS(t); peak > 64<<20 {
+		t.Errorf("peak RSS %.1f MiB under the attack, want under 64 MiB", float64(peak)/(1<<20))
+	} else {
+		t.Logf("peak RSS %.1f MiB", float64(peak)/(1<<20))
+	}
+}
+
+// trickle keeps one slow POST going against addr until stop: headers, then
+// one byte of body every 200 ms; a connection the server cuts is counted
+// and replaced.
+func trickle(d net.Dialer, addr string, stop <-chan struct{}, held, cut *atomic.Int64) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		held.Add(1)
+		fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n", addr)
+		for {
+			select {
+			case <-stop:
+				conn.Close()
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				break
+			}
+		}
+		conn.Close()
+		cut.Add(1)
+	}
+}
