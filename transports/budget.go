@@ -409,3 +409,47 @@ func (c chanContext) Err() error {
 		return nil
 	}
 }
+
+// heldBytes is the budget charge of the message a connection's Read
+// returned last. The caller relays that message (decodes it, writes it to
+// its client) before it calls Read again, so its bytes stay charged until
+// then: the budget counts the messages being relayed, not only those being
+// read. Close gives the charge back for good. Safe for concurrent use
+// (Read and Close).
+type heldBytes struct {
+	mu     sync.Mutex
+	n      int64
+	closed bool
+}
+
+// release gives back the charge of the message returned last; Read calls
+// it first.
+func (h *heldBytes) release(b *ByteBudget) {
+	h.mu.Lock()
+	n := h.n
+	h.n = 0
+	h.mu.Unlock()
+	b.Release(n)
+}
+
+// hold keeps n bytes charged until the next release (at once after close).
+func (h *heldBytes) hold(b *ByteBudget, n int64) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		b.Release(n)
+		return
+	}
+	h.n += n
+	h.mu.Unlock()
+}
+
+// close gives the charge back and makes later holds give theirs at once.
+func (h *heldBytes) close(b *ByteBudget) {
+	h.mu.Lock()
+	h.closed = true
+	n := h.n
+	h.n = 0
+	h.mu.Unlock()
+	b.Release(n)
+}

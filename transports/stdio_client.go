@@ -204,6 +204,7 @@ type stdioConn struct {
 	stderr  *os.File
 
 	budget  *ByteBudget
+	held    heldBytes   // the charge of the message Read returned last
 	in      chan queued // messages and their charge; closed by readStdout when stdout ends
 	readErr error       // why stdout ended; written before in is closed
 	dropped atomic.Int64
@@ -234,6 +235,7 @@ func (c *stdioConn) DroppedLines() int64 { return c.dropped.Load() }
 // ended it returns an error wrapping the child's exit status; after Close,
 // [ErrClosed].
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	c.held.release(c.budget)
 	select {
 	case <-c.closing:
 		return nil, ErrClosed
@@ -244,7 +246,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return nil, c.readErr
 		}
-		c.budget.Release(q.charge)
+		c.held.hold(c.budget, q.charge)
 		return q.msg, nil
 	case <-c.closing:
 		return nil, ErrClosed
@@ -319,6 +321,7 @@ func (c *stdioConn) Close() error {
 		for q := range c.in { // closed once outDone is
 			c.budget.Release(q.charge)
 		}
+		c.held.close(c.budget)
 	})
 	return nil
 }

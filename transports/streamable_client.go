@@ -148,7 +148,8 @@ type streamableClientConn struct {
 	client *http.Client
 	logger *slog.Logger
 	maxMsg int
-	budget *ByteBudget // charged for incoming messages until Read returns them
+	budget *ByteBudget // charged for incoming messages until the Read after the one that returns them
+	held   heldBytes   // the charge of the message Read returned last
 	header http.Header // configured headers; never modified
 
 	// ctx is the parent of every HTTP request; cancel ends them all (Close,
@@ -187,6 +188,7 @@ func (c *streamableClientConn) SessionID() string {
 // [ErrSessionExpired] when the server dropped the session. After Close it
 // returns [ErrClosed].
 func (c *streamableClientConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	c.held.release(c.budget)
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -201,7 +203,7 @@ func (c *streamableClientConn) Read(ctx context.Context) (jsonrpc.Message, error
 				c.queue, c.head = c.queue[:0], 0
 			}
 			c.mu.Unlock()
-			c.budget.Release(q.charge)
+			c.held.hold(c.budget, q.charge)
 			return q.msg, nil
 		}
 		err := c.failErr
@@ -758,6 +760,7 @@ func (c *streamableClientConn) Close() error {
 	clear(c.pending)
 	c.mu.Unlock()
 	c.budget.Release(charged)
+	c.held.close(c.budget)
 	close(c.done)
 	c.cancel()
 	if sid != "" && !failed {

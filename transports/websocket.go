@@ -66,6 +66,7 @@ type wsConn struct {
 	// budget is charged for each incoming message from its first byte
 	// until Read returns it (client connections; nil on the server side).
 	budget *ByteBudget
+	held   heldBytes // the charge of the message Read returned last
 
 	// ctx is passed to every coder/websocket call made on behalf of the
 	// connection; cancelling it closes the socket at once (coder/websocket
@@ -136,6 +137,7 @@ func (c *wsConn) SessionID() string { return c.id }
 // closed the connection normally it returns io.EOF; after Close it returns
 // [ErrClosed]; after a failure, an error describing it.
 func (c *wsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	c.held.release(c.budget)
 	for {
 		select {
 		case <-c.done:
@@ -145,7 +147,7 @@ func (c *wsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			// Messages that arrived before the peer went away come first.
 			select {
 			case q := <-c.in:
-				c.budget.Release(q.charge)
+				c.held.hold(c.budget, q.charge)
 				return q.msg, nil
 			default:
 				return nil, c.err
@@ -154,7 +156,7 @@ func (c *wsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		select {
 		case q := <-c.in:
-			c.budget.Release(q.charge)
+			c.held.hold(c.budget, q.charge)
 			return q.msg, nil
 		case <-c.done:
 		case <-ctx.Done():
@@ -256,6 +258,7 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) {
 			c.rtimer.Stop()
 		}
 		c.dropQueued()
+		c.held.close(c.budget)
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,4 +104,73 @@ func trickle(d net.Dialer, addr string, stop <-chan struct{}, held, cut *atomic.
 		conn.Close()
 		cut.Add(1)
 	}
+}
+
+// TestHostileBigAnswers: an upstream answers ten calls at once with 24 MiB
+// each, to a gateway on a small host (limits.memory_mb 128, so the budget
+// of upstream bytes in flight is a quarter of it, 32 MiB). Before the
+// budget every answer was read whole at once (10 concurrent 1 GB answers
+// took the process to 1.2 GB); now the calls over the budget get an error
+// naming it, none hangs, and the process stays within its memory limit
+// plus a margin.
+func TestHostileBigAnswers(t *testing.T) {
+	const calls, size, memoryMB = 10, 24 << 20, 128
+	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
+	big := strings.Repeat("x", size)
+	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: big}}}, nil, nil
+	})
+	up := httptestServer(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"mcpServers": {"big": {"url": %q}}, "limits": {"memory_mb": %d}}`, up+"/mcp", memoryMB)), 0o600)
+	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := waitConnected(ctx, p.base, 1); err != nil {
+		t.Fatalf("%v\n%s", err, p.stderr)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "greedy", Version: "1"}, nil)
+	var ok, over atomic.Int64
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp"}, nil)
+			if err != nil {
+				t.Errorf("connect: %v", err)
+				return
+			}
+			defer cs.Close()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big"})
+			switch {
+			case err != nil && strings.Contains(err.Error(), "budget"):
+				over.Add(1)
+			case err != nil:
+				t.Errorf("a call failed for another reason: %v", err)
+			case len(res.Content) == 1 && len(res.Content[0].(*mcp.TextContent).Text) == size:
+				ok.Add(1)
+			default:
+				t.Errorf("a call got a wrong answer")
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d answered whole, %d refused over the budget", ok.Load(), over.Load())
+	if ok.Load() == 0 || over.Load() == 0 {
+		t.Errorf("want some calls answered and some refused over budget, got %d and %d", ok.Load(), over.Load())
+	}
+	// The budget covers the answers being read and relayed; the Go memory
+	// limit makes the collector return the rest in time. The margin is the
+	// runtime's own and the copies of one answer being written.
+	if peak := p.peakRSS(t); peak > (memoryMB+48)<<20 {
+		t.Errorf("peak RSS %.0f MiB, want at most the memory limit + 48 MiB = %d MiB", float64(peak)/(1<<20), memoryMB+48)
+	} else {
+		t.Logf("peak RSS %.0f MiB", float64(peak)/(1<<20))
+	}
+}
+
+func httptestServer(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
