@@ -27,7 +27,9 @@ var (
 func releaseBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
-		binPath = filepath.Join(testTempDir, "edge-mcp")
+		// Not testTempDir/edge-mcp: that is the default state folder of
+		// the in-process tests (XDG_STATE_HOME).
+		binPath = filepath.Join(testTempDir, "bin", "edge-mcp")
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", binPath, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
