@@ -228,62 +228,47 @@ func edgeHookToolCall(ptr, n uint32) uint64 {
 
 //go:wasmexport edge_hook_tool_result
 func edgeHookToolResult(ptr, n uint32) uint64 {
-	in, ok := input(ptr, n)
-	if !ok {
-		return badInput("tool_result", nil)
-	}
-	if toolResultFn == nil {
-		return finish(nil)
-	}
-	res := &toolResultReq
-	*res = ToolResult{}
-	if err := res.parse(in); err != nil {
-		return badInput("tool_result", err)
-	}
-	if err := toolResultFn(res); err != nil {
-		return fail(err.Error())
-	}
-	return finish(appendResult(outBuf[:0], res.replaced, res.newResult))
+	return resultHook("tool_result", ptr, n, toolResultFn, &toolResultReq)
 }
 
 //go:wasmexport edge_hook_resource_result
 func edgeHookResourceResult(ptr, n uint32) uint64 {
-	in, ok := input(ptr, n)
-	if !ok {
-		return badInput("resource_result", nil)
-	}
-	if resourceResultFn == nil {
-		return finish(nil)
-	}
-	res := &resourceResultReq
-	*res = ResourceResult{}
-	if err := res.parse(in); err != nil {
-		return badInput("resource_result", err)
-	}
-	if err := resourceResultFn(res); err != nil {
-		return fail(err.Error())
-	}
-	return finish(appendResult(outBuf[:0], res.replaced, res.newResult))
+	return resultHook("resource_result", ptr, n, resourceResultFn, &resourceResultReq)
 }
 
 //go:wasmexport edge_hook_prompt_result
 func edgeHookPromptResult(ptr, n uint32) uint64 {
+	return resultHook("prompt_result", ptr, n, promptResultFn, &promptResultReq)
+}
+
+// resultReq is what the three result hooks have in common: a request that
+// decodes its input and may carry a replacement result.
+type resultReq[R any] interface {
+	*R
+	parse(in []byte) error
+	replacement() (replaced bool, result []byte)
+}
+
+// resultHook runs one result hook: the input decoded into req (reset
+// first), fn called, its replacement (if any) answered.
+func resultHook[R any, P resultReq[R]](hook string, ptr, n uint32, fn func(P) error, req P) uint64 {
 	in, ok := input(ptr, n)
 	if !ok {
-		return badInput("prompt_result", nil)
+		return badInput(hook, nil)
 	}
-	if promptResultFn == nil {
+	if fn == nil {
 		return finish(nil)
 	}
-	res := &promptResultReq
-	*res = PromptResult{}
-	if err := res.parse(in); err != nil {
-		return badInput("prompt_result", err)
+	var zero R
+	*req = zero
+	if err := req.parse(in); err != nil {
+		return badInput(hook, err)
 	}
-	if err := promptResultFn(res); err != nil {
+	if err := fn(req); err != nil {
 		return fail(err.Error())
 	}
-	return finish(appendResult(outBuf[:0], res.replaced, res.newResult))
+	replaced, result := req.replacement()
+	return finish(appendResult(outBuf[:0], replaced, result))
 }
 
 //go:wasmexport edge_hook_event

@@ -252,6 +252,8 @@ type ToolResult struct {
 // shape (content array, structuredContent object, isError boolean).
 func (r *ToolResult) Set(result []byte) { r.replaced, r.newResult = true, result }
 
+func (r *ToolResult) replacement() (bool, []byte) { return r.replaced, r.newResult }
+
 func (r *ToolResult) parse(in []byte) error {
 	return parseResult(in, &r.Client, &r.Result, func(k, v []byte) (err error) {
 		switch string(k) {
@@ -281,6 +283,8 @@ type ResourceResult struct {
 // Set replaces the result (a JSON object with a "contents" array).
 func (r *ResourceResult) Set(result []byte) { r.replaced, r.newResult = true, result }
 
+func (r *ResourceResult) replacement() (bool, []byte) { return r.replaced, r.newResult }
+
 func (r *ResourceResult) parse(in []byte) error {
 	return parseResult(in, &r.Client, &r.Result, func(k, v []byte) (err error) {
 		switch string(k) {
@@ -308,6 +312,8 @@ type PromptResult struct {
 
 // Set replaces the result (a JSON object with a "messages" array).
 func (r *PromptResult) Set(result []byte) { r.replaced, r.newResult = true, result }
+
+func (r *PromptResult) replacement() (bool, []byte) { return r.replaced, r.newResult }
 
 func (r *PromptResult) parse(in []byte) error {
 	return parseResult(in, &r.Client, &r.Result, func(k, v []byte) (err error) {
