@@ -77,18 +77,36 @@ var (
 	errSessionClosed = errors.New("session closed")
 )
 
-// readBody reads the whole body, at most max bytes, allocating it once
-// when the length is known. The returned slice is owned by the caller.
+// preallocBody is the largest announced body allocated before it arrives.
+const preallocBody = 16 << 10
+
+// readBody reads the whole body, at most max bytes. A body of known length
+// up to preallocBody is allocated once; a longer one is buffered as it
+// arrives, so that a client announcing megabytes and sending them a byte
+// at a time costs the server what it sent, not what it announced. The
+// returned slice is owned by the caller.
 func readBody(r *http.Request, max int64) ([]byte, error) {
 	if r.ContentLength > max {
 		return nil, errBodyTooLarge
 	}
-	if r.ContentLength >= 0 {
+	if r.ContentLength >= 0 && r.ContentLength <= preallocBody {
 		b := make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(r.Body, b); err != nil {
 			return nil, fmt.Errorf("reading %d bytes: %w", len(b), err)
 		}
 		return b, nil
+	}
+	if r.ContentLength > 0 {
+		var buf bytes.Buffer
+		buf.Grow(preallocBody)
+		n, err := buf.ReadFrom(io.LimitReader(r.Body, r.ContentLength))
+		if err == nil && n < r.ContentLength {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %d bytes: %w", r.ContentLength, err)
+		}
+		return buf.Bytes(), nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 	if err != nil {
