@@ -136,6 +136,7 @@ func startIdle(b *testing.B, bin string, args []string, servers int) int {
 		b.Fatalf("edge-mcp: %v\nstderr:\n%s", err, stderr.String())
 	}
 	time.Sleep(time.Second)
+	idleBases.Store(cmd.Process.Pid, base)
 	return cmd.Process.Pid
 }
 
