@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -178,4 +181,78 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestHostileModuleMemory attaches, in the release binary, a policy module
+// whose tool_call hook grows its memory a page at a time until memory.grow
+// is refused, then traps; four instances (pool_size 4) share memory_mb 32.
+// Eight sessions call through it concurrently (on_error allow: the calls
+// go on). The module's memory, all instances together, stays within 32
+// MiB (its budget refuses the rest; policy tests check the accounting),
+// and with limits.memory_mb set to idle + twice the module's limit the
+// process's peak RSS stays within that plus 24 MiB: the buffers an instance
+// outgrew and the instances discarded after a trap are garbage until the
+// collector runs, and the memory limit makes it run in time (the
+// documented margin; without a limit they can pile up to several times the
+// module's budget between collections).
+func TestHostileModuleMemory(t *testing.T) {
+	const memoryMB, processMB = 32, 16 + 2*32 + 16
+	bin := releaseBinary(t)
+	dir := t.TempDir()
+	grow := w.Seq([]byte{w.OpLoop, w.OpBlockTypeVoid}, w.I32Const(1),
+		[]byte{w.OpMemoryGrow, 0}, w.I32Const(1), []byte{w.OpI32Add, w.OpBrIf, 0, w.OpEnd, w.OpUnreachable})
+	mod := filepath.Join(dir, "hog.wasm")
+	os.WriteFile(mod, w.PolicyModule(1<<16, map[string][]byte{"edge_hook_tool_call": grow}).Bytes(), 0o600)
+	cfg := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"mcpServers": {"child": {"command": %q, "args": ["stdio"]}},
+		"limits": {"memory_mb": %d},
+		"policies": [{"name": "hog", "module": %q, "tools": ["*"], "memory_mb": %d, "pool_size": 4, "timeout_ms": 2000, "on_error": "allow"}]}`,
+		bin, processMB, mod, memoryMB)), 0o600)
+	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := waitConnected(ctx, p.base, 1); err != nil {
+		t.Fatalf("%v\n%s", err, p.stderr)
+	}
+	idle := p.peakRSS(t)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			c := mcp.NewClient(&mcp.Implementation{Name: "caller", Version: "1"}, nil)
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp"}, nil)
+			if err != nil {
+				t.Errorf("connect: %v", err)
+				return
+			}
+			defer cs.Close()
+			for range 5 {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+				if err != nil || res.IsError {
+					t.Errorf("a call through the failing module (on_error allow): %v %+v", err, res)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	peak := p.peakRSS(t)
+	t.Logf("idle %.0f MiB, peak %.0f MiB with a module of memory_mb %d growing in 4 instances", float64(idle)/(1<<20), float64(peak)/(1<<20), memoryMB)
+	if limit := int64(processMB+24) << 20; peak > limit {
+		t.Errorf("peak RSS %.0f MiB, want at most limits.memory_mb + 24 MiB = %.0f MiB", float64(peak)/(1<<20), float64(limit)/(1<<20))
+	}
+	st, err := http.Get(p.base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Body.Close()
+	var doc struct {
+		Policies []struct {
+			Name     string `json:"name"`
+			Failures uint64 `json:"failures"`
+		} `json:"policies"`
+	}
+	json.NewDecoder(st.Body).Decode(&doc)
+	if len(doc.Policies) != 1 || doc.Policies[0].Failures == 0 {
+		t.Errorf("status %+v: want the hog module with failures counted (its grows were refused)", doc.Policies)
+	}
 }
