@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -46,15 +47,16 @@ func releaseBinary(t testing.TB) string {
 type process struct {
 	cmd    *exec.Cmd
 	stderr *strings.Builder
-	base   string // http://host:port of its main listener
-	admin  string // http://host:port of its admin API, "" when off
+	base   string     // http://host:port of its main listener
+	admin  string     // http://host:port of its admin API, "" when off
+	exited chan error // Wait's result, once the process ended
 }
 
 // startBinary starts the release binary with args (serve …) and waits
 // until it says where it listens; it is killed when the test ends.
 func startBinary(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(releaseBinary(t), args...), stderr: &strings.Builder{}}
+	p := &process{cmd: exec.Command(releaseBinary(t), args...), stderr: &strings.Builder{}, exited: make(chan error, 1)}
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -63,9 +65,11 @@ func startBinary(t *testing.T, args ...string) *process {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
-		p.cmd.Wait()
+		<-p.exited
+		p.exited <- nil // for a later reader
 	})
 	buf := make([]byte, 0, 4096)
 	deadline := time.Now().Add(30 * time.Second)
@@ -107,4 +111,22 @@ func (p *process) peakRSS(t *testing.T) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/PID/status")
 	return 0
+}
+
+// sigterm stops the process with SIGTERM and fails the test unless it
+// exits with status 0 within d; it returns how long the stop took.
+func (p *process) sigterm(t *testing.T, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.stderr)
+		}
+	case <-time.After(d):
+		t.Fatalf("still running %v after SIGTERM\n%s", d, p.stderr)
+	}
+	return time.Since(start)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"net/http"
 
@@ -9,11 +8,9 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,31 +30,16 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 	cfg := filepath.Join(dir, "gw.json")
 	os.WriteFile(cfg, []byte(`{"mcpServers": {"child": {"command": "`+bin+`", "args": ["stdio"]}},
 		"limits": {"shutdown_grace": 3}}`), 0o600)
-	cmd := exec.Command(bin, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--state-dir", dir)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	base, err := listenURL(stdout)
-	if err != nil {
-		t.Fatalf("no listen address: %v\n%s", err, stderr.String())
-	}
-	go io.Copy(io.Discard, stdout)
+	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--state-dir", dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitConnected(ctx, base, 1); err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
+	if err := waitConnected(ctx, p.base, 1); err != nil {
+		t.Fatalf("%v\n%s", err, p.stderr)
 	}
-	child := childPID(t, cmd.Process.Pid)
+	child := childPID(t, p.cmd.Process.Pid)
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "sigterm-test", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,21 +47,9 @@ func TestSIGTERMStopsGracefully(t *testing.T) {
 		t.Fatalf("tools through the stdio child: %v %v", tools, err)
 	}
 
-	start := time.Now()
-	cmd.Process.Signal(syscall.SIGTERM)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("still running 15 s after SIGTERM\n%s", stderr.String())
-	}
-	t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
-	if !strings.Contains(stderr.String(), "stopped") {
-		t.Errorf("no log line saying it stopped:\n%s", stderr.String())
+	t.Logf("stopped %v after SIGTERM", p.sigterm(t, 15*time.Second).Round(time.Millisecond))
+	if !strings.Contains(p.stderr.String(), "stopped") {
+		t.Errorf("no log line saying it stopped:\n%s", p.stderr)
 	}
 	if _, err := cs.ListTools(ctx, nil); err == nil {
 		t.Error("the client's session still answers after the gateway stopped")
@@ -129,30 +99,12 @@ func alive(pid int) bool {
 // deadline (before issue 15 the upload never returned under fuel
 // metering), and SIGTERM afterwards still stops the process.
 func TestHostileUploadThenSIGTERM(t *testing.T) {
-	bin := releaseBinary(t)
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--state-dir", dir)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	admin := ""
-	sc := bufio.NewScanner(stdout)
-	for admin == "" && sc.Scan() {
-		if _, rest, ok := strings.Cut(sc.Text(), "admin API: "); ok {
-			admin = strings.TrimSuffix(strings.TrimSpace(rest), "/admin/modules")
-		}
-	}
+	p := startBinary(t, "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--state-dir", dir)
+	admin := p.admin
 	if admin == "" {
-		t.Fatalf("no admin address printed\n%s", stderr.String())
+		t.Fatalf("no admin address printed\n%s", p.stderr)
 	}
-	go io.Copy(io.Discard, stdout)
 
 	spin := []byte{w.OpLoop, w.OpBlockTypeVoid, w.OpBr, 0, w.OpEnd}
 	a := w.PolicyModule(1<<16, map[string][]byte{"edge_hook_tool_call": w.Packed(0, 0)})
@@ -171,15 +123,5 @@ func TestHostileUploadThenSIGTERM(t *testing.T) {
 		t.Fatalf("upload: %d %s, want 422 start_timeout", resp.StatusCode, body)
 	}
 
-	cmd.Process.Signal(syscall.SIGTERM)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("still running 15 s after SIGTERM\n%s", stderr.String())
-	}
+	p.sigterm(t, 15*time.Second)
 }

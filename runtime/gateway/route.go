@@ -400,16 +400,24 @@ func (s *session) forwardScoped(sc callScope, req *jsonrpc.Request, u *upstream,
 	}
 }
 
+// resourceOf routes a request by its params.uri: the URI and the upstream
+// that serves it, or ok false when the request was answered with why not.
+func (s *session) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok bool) {
+	if uri, ok = wire.String(req.Params, "uri"); !ok {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
+		return "", nil, false
+	}
+	if u = s.catalogue().resource(uri); u == nil {
+		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
+		return "", nil, false
+	}
+	return uri, u, true
+}
+
 // forwardURI routes resources/read by params.uri.
 func (s *session) forwardURI(req *jsonrpc.Request) {
-	uri, ok := wire.String(req.Params, "uri")
+	uri, u, ok := s.resourceOf(req)
 	if !ok {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
-		return
-	}
-	u := s.catalogue().resource(uri)
-	if u == nil {
-		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
 		return
 	}
 	info := forwardInfo{kind: kindResources, upName: uri}
@@ -419,14 +427,8 @@ func (s *session) forwardURI(req *jsonrpc.Request) {
 }
 
 func (s *session) subscribe(req *jsonrpc.Request) {
-	uri, ok := wire.String(req.Params, "uri")
+	uri, u, ok := s.resourceOf(req)
 	if !ok {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
-		return
-	}
-	u := s.catalogue().resource(uri)
-	if u == nil {
-		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
 		return
 	}
 	if !s.g.route.subscribe(s, uri) {
