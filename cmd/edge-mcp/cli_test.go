@@ -58,7 +58,7 @@ func leafNames() []string {
 func TestHelp(t *testing.T) {
 	names := leafNames()
 	for _, want := range []string{"serve", "stdio", "status", "module push", "module ls", "module rm", "module rollback",
-		"policy attach", "policy detach", "policy ls", "policy promote", "policy reorder", "policy test",
+		"policy attach", "policy detach", "policy ls", "policy promote", "policy reorder", "policy rollback", "policy test",
 		"pins ls", "pins approve", "pins reject", "version"} {
 		if !strings.Contains("\x00"+strings.Join(names, "\x00")+"\x00", "\x00"+want+"\x00") {
 			t.Errorf("no command %q", want)
@@ -272,8 +272,16 @@ func TestAdminSubcommands(t *testing.T) {
 		}
 	})
 	t.Run("rm, rollback", func(t *testing.T) {
-		if out := cli(t, "module", "rollback", "guard"); !strings.Contains(out, "rolled back guard") {
-			t.Fatalf("rollback:\n%s", out)
+		// guard has two versions: the policy's rollback makes the first one
+		// active again; then there is nothing left to roll back to.
+		if out := cli(t, "policy", "rollback", "guard"); !strings.Contains(out, "rolled back guard to sha256:") {
+			t.Fatalf("policy rollback:\n%s", out)
+		}
+		if out, err := runCLI(t, append([]string{"policy", "rollback", "nope"}, a...)...); err == nil || !strings.Contains(err.Error(), "no policy named") {
+			t.Fatalf("rollback of an unknown policy: %v %s", err, out)
+		}
+		if out, err := runCLI(t, append([]string{"module", "rollback", "guard"}, a...)...); err == nil || !strings.Contains(err.Error(), "no earlier version") {
+			t.Fatalf("a second rollback: %v %s", err, out)
 		}
 		cli(t, "policy", "detach", "guard")
 		if out := cli(t, "module", "rm", "guard"); !strings.Contains(out, "removed guard") {

@@ -9,15 +9,17 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
-// This file is edge-mcp policy attach|detach|ls|promote|reorder against a
+// This file is edge-mcp policy attach|detach|ls|promote|reorder|rollback against a
 // running gateway's admin API (policy test is in policytest.go).
 
 func policyCommands() []*command {
@@ -34,6 +36,9 @@ func policyCommands() []*command {
 		{name: "policy promote", args: "NAME", nargs: 1, define: adminOnly(policyPromote),
 			summary: "make a shadow policy enforce its decisions",
 			example: "edge-mcp policy promote redact"},
+		{name: "policy rollback", args: "NAME", nargs: 1, define: adminOnly(policyRollback),
+			summary: "run the previous version of the uploaded module that policy NAME attaches",
+			example: "edge-mcp policy rollback redact"},
 		{name: "policy reorder", args: "NAME...", nargs: -1, define: adminOnly(policyReorder),
 			summary: "set the order of the run-time policies (name each exactly once)",
 			example: "edge-mcp policy reorder router redact"},
@@ -198,4 +203,25 @@ func policyReorder(ctx context.Context, c *adminClient, args []string, stdout io
 	}
 	fmt.Fprintf(stdout, "reordered: %s\n\n", strings.Join(args, ", "))
 	return l.print(stdout)
+}
+
+// policyRollback rolls back the uploaded module policy NAME attaches (the
+// module's previous version becomes active for every policy using it).
+func policyRollback(ctx context.Context, c *adminClient, args []string, stdout io.Writer) error {
+	var l policyList
+	if err := c.call(ctx, http.MethodGet, "/admin/policies", nil, &l); err != nil {
+		return fmt.Errorf("listing policies: %w", err)
+	}
+	i := slices.IndexFunc(l.Policies, func(p admin.PolicyInfo) bool { return p.Name == args[0] })
+	if i < 0 {
+		return fmt.Errorf("no policy named %q is attached (edge-mcp policy ls lists them)", args[0])
+	}
+	module := l.Policies[i].Module
+	if _, uploaded := config.UploadedModule(module); !uploaded {
+		return fmt.Errorf("policy %q runs the module file %s from the config, not an uploaded module: there is no earlier version to roll back to", args[0], module)
+	}
+	if err := moduleRollback(ctx, c, []string{module}, stdout); err != nil {
+		return fmt.Errorf("policy %s: %w", args[0], err)
+	}
+	return nil
 }
