@@ -186,7 +186,7 @@ var serverKeys = []key{
 	{name: "mcpServers.*.cwd", def: "the gateway's", field: srv(func(s *configRawServer) *configString { return &s.cwd }),
 		doc: "the program's working directory (stdio)"},
 	{name: "mcpServers.*.session", def: "`auto`", field: srv(func(s *configRawServer) *string { return &s.session }), check: oneOf("auto", "shared", "per_client"),
-		doc: "`shared`: one upstream session for every client; `per_client`: one per downstream session that calls the server (stdio: one process each), so server→client requests reach their caller; `auto` is `shared`, refusing server→client requests it cannot attribute (see [Server→client requests](#serverclient-requests-and-shared-upstreams))"},
+		doc: "`shared`: one upstream session for every client; `per_client`: one per downstream session that calls the server (stdio: one process each), so server→client requests reach their caller; `auto` is `shared`, refusing server→client requests it cannot attribute (see [How it behaves](#how-it-behaves))"},
 	{name: "mcpServers.*.max_client_sessions", def: "16", field: srv(func(s *configRawServer) *int { return &s.maxClientSessions }), check: between(1, 10000),
 		doc: "with `session: per_client`, the most upstream sessions (stdio: processes) open at once; a client beyond it gets an error"},
 	{name: "mcpServers.*.health_interval", def: "30", field: srv(func(s *configRawServer) *time.Duration { return &s.healthInterval }),
