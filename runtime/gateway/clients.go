@@ -159,7 +159,10 @@ func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
 
 // dial connects over u's transport and initializes a link owned by s.
 func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
-	conn, err := u.transport.Connect(ctx)
+	u.mu.Lock()
+	t := u.transport
+	u.mu.Unlock()
+	conn, err := t.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}

@@ -57,7 +57,7 @@ type upstream struct {
 	prefix    string
 	cfg       config.Server
 	orig      config.Server // cfg as configured, to tell whether a reload changed it
-	transport mcp.Transport
+	transport mcp.Transport // changed (under mu) only by the fallback, in run
 	fallback  mcp.Transport // legacy SSE, tried when streamable HTTP fails for a URL without a type
 	health    HealthOptions
 	log       *slog.Logger
@@ -173,8 +173,8 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 		// HTTP+SSE transport (2024-11-05).
 		u.log.Info("streamable HTTP failed; trying legacy HTTP+SSE", "err", err)
 		if sl, soffer, serr := u.open(ctx, u.fallback); serr == nil {
-			u.transport, u.fallback = u.fallback, nil
 			u.mu.Lock()
+			u.transport, u.fallback = u.fallback, nil // under mu: per-client links read transport
 			u.cfg.Type = "sse"
 			u.mu.Unlock()
 			l, offer, err = sl, soffer, nil
