@@ -152,7 +152,9 @@ func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
 		u.log.Warn("opening a per-client upstream session", "identity", s.id.Name, "err", err)
 		return
 	}
-	u.log.Info("per-client upstream session opened", "identity", s.id.Name, "client_sessions", u.clients.count())
+	l.used.Store(time.Now().UnixNano()) // before serveClient can check it
+	u.log.Info("per-client upstream session opened", "identity", s.id.Name, "session_id", s.conn.SessionID(),
+		"client_sessions", u.clients.count())
 	go l.health(u.health)
 	go u.serveClient(s, e)
 }
@@ -186,7 +188,8 @@ func (u *upstream) serveClient(s *session, e *clientLink) {
 	u.clients.forget(s, e)
 	l.close(reason)
 	<-l.done
-	u.log.Info("per-client upstream session closed", "identity", s.id.Name, "reason", reason.Error())
+	u.log.Info("per-client upstream session closed", "identity", s.id.Name, "session_id", s.conn.SessionID(),
+		"reason", reason.Error())
 }
 
 // waitEnd returns when the per-client link l should be closed, and why.
