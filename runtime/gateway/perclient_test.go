@@ -34,12 +34,14 @@ func barrier(n int) func() {
 	}
 }
 
-// samplingUpstream serves, over legacy SSE (a transport that cannot relate
-// a server→client request to the call it belongs to), a go-sdk server with
-// one tool, "ask": it asks its client for a sampling and returns the
-// answer, or the error. The gate calls are kept in flight together: each
-// asks once all have arrived, and answers once all have been answered.
-func samplingUpstream(t *testing.T, gate int) string {
+// samplingUpstream serves a go-sdk server with one tool, "ask": it asks
+// its client for a sampling and returns the answer, or the error. The gate
+// calls are kept in flight together: each asks once all have arrived, and
+// answers once all have been answered. It is reached over a transport that
+// cannot relate a server→client request to the call it belongs to: legacy
+// SSE (go-sdk's handler), or WebSocket (a first edge-mcp in front of it).
+// It returns the type and url of the server's config entry.
+func samplingUpstream(t *testing.T, transport string, gate int) string {
 	t.Helper()
 	arrived, answered := barrier(gate), barrier(gate)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sampler", Version: "1"}, nil)
@@ -53,7 +55,12 @@ func samplingUpstream(t *testing.T, gate int) string {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil, nil
 	})
-	return serveHandler(t, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	get := func(*http.Request) *mcp.Server { return srv }
+	if transport == "sse" {
+		return fmt.Sprintf(`"type": "sse", "url": %q`, serveHandler(t, mcp.NewSSEHandler(get, nil)))
+	}
+	front, _ := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, mcp.NewStreamableHTTPHandler(get, nil)))), Options{})
+	return fmt.Sprintf(`"type": "websocket", "url": %q`, "ws"+strings.TrimPrefix(strings.TrimSuffix(front, "/mcp"), "http")+"/ws")
 }
 
 // samplingClient connects a downstream session that answers sampling
@@ -81,27 +88,31 @@ func (h refusals) Handle(_ context.Context, r slog.Record) error {
 }
 
 // TestServerRequestsOverSharedAndPerClientSessions runs concurrent
-// downstream sessions whose calls make an SSE upstream ask for a sampling:
+// downstream sessions whose calls make an SSE or WebSocket upstream ask for
+// a sampling:
 // with per_client each call gets its own client's answer; with a shared
 // upstream session, a request that cannot be attributed is refused (with a
 // WARN line), never handed to a guessed client; one client alone is
 // unambiguous.
 func TestServerRequestsOverSharedAndPerClientSessions(t *testing.T) {
 	const refusal = `cannot tell which client this sampling request belongs to`
-	for _, tc := range []struct {
+	type testCase struct {
 		name           string
 		session        string // "" leaves the default (auto)
 		clients, calls int    // calls per client, all in flight together
 		refused        bool
-	}{
-		{"per_client, 4 clients × 5 calls", "per_client", 4, 5, false},
-		{"shared, 2 clients with calls in flight", "shared", 2, 1, true},
-		{"auto, 3 clients with calls in flight", "", 3, 2, true},
-		{"shared, 1 client with 3 calls in flight", "shared", 1, 3, false},
-	} {
+	}
+	var cases []testCase
+	for _, transport := range []string{"sse", "websocket"} {
+		cases = append(cases,
+			testCase{transport + ": per_client, 4 clients × 5 calls", "per_client", 4, 5, false},
+			testCase{transport + ": shared, 2 clients with calls in flight", "shared", 2, 1, true},
+			testCase{transport + ": auto, 3 clients with calls in flight", "", 3, 2, true},
+			testCase{transport + ": shared, 1 client with 3 calls in flight", "shared", 1, 3, false})
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			up := samplingUpstream(t, tc.clients*tc.calls)
-			entry := fmt.Sprintf(`"s": {"type": "sse", "url": %q`, up)
+			entry := `"s": {` + samplingUpstream(t, strings.SplitN(tc.name, ":", 2)[0], tc.clients*tc.calls)
 			if tc.session != "" {
 				entry += fmt.Sprintf(`, "session": %q`, tc.session)
 			}
@@ -142,8 +153,8 @@ func TestServerRequestsOverSharedAndPerClientSessions(t *testing.T) {
 // TestPerClientSessionsBounded: a client beyond max_client_sessions gets an
 // error naming the setting; when a session ends its slot is free again.
 func TestPerClientSessionsBounded(t *testing.T) {
-	up := samplingUpstream(t, 1)
-	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"type": "sse", "url": %q, "session": "per_client", "max_client_sessions": 1}`, up)), Options{})
+	up := samplingUpstream(t, "sse", 1)
+	url, g := startGateway(t, serversJSON(`"s": {`+up+`, "session": "per_client", "max_client_sessions": 1}`), Options{})
 	first := samplingClient(t, url, "first")
 	if res, err := first.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask"}); err != nil || textOrNil(res) != "answer from first" {
 		t.Fatalf("first: %v %q", err, textOrNil(res))
