@@ -523,20 +523,31 @@ func (l *link) relatedCall(msg jsonrpc.Message) (c *call, sessions int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var found *call
-	seen := make(map[*session]struct{}, 2)
+	var one *session                  // the session of the first call seen
+	var several map[*session]struct{} // made only when a second session shows up
 	for _, c := range l.pending {
 		if c.sess == nil {
 			continue
 		}
-		seen[c.sess] = struct{}{}
+		if one == nil {
+			one = c.sess
+		} else if c.sess != one {
+			if several == nil {
+				several = map[*session]struct{}{one: {}}
+			}
+			several[c.sess] = struct{}{}
+		}
 		if found == nil || c.start.After(found.start) {
 			found = c
 		}
 	}
-	if len(seen) > 1 {
-		return nil, len(seen)
+	switch {
+	case len(several) > 1:
+		return nil, len(several)
+	case found == nil:
+		return nil, 0
 	}
-	return found, len(seen)
+	return found, 1
 }
 
 // requestTarget returns the downstream session a server→client request of
