@@ -153,6 +153,12 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 				fmt.Fprintf(&b, `,%q:%s`, k, seconds(d))
 			}
 		}
+		if s.Session != "" {
+			fmt.Fprintf(&b, `,"session":%q`, s.Session)
+		}
+		if s.MaxClientSessions != 0 {
+			fmt.Fprintf(&b, `,"max_client_sessions":%d`, s.MaxClientSessions)
+		}
 		if s.HealthMisses != 0 {
 			fmt.Fprintf(&b, `,"health_misses":%d`, s.HealthMisses)
 		}

@@ -57,6 +57,12 @@ func TestParseConfigAccepts(t *testing.T) {
 			configWant(configStdioDefaults("s", "x"))},
 		{"url infers streamable-http", `{"mcpServers": {"r": {"url": "https://h.example/mcp"}}}`,
 			configWant(withServer(configRemoteDefaults("r", "streamable-http", "https://h.example/mcp"), func(s *Server) { s.TypeInferred = true }))},
+		{"per-client sessions", `{"mcpServers": {"r": {"type": "sse", "url": "http://h/sse", "session": "per_client", "max_client_sessions": 4}}}`,
+			configWant(withServer(configRemoteDefaults("r", "sse", "http://h/sse"), func(s *Server) {
+				s.Session, s.MaxClientSessions = "per_client", 4
+			}))},
+		{"session auto", `{"mcpServers": {"r": {"type": "sse", "url": "http://h/sse", "session": "auto"}}}`,
+			configWant(withServer(configRemoteDefaults("r", "sse", "http://h/sse"), func(s *Server) { s.Session = "auto" }))},
 		{"health and retry settings", `{"mcpServers": {"r": {"type": "sse", "url": "http://h/sse", "health_interval": 5, "health_timeout": 0.5, "health_misses": 2, "retry_initial": 0.1, "retry_max": 10}}}`,
 			configWant(withServer(configRemoteDefaults("r", "sse", "http://h/sse"), func(s *Server) {
 				s.HealthInterval, s.HealthTimeout, s.HealthMisses = 5*time.Second, 500*time.Millisecond, 2
@@ -222,6 +228,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"reserved empty name", `{"reserved": {"tools": {"": "a"}}, "mcpServers": {"a": {"command": "x"}}}`, "reserved.tools.", "1 to 128 characters"},
 		// Gateway settings.
 		{"log_level unknown", `{"log_level": "verbose"}`, "log_level", `must be "debug", "info", "warn" or "error", got "verbose"`},
+		{"session unknown", `{"mcpServers": {"r": {"url": "http://h/mcp", "session": "per_user"}}}`, "mcpServers.r.session", `must be "auto", "shared" or "per_client", got "per_user"`},
+		{"max_client_sessions zero", `{"mcpServers": {"r": {"url": "http://h/mcp", "max_client_sessions": 0}}}`, "mcpServers.r.max_client_sessions", "must be a whole number from 1 to 10000"},
 		{"listen without port", `{"listen": "localhost"}`, "listen", `must be HOST:PORT such as 127.0.0.1:8080, got "localhost" (missing port in address)`},
 		{"listen port out of range", `{"listen": "127.0.0.1:70000"}`, "listen", "port must be a number from 0 to 65535"},
 		{"listen named port", `{"listen": "127.0.0.1:http"}`, "listen", "port must be a number"},
@@ -381,7 +389,7 @@ func TestLoadConfigExample(t *testing.T) {
 				RetryInitial: time.Second, RetryMax: 300 * time.Second,
 				Description: `A streamable HTTP server; "type" may be omitted when "url" is set.`},
 			{Name: "legacy", Type: "sse", URL: "http://127.0.0.1:9000/sse", BearerToken: "dev-token", Prefix: "legacy",
-				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true,
+				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true, Session: "per_client", MaxClientSessions: 8,
 				Description: "An HTTP+SSE (2024-11-05) server with a bearer token from the environment."},
 		},
 	}

@@ -66,7 +66,8 @@ type configRawServer struct {
 	timeout, sseReadTimeout                      time.Duration
 	healthInterval, healthTimeout                time.Duration
 	retryInitial, retryMax                       time.Duration
-	healthMisses                                 int
+	healthMisses, maxClientSessions              int
+	session                                      string
 	active                                       bool
 }
 
@@ -250,6 +251,7 @@ func (d *decoder) finishServer(rs *configRawServer) (Server, *Error) {
 	}
 	sc.HealthInterval, sc.HealthTimeout, sc.HealthMisses = rs.healthInterval, rs.healthTimeout, rs.healthMisses
 	sc.RetryInitial, sc.RetryMax = rs.retryInitial, rs.retryMax
+	sc.Session, sc.MaxClientSessions = rs.session, rs.maxClientSessions
 	if rs.seen["retry_initial"] && rs.seen["retry_max"] && sc.RetryMax < sc.RetryInitial {
 		return sc, d.fail(configJoin(rs.path, "retry_max"), "must not be less than retry_initial")
 	}

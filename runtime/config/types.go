@@ -120,6 +120,14 @@ type Server struct {
 	// reconnect attempts ("retry_initial", "retry_max", seconds; defaults 1 s
 	// and 300 s; ±50% jitter).
 	RetryInitial, RetryMax time.Duration
+	// Session is "shared" (one upstream session for every downstream
+	// session), "per_client" (one per downstream session that calls the
+	// server) or "auto" (the default: shared, refusing server→client
+	// requests that cannot be attributed to one client).
+	Session string
+	// MaxClientSessions bounds the upstream sessions open at once with
+	// per_client ("max_client_sessions"; default 16).
+	MaxClientSessions int
 }
 
 // ExposedName returns the name a server's tool or prompt has downstream:

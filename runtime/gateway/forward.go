@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -70,13 +71,17 @@ func (info *forwardInfo) abandon() {
 // It returns a channel closed when the call ends when info.waited, else nil;
 // nil also when the call never went upstream (it has been answered).
 func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) <-chan struct{} {
-	l := u.current()
-	if l == nil {
+	l, err := u.linkFor(s)
+	if err != nil {
 		info.abandon()
 		if info.tool != "" {
-			s.g.recordToolCall(s, u.name, info.tool, metricsUnavailable, info.start, info.args, errNotConnected.Error())
+			s.g.recordToolCall(s, u.name, info.tool, metricsUnavailable, info.start, info.args, err.Error())
 		}
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
+		if errors.Is(err, errNotConnected) && !u.perClient() {
+			s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
+		} else {
+			s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
+		}
 		return nil
 	}
 	start := info.start
@@ -94,7 +99,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
 		return nil
 	}
-	params, err := s.rewriteMeta(params, c, id)
+	params, err = s.rewriteMeta(params, c, id)
 	if err != nil {
 		if l.take(id) != nil {
 			c.end("")

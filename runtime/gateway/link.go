@@ -60,6 +60,12 @@ type link struct {
 
 	nextID atomic.Int64
 
+	// owner is the downstream session a per-client link belongs to (nil:
+	// the upstream's shared link); used is when it last carried a call, in
+	// Unix nanoseconds.
+	owner *session
+	used  atomic.Int64
+
 	probeNow chan struct{} // asks the health loop for a ping at once
 	misses   int           // consecutive missed pings; health loop only
 
@@ -72,10 +78,10 @@ type link struct {
 	closed      bool
 }
 
-func newLink(ctx context.Context, u *upstream, conn transports.Connection) *link {
+func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner *session) *link {
 	lctx, cancel := context.WithCancel(ctx)
 	l := &link{
-		u: u, conn: conn, ctx: lctx, cancel: cancel, done: make(chan struct{}),
+		u: u, conn: conn, ctx: lctx, cancel: cancel, done: make(chan struct{}), owner: owner,
 		pending:     make(map[int64]*call),
 		serverCalls: make(map[jsonrpc.ID]context.CancelFunc),
 		probeNow:    make(chan struct{}, 1),

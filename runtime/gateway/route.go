@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -278,19 +279,30 @@ func (r *router) sessionsLocked() []*session {
 	return out
 }
 
-// anySession returns the most recently active initialized session, for
-// upstream requests that belong to no call in flight.
-func (r *router) anySession() *session {
-	var best *session
+// onlySession returns the one initialized session when there is exactly
+// one (an upstream request that belongs to no call in flight can then only
+// be for it), and the number of initialized sessions.
+func (r *router) onlySession() (*session, int) {
+	var only *session
+	n := 0
 	for _, s := range r.allSessions() {
-		if !s.initialized.Load() {
-			continue
-		}
-		if best == nil || s.lastActive.Load() > best.lastActive.Load() {
-			best = s
+		if s.initialized.Load() {
+			only = s
+			n++
 		}
 	}
-	return best
+	if n != 1 {
+		return nil, n
+	}
+	return only, 1
+}
+
+// subscribedTo reports whether s is subscribed to uri.
+func (r *router) subscribedTo(s *session, uri string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.subs[uri][s]
+	return ok
 }
 
 // broadcastLog sends a log message that belongs to no call to every session
@@ -431,7 +443,7 @@ func (s *session) subscribe(req *jsonrpc.Request) {
 	if !ok {
 		return
 	}
-	if !s.g.route.subscribe(s, uri) {
+	if !s.g.route.subscribe(s, uri) && !u.perClient() {
 		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
 		return
 	}
@@ -445,7 +457,7 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 		return
 	}
 	u := s.catalogue().resource(uri)
-	if u == nil || !s.g.route.unsubscribe(s, uri) {
+	if u == nil || (!s.g.route.unsubscribe(s, uri) && !u.perClient()) {
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
 	}
@@ -497,57 +509,85 @@ func (s *session) complete(req *jsonrpc.Request) {
 }
 
 // relatedCall returns the forwarded call an upstream message belongs to: the
-// one the transport says it arrived with, or else, when exactly one forwarded
-// call is in flight, that one.
-func (l *link) relatedCall(msg jsonrpc.Message) *call {
+// one the transport says it arrived with, or else the newest call in flight
+// when all the calls in flight are of one session. sessions is the number
+// of sessions with calls in flight; when it is more than one and the
+// transport did not relate the message, the call is nil: guessing could
+// hand one client's request to another.
+func (l *link) relatedCall(msg jsonrpc.Message) (c *call, sessions int) {
 	if rid, ok := transports.RelatedTo(msg); ok {
 		if id, ok := idInt(rid); ok {
 			if c := l.peek(id); c != nil && c.sess != nil {
-				return c
+				return c, 1
 			}
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var found *call
+	var one *session                  // the session of the first call seen
+	var several map[*session]struct{} // made only when a second session shows up
 	for _, c := range l.pending {
 		if c.sess == nil {
 			continue
 		}
-		if found != nil && found.sess != c.sess {
-			// Several sessions have calls in flight and the transport does
-			// not relate messages to requests: pick the newest call.
-			if c.start.After(found.start) {
-				found = c
+		if one == nil {
+			one = c.sess
+		} else if c.sess != one {
+			if several == nil {
+				several = map[*session]struct{}{one: {}}
 			}
-			continue
+			several[c.sess] = struct{}{}
 		}
 		if found == nil || c.start.After(found.start) {
 			found = c
 		}
 	}
-	return found
+	switch {
+	case len(several) > 1:
+		return nil, len(several)
+	case found == nil:
+		return nil, 0
+	}
+	return found, 1
+}
+
+// requestTarget returns the downstream session a server→client request of
+// l is for, and the client request it relates to (noID: none), or why it
+// cannot tell: a per-client link's owner; else the session whose call it
+// belongs to; else, with no call in flight, the one client connected.
+func (l *link) requestTarget(req *jsonrpc.Request) (*session, jsonrpc.ID, string) {
+	c, sessions := l.relatedCall(req)
+	switch {
+	case c != nil:
+		return c.sess, c.origID, ""
+	case l.owner != nil:
+		return l.owner, noID, ""
+	case sessions > 1:
+		return nil, noID, fmt.Sprintf("%d client sessions have calls in flight to it", sessions)
+	}
+	s, n := l.u.g.route.onlySession()
+	switch {
+	case s != nil:
+		return s, noID, ""
+	case n == 0:
+		return nil, noID, "no client session is connected"
+	default:
+		return nil, noID, fmt.Sprintf("no client call is in flight to it and %d client sessions are connected", n)
+	}
 }
 
 // serverRequest handles a request from the upstream server: ping is answered
 // here; sampling, elicitation and roots go to the downstream session whose
-// call is in flight.
+// call is in flight, and are refused when that cannot be told.
 func (l *link) serverRequest(req *jsonrpc.Request) {
 	if req.Method == "ping" {
 		l.respond(req.ID, json.RawMessage(`{}`), nil)
 		return
 	}
-	c := l.relatedCall(req)
-	var s *session
-	var rel jsonrpc.ID
-	if c != nil {
-		s, rel = c.sess, c.origID
-	} else {
-		s = l.u.g.route.anySession()
-	}
+	s, rel, why := l.requestTarget(req)
 	if s == nil {
-		l.respond(req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-			Message: fmt.Sprintf("edge-mcp: no downstream client session to forward %s to", req.Method)})
+		l.refuse(req, why)
 		return
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
@@ -564,6 +604,20 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 		res, rerr := s.request(ctx, rel, req.Method, req.Params)
 		l.respond(req.ID, res, rerr)
 	}()
+}
+
+// refuse answers a server→client request that belongs to no one client
+// with an error saying why, and logs it.
+func (l *link) refuse(req *jsonrpc.Request, why string) {
+	what := req.Method
+	if i := strings.IndexByte(what, '/'); i > 0 {
+		what = what[:i]
+	}
+	l.u.log.Warn("refusing a server→client request: cannot tell which client it belongs to",
+		"method", req.Method, "reason", why, "fix", `set "session": "per_client" for this server`)
+	l.respond(req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+		`edge-mcp: cannot tell which client this %s request belongs to (%s); set "session": "per_client" for server %q`,
+		what, why, l.u.name)})
 }
 
 func (l *link) respond(id jsonrpc.ID, result json.RawMessage, rerr *jsonrpc.Error) {
@@ -600,14 +654,22 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		}
 		c.sess.notify(c.origID, n.Method, params)
 	case "notifications/message":
-		if c := l.relatedCall(n); c != nil {
+		if c, _ := l.relatedCall(n); c != nil {
 			c.sess.log(c.origID, n.Params)
+			return
+		}
+		if l.owner != nil {
+			l.owner.log(noID, n.Params)
 			return
 		}
 		g.route.broadcastLog(n.Params)
 	case "notifications/resources/updated":
 		uri, _ := wire.String(n.Params, "uri")
-		g.route.resourceUpdated(n.Params, uri)
+		if l.owner == nil {
+			g.route.resourceUpdated(n.Params, uri)
+		} else if g.route.subscribedTo(l.owner, uri) {
+			l.owner.notify(noID, n.Method, n.Params)
+		}
 	case "notifications/tools/list_changed":
 		go l.u.refresh(l, []listKind{kindTools})
 	case "notifications/prompts/list_changed":

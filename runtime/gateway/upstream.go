@@ -48,19 +48,23 @@ const (
 )
 
 // upstream is one configured MCP server. It keeps one connection (a link) at
-// a time, shared by every downstream session, and replaces it when it fails.
+// a time, shared by every downstream session, and replaces it when it fails;
+// with "session": "per_client", the shared link serves the catalogue and
+// each downstream session's calls go over a link of its own (clients.go).
 type upstream struct {
 	g         *Gateway
 	name      string
 	prefix    string
 	cfg       config.Server
 	orig      config.Server // cfg as configured, to tell whether a reload changed it
-	transport mcp.Transport
+	transport mcp.Transport // changed (under mu) only by the fallback, in run
 	fallback  mcp.Transport // legacy SSE, tried when streamable HTTP fails for a URL without a type
 	health    HealthOptions
 	log       *slog.Logger
 
 	cur atomic.Pointer[link]
+	// clients are the per-client links when cfg.Session is per_client.
+	clients clientLinks
 
 	stopRun func()         // ends run; set by Gateway.startUpstream
 	done    chan struct{}  // closed when run has returned
@@ -92,6 +96,8 @@ func (u *upstream) current() *link { return u.cur.Load() }
 // backoff and ±50% jitter (by default 1 s doubling to 5 min). An expired
 // session is re-initialized at once.
 func (u *upstream) run(ctx context.Context) {
+	u.clients.start(ctx)
+	defer u.clients.stop()
 	minBackoff, maxBackoff := u.cfg.RetryInitial, u.cfg.RetryMax
 	if minBackoff <= 0 {
 		minBackoff = time.Second
@@ -142,7 +148,7 @@ func (u *upstream) open(ctx context.Context, t mcp.Transport) (*link, upstreamLi
 	if err != nil {
 		return nil, upstreamLists{}, fmt.Errorf("connecting: %w", err)
 	}
-	l := newLink(ctx, u, conn)
+	l := newLink(ctx, u, conn, nil)
 	initCtx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
 	defer cancel()
 	err = l.initialize(initCtx)
@@ -167,8 +173,8 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 		// HTTP+SSE transport (2024-11-05).
 		u.log.Info("streamable HTTP failed; trying legacy HTTP+SSE", "err", err)
 		if sl, soffer, serr := u.open(ctx, u.fallback); serr == nil {
-			u.transport, u.fallback = u.fallback, nil
 			u.mu.Lock()
+			u.transport, u.fallback = u.fallback, nil // under mu: per-client links read transport
 			u.cfg.Type = "sse"
 			u.mu.Unlock()
 			l, offer, err = sl, soffer, nil
@@ -215,8 +221,12 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 var allKinds = []listKind{kindTools, kindPrompts, kindResources, kindTemplates}
 
 // refresh re-reads the lists named by kinds after a list_changed
-// notification and publishes the new offer.
+// notification and publishes the new offer. The catalogue comes from the
+// shared link: a per-client link's notification is ignored.
 func (u *upstream) refresh(l *link, kinds []listKind) {
+	if l.owner != nil {
+		return
+	}
 	u.refreshMu.Lock()
 	defer u.refreshMu.Unlock()
 	ctx, cancel := context.WithTimeout(l.ctx, u.cfg.Timeout)

@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// This file is the per-client upstream sessions of a server configured with
+// "session": "per_client": each downstream session that calls the server
+// gets a link of its own (over stdio, a process of its own), opened on its
+// first request and closed when the session ends, when the link fails, when
+// it has been idle for clientIdle, or when the upstream stops. Everything
+// the server sends on such a link belongs to that one session, so its
+// server→client requests never need to be attributed. The catalogue still
+// comes from the upstream's shared link.
+
+// clientIdle is how long a per-client link may go without a call before it
+// is closed; clientIdleCheck is how often that is checked.
+var (
+	clientIdle      = 10 * time.Minute
+	clientIdleCheck = time.Minute
+)
+
+// defaultMaxClientSessions bounds the per-client links of one upstream when
+// max_client_sessions is not set.
+const defaultMaxClientSessions = 16
+
+// errTooManyClients is the error for a session beyond max_client_sessions.
+var errTooManyClients = errors.New("too many client sessions")
+
+// clientLinks are the per-client links of one upstream.
+type clientLinks struct {
+	mu     sync.Mutex
+	ctx    context.Context // the upstream's run; nil before it starts and after it stops
+	links  map[*session]*clientLink
+	closed bool
+	wg     sync.WaitGroup // one per entry of links, done when its link is closed
+}
+
+// clientLink is one session's link, or the attempt to open it.
+type clientLink struct {
+	ready chan struct{} // closed once l or err is set
+	l     *link
+	err   error
+}
+
+// perClient reports whether u gives each downstream session its own link.
+func (u *upstream) perClient() bool { return u.cfg.Session == "per_client" }
+
+// linkFor returns the link that carries s's requests to u: the shared one,
+// or s's own when u is per_client (opened now if needed).
+func (u *upstream) linkFor(s *session) (*link, error) {
+	if !u.perClient() {
+		if l := u.current(); l != nil {
+			return l, nil
+		}
+		return nil, errNotConnected
+	}
+	e, opener, err := u.clients.entry(s, u.maxClients())
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", u.name, err)
+	}
+	if opener != nil {
+		u.openClient(opener, s, e)
+	}
+	select {
+	case <-e.ready:
+	case <-s.ctx.Done():
+		return nil, fmt.Errorf("server %q: opening a session for this client: %w", u.name, s.ctx.Err())
+	}
+	if e.err != nil {
+		return nil, fmt.Errorf("server %q: opening a session for this client: %w", u.name, e.err)
+	}
+	e.l.used.Store(time.Now().UnixNano())
+	return e.l, nil
+}
+
+func (u *upstream) maxClients() int {
+	if u.cfg.MaxClientSessions > 0 {
+		return u.cfg.MaxClientSessions
+	}
+	return defaultMaxClientSessions
+}
+
+// entry returns s's entry, adding it when s has none; then opener is the
+// context to open the link in, and the caller must open it.
+func (c *clientLinks) entry(s *session, limit int) (e *clientLink, opener context.Context, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil || c.closed {
+		return nil, nil, errNotConnected
+	}
+	if e = c.links[s]; e != nil {
+		return e, nil, nil
+	}
+	if len(c.links) >= limit {
+		return nil, nil, fmt.Errorf("%w: %d of %d (max_client_sessions) are open; try again when one ends", errTooManyClients, len(c.links), limit)
+	}
+	if c.links == nil {
+		c.links = make(map[*session]*clientLink)
+	}
+	e = &clientLink{ready: make(chan struct{})}
+	c.links[s] = e
+	c.wg.Add(1)
+	return e, c.ctx, nil
+}
+
+// forget removes s's entry if it is still e.
+func (c *clientLinks) forget(s *session, e *clientLink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.links[s] == e {
+		delete(c.links, s)
+	}
+}
+
+// start lets links be opened in ctx, the upstream's run.
+func (c *clientLinks) start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ctx, c.closed = ctx, false
+}
+
+// stop refuses new links and waits until every link is closed (its ctx,
+// the upstream's run, has ended: each closes itself).
+func (c *clientLinks) stop() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// count returns the number of per-client links open or opening.
+func (c *clientLinks) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.links)
+}
+
+// openClient connects and initializes s's link in ctx, and serves it in the
+// background until it ends.
+func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
+	l, err := u.dial(ctx, s)
+	e.l, e.err = l, err
+	close(e.ready)
+	if err != nil {
+		u.clients.forget(s, e)
+		u.clients.wg.Done()
+		u.log.Warn("opening a per-client upstream session", "identity", s.id.Name, "err", err)
+		return
+	}
+	l.used.Store(time.Now().UnixNano()) // before serveClient can check it
+	u.log.Info("per-client upstream session opened", "identity", s.id.Name, "session_id", s.conn.SessionID(),
+		"client_sessions", u.clients.count())
+	go l.health(u.health)
+	go u.serveClient(s, e)
+}
+
+// dial connects over u's transport and initializes a link owned by s.
+func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
+	u.mu.Lock()
+	t := u.transport
+	u.mu.Unlock()
+	conn, err := t.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting: %w", err)
+	}
+	l := newLink(ctx, u, conn, s)
+	initCtx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	defer cancel()
+	if err := l.initialize(initCtx); err != nil {
+		l.close(err)
+		<-l.done
+		return nil, err
+	}
+	return l, nil
+}
+
+// serveClient waits until s's link should end, then closes it and waits for
+// its read loop (and, over stdio, its process) to be gone.
+func (u *upstream) serveClient(s *session, e *clientLink) {
+	defer u.clients.wg.Done()
+	l := e.l
+	reason := l.waitEnd(s)
+	u.clients.forget(s, e)
+	l.close(reason)
+	<-l.done
+	u.log.Info("per-client upstream session closed", "identity", s.id.Name, "session_id", s.conn.SessionID(),
+		"reason", reason.Error())
+}
+
+// waitEnd returns when the per-client link l should be closed, and why.
+func (l *link) waitEnd(s *session) error {
+	tick := time.NewTicker(clientIdleCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.done:
+			return l.failure()
+		case <-l.ctx.Done():
+			return errors.New("upstream stopped")
+		case <-s.ctx.Done():
+			return errors.New("client session ended")
+		case <-tick.C:
+			if l.forwarded() == 0 && time.Since(time.Unix(0, l.used.Load())) >= clientIdle {
+				return fmt.Errorf("idle for %s", clientIdle)
+			}
+		}
+	}
+}
