@@ -211,3 +211,28 @@ func (l *link) waitEnd(s *session) error {
 		}
 	}
 }
+
+// forwarded counts the client calls waiting on u: on its shared link and
+// on its per-client links (for a graceful stop and a reload's drain).
+func (u *upstream) forwarded() int {
+	n := 0
+	if l := u.current(); l != nil {
+		n += l.forwarded()
+	}
+	var links []*link
+	u.clients.mu.Lock()
+	for _, e := range u.clients.links {
+		select {
+		case <-e.ready:
+			if e.l != nil {
+				links = append(links, e.l)
+			}
+		default: // still opening: nothing forwarded on it yet
+		}
+	}
+	u.clients.mu.Unlock()
+	for _, l := range links {
+		n += l.forwarded()
+	}
+	return n
+}

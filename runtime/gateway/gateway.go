@@ -256,9 +256,7 @@ func (g *Gateway) Drain(ctx context.Context) error {
 func (g *Gateway) inFlight() int {
 	n := 0
 	for _, u := range g.route.upstreams().list {
-		if l := u.current(); l != nil {
-			n += l.forwarded()
-		}
+		n += u.forwarded()
 	}
 	return n
 }

@@ -213,8 +213,7 @@ func (g *Gateway) cleanUp(plan *reloadPlan) {
 func (u *upstream) drainAndStop(ctx context.Context) {
 	deadline := time.Now().Add(u.cfg.Timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		l := u.current()
-		if l == nil || l.forwarded() == 0 {
+		if u.forwarded() == 0 {
 			break
 		}
 		select {
