@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,15 +124,10 @@ func trickle(d net.Dialer, addr string, stop <-chan struct{}, held, cut *atomic.
 // plus a margin.
 func TestHostileBigAnswers(t *testing.T) {
 	const calls, size, memoryMB = 10, 24 << 20, 128
-	s := mcp.NewServer(&mcp.Implementation{Name: "big", Version: "1"}, nil)
-	big := strings.Repeat("x", size)
-	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: big}}}, nil, nil
-	})
-	up := httptestServer(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	up := bigUpstream(t, size)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"mcpServers": {"big": {"url": %q}}, "limits": {"memory_mb": %d}}`, up+"/mcp", memoryMB)), 0o600)
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"mcpServers": {"big": {"url": %q, "timeout": 120}}, "limits": {"memory_mb": %d}}`, up+"/mcp", memoryMB)), 0o600)
 	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -177,8 +173,43 @@ func TestHostileBigAnswers(t *testing.T) {
 	}
 }
 
-func httptestServer(t *testing.T, h http.Handler) string {
-	srv := httptest.NewServer(h)
+// bigUpstream is a minimal streamable HTTP MCP server whose one tool, big,
+// answers with size bytes of text encoded once, up front: the test process
+// (race-instrumented, on a loaded machine) must not spend minutes encoding
+// 24 MiB answers, which would time the calls out before the gateway's
+// budget is what is tested.
+func bigUpstream(t *testing.T, size int) string {
+	big := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("x", size) + `"}]}`)
+	results := map[string][]byte{
+		"initialize": []byte(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}`),
+		"tools/list": []byte(`{"tools":[{"name":"big","inputSchema":{"type":"object"}}]}`),
+		"tools/call": big,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.ID == nil {
+			w.WriteHeader(http.StatusAccepted) // a notification
+			return
+		}
+		result, ok := results[req.Method]
+		if !ok {
+			result = []byte(`{}`) // ping and the like
+		}
+		head := []byte(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":`)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Mcp-Session-Id", "big")
+		w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(result)+1))
+		w.Write(head)
+		w.Write(result)
+		w.Write([]byte("}"))
+	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
