@@ -12,6 +12,10 @@ import (
 // replays for a GET with Last-Event-ID and POST streams kept for it. See
 // the StreamableServer documentation for the behaviour.
 
+// sseRetry ends a standalone stream the server fails early, so that the
+// client reconnects (and resumes) soon.
+var sseRetry = []byte("retry: " + strconv.Itoa(resumeRetryMillis) + "\n\n")
+
 // maxDetached bounds the POST streams a session keeps for a resuming GET.
 const maxDetached = 64
 

@@ -892,8 +892,12 @@ func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Re
 	if err == nil {
 		err = o.rc.Flush()
 	}
-	if err == nil {
-		sess.pump(r.Context(), &o, st)
+	if err == nil && sess.pump(r.Context(), &o, st) == streamEndFailed && sess.store != nil {
+		// Ended early: what was not written waits in the backlog, and the
+		// client may resume; tell it when to reconnect.
+		if _, err := w.Write(sseRetry); err == nil {
+			_ = o.rc.Flush()
+		}
 	}
 	o.finish()
 
