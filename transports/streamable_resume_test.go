@@ -271,26 +271,7 @@ func TestStreamableResumePOSTStream(t *testing.T) {
 	})
 
 	t.Run("resume before the response", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		resp := h.do(t, ctx, http.MethodPost, sid,
-			`{"jsonrpc":"2.0","id":"a1","method":"tools/call","params":{"name":"ask"}}`, hdr)
-		events := resEvents(resp.Body)
-		var prime, ask resEvent
-		for ev := range events {
-			if ev.data == "" {
-				prime = ev
-				continue
-			}
-			ask = ev
-			break
-		}
-		if !prime.hasID || prime.retry == "" || !strings.Contains(ask.data, "sampling/createMessage") || !ask.hasID {
-			t.Fatalf("priming %+v, first event %+v", prime, ask)
-		}
-		cancel()
-		resp.Body.Close()
-
+		prime, ask := resAsk(t, h, sid, "a1")
 		s := resOpen(t, h, sid, prime.id)
 		if ev := s.next(t); ev.id != ask.id || ev.data != ask.data {
 			t.Fatalf("replayed %+v, want %+v", ev, ask)
@@ -307,6 +288,60 @@ func TestStreamableResumePOSTStream(t *testing.T) {
 			t.Error("the resumed stream did not end after the response")
 		}
 	})
+}
+
+// resAsk POSTs the "ask" tool call id, reads its priming event and the
+// sampling request, and drops the stream.
+func resAsk(t *testing.T, h *srvHarness, sid, id string) (prime, ask resEvent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := h.do(t, ctx, http.MethodPost, sid,
+		`{"jsonrpc":"2.0","id":"`+id+`","method":"tools/call","params":{"name":"ask"}}`,
+		map[string]string{"Mcp-Protocol-Version": "2025-11-25"})
+	defer resp.Body.Close()
+	for ev := range resEvents(resp.Body) {
+		if ev.data == "" {
+			prime = ev
+			continue
+		}
+		ask = ev
+		break
+	}
+	if !prime.hasID || prime.retry == "" || !strings.Contains(ask.data, "sampling/createMessage") || !ask.hasID {
+		t.Fatalf("priming %+v, first event %+v", prime, ask)
+	}
+	return prime, ask
+}
+
+func TestStreamableResumeCancelledPOST(t *testing.T) {
+	h := srvStart(t, false, transports.StreamableServerOptions{})
+	sid, _ := h.initSession(t)
+	prime, ask := resAsk(t, h, sid, "c1")
+	// The client cancels the request it dropped: the kept stream goes and
+	// the id is free again.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		note := h.post(t, sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1"}}`)
+		srvBody(t, note)
+		resp := h.post(t, sid, `{"jsonrpc":"2.0","id":"c1","method":"ping"}`)
+		if body := srvBody(t, resp); resp.StatusCode == http.StatusOK {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("ping with the cancelled id: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// What was written stays replayable; the stream then ends.
+	s := resOpen(t, h, sid, prime.id)
+	if ev := s.next(t); ev.id != ask.id {
+		t.Fatalf("replayed %+v, want %+v", ev, ask)
+	}
+	if _, ok := <-s.events; ok {
+		t.Error("the replay of a finished stream did not end")
+	}
+	answer := h.post(t, sid, `{"jsonrpc":"2.0","id":"ask-c1","result":{"role":"assistant","content":{"type":"text","text":"x"},"model":"m"}}`)
+	srvBody(t, answer)
 }
 
 func TestStreamableResumeSessionsApart(t *testing.T) {
