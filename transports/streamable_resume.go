@@ -266,7 +266,7 @@ func (sess *streamableSession) forgetCancelled(params json.RawMessage) {
 	}
 	sess.mu.Lock()
 	st := sess.calls[id]
-	if st == nil || sess.detached[st.num] != st {
+	if sess.closed || st == nil || sess.detached[st.num] != st {
 		sess.mu.Unlock()
 		return
 	}

@@ -530,6 +530,9 @@ func (sess *streamableSession) close() {
 		sess.backlog = nil
 		for num, st := range sess.detached {
 			delete(sess.detached, num)
+			if sess.calls[st.id] == st {
+				delete(sess.calls, st.id)
+			}
 			putStream(st)
 		}
 		if sess.timer != nil {
