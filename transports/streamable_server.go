@@ -45,6 +45,12 @@ type StreamableServerOptions struct {
 	// IdleTimeout closes a session that has had no HTTP request in flight for
 	// this long. Zero means 30 min; negative disables reaping.
 	IdleTimeout time.Duration
+	// EventStoreSize is the number of recent events, counted in messages,
+	// each session keeps for stream resumption (Last-Event-ID); whatever the
+	// size, a session keeps at most 4 MiB of event data, dropping the
+	// oldest first. Zero means 256; negative disables event ids and
+	// resumption.
+	EventStoreSize int
 }
 
 // StreamableServer serves MCP streamable HTTP (protocol revisions 2025-03-26
@@ -59,7 +65,29 @@ type StreamableServerOptions struct {
 // answered with a plain application/json body; otherwise it becomes a
 // text/event-stream that ends after the response.
 //
-// Stream resumption (Last-Event-ID) and JSON-RPC batches are not supported.
+// Resumption: unless EventStoreSize is negative, every event written on
+// an event stream carries an SSE id "<stream>-<seq>" (stream 0 is the
+// standalone stream, each POST stream has its own number; seq counts the
+// session's events) and is kept in the session's bounded event store. A GET
+// with a Last-Event-ID gets the events of that id's stream written after it,
+// in order and under their original ids, then the stream goes on live: the
+// standalone stream continues, and a POST stream whose response was not yet
+// written continues on that GET until the response, as the 2025-11-25
+// specification's "Resumability and Redelivery" describes. A malformed
+// Last-Event-ID gets 400. When events the client missed are no longer stored
+// (the store is bounded), or the id is not one of this session's, the
+// stream starts fresh: it first carries notifications/tools/list_changed,
+// prompts/list_changed and resources/list_changed, so that the client
+// re-lists, then whatever of the stream is still stored. Event streams of
+// clients that announce protocol 2025-11-25 start with a priming event (an
+// id, a "retry:" field and empty data, SEP-1699). When such a client drops a
+// POST stream before its response, the request is not cancelled: the stream
+// is kept (at most 64 per session) until a GET resumes it, the client sends
+// notifications/cancelled for it or the session ends. Other clients' dropped
+// POST streams cancel their request, as before. The store is guarded by the
+// session's lock, lives as long as the session and is dropped with it.
+//
+// JSON-RPC batches are not supported.
 //
 // Concurrency and lifetime: a StreamableServer is safe for concurrent use
 // and serves any number of requests at once; its options are fixed by
@@ -74,6 +102,7 @@ type StreamableServer struct {
 	serverBase
 	idle     time.Duration
 	epoch    time.Time
+	storeLen int // EventStoreSize
 	sessions sessionTable[*streamableSession]
 }
 
@@ -112,8 +141,9 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 	s := &StreamableServer{
 		serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
 			GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts}),
-		idle:  opts.IdleTimeout,
-		epoch: time.Now(),
+		idle:     opts.IdleTimeout,
+		epoch:    time.Now(),
+		storeLen: opts.EventStoreSize,
 	}
 	s.bodyTimeout = opts.BodyReadTimeout
 	if s.idle == 0 {
@@ -220,6 +250,9 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A notification or a response: deliver it and acknowledge.
+	if isReq && req.Method == "notifications/cancelled" {
+		sess.forgetCancelled(req.Params)
+	}
 	switch sess.deliver(r.Context(), msg) {
 	case nil:
 		w.WriteHeader(http.StatusAccepted)
@@ -240,9 +273,17 @@ func (s *StreamableServer) serveGET(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	from, ok := sess.resumePointOf(w, r)
+	if !ok {
+		return
+	}
 	sess.enter()
 	defer sess.leave()
-	sess.serveStandalone(w, r)
+	if from != nil && from.stream != 0 {
+		sess.serveResumedCall(w, r, from)
+		return
+	}
+	sess.serveStandalone(w, r, from)
 }
 
 func (s *StreamableServer) serveDELETE(w http.ResponseWriter, r *http.Request) {
@@ -284,8 +325,11 @@ func (s *StreamableServer) lookup(id string) *streamableSession {
 // closed.
 func (s *StreamableServer) newSession(peer any) *streamableSession {
 	sess := &streamableSession{
-		srv:   s,
-		calls: make(map[jsonrpc.ID]*responseStream),
+		srv:      s,
+		calls:    make(map[jsonrpc.ID]*responseStream),
+		store:    newEventStore(s.storeLen),
+		nextNum:  1,
+		detached: make(map[uint64]*responseStream),
 	}
 	sess.init(peer)
 	sess.touch()
@@ -323,6 +367,10 @@ type streamableSession struct {
 	calls      map[jsonrpc.ID]*responseStream // open POST streams by request id
 	standalone *responseStream                // the open GET stream, if any
 	backlog    []*[]byte                      // standalone messages while no GET is open
+	store      *eventStore                    // nil when resumption is off
+	seq        uint64                         // seq of the newest event id
+	nextNum    uint64                         // number of the next POST stream
+	detached   map[uint64]*responseStream     // POST streams awaiting a resuming GET
 }
 
 // responseStream is the queue of encoded messages waiting to be written to one
@@ -330,7 +378,9 @@ type streamableSession struct {
 // session's mu; only the handler goroutine writes to the response.
 type responseStream struct {
 	id      jsonrpc.ID
+	num     uint64 // stream number in event ids; 0 for the standalone stream
 	isInit  bool
+	primed  bool // a priming event was written: the client may resume
 	q       []*[]byte
 	spare   []*[]byte
 	final   bool // the response is queued; the stream ends after it
@@ -357,6 +407,7 @@ func putStream(st *responseStream) {
 	}
 	st.q = st.q[:0]
 	st.id, st.isInit, st.final, st.errResp, st.failed = jsonrpc.ID{}, false, false, false, false
+	st.num, st.primed = 0, false
 	select {
 	case <-st.notify:
 	default:
@@ -477,6 +528,13 @@ func (sess *streamableSession) close() {
 		sess.closed = true
 		backlog := sess.backlog
 		sess.backlog = nil
+		for num, st := range sess.detached {
+			delete(sess.detached, num)
+			if sess.calls[st.id] == st {
+				delete(sess.calls, st.id)
+			}
+			putStream(st)
+		}
 		if sess.timer != nil {
 			sess.timer.Stop()
 		}
@@ -554,6 +612,12 @@ type streamOut struct {
 	// text/event-stream before application/json: then even a lone
 	// response travels as an event stream.
 	preferSSE bool
+	// sess and st, when set, make the events carry ids and be recorded in
+	// the session's event store, if it has one.
+	sess *streamableSession
+	st   *responseStream
+	// prime makes the stream start with a priming event.
+	prime bool
 }
 
 func (o *streamOut) startSSE() {
@@ -566,6 +630,10 @@ func (o *streamOut) startSSE() {
 	o.w.WriteHeader(http.StatusOK)
 	o.started, o.sse = true, true
 	o.rc = http.NewResponseController(o.w)
+	if o.prime && o.sess != nil {
+		_ = o.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		_, _ = o.w.Write(o.sess.primingEvent(o.st))
+	}
 }
 
 // writeBatch writes queued messages; final means the last one is the
@@ -595,10 +663,8 @@ func (o *streamOut) writeBatch(batch []*[]byte, final bool) error {
 		o.startSSE()
 	}
 	_ = o.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	for _, bp := range batch {
-		if err := writeMessageEvent(o.w, *bp); err != nil {
-			return err
-		}
+	if err := o.writeEvents(batch); err != nil {
+		return err
 	}
 	return o.rc.Flush()
 }
@@ -656,17 +722,22 @@ func (sess *streamableSession) pump(ctx context.Context, o *streamOut, st *respo
 		final, failed := st.final, st.failed
 		sess.mu.Unlock()
 
-		var err error
-		if stop != streamEndClient {
-			err = o.writeBatch(batch, final)
+		if stop == streamEndClient {
+			// Not written: keep them for a resuming or the next GET.
+			sess.mu.Lock()
+			st.q = append(batch, st.q...)
+			sess.mu.Unlock()
+			batch = nil
+			return streamEndClient
 		}
+		err := o.writeBatch(batch, final)
 		for i, b := range batch {
 			putEncodeBuf(b)
 			batch[i] = nil
 		}
 		batch = batch[:0]
 		switch {
-		case stop == streamEndClient || err != nil:
+		case err != nil:
 			return streamEndClient
 		case final:
 			return streamEndResponse
@@ -702,9 +773,12 @@ func (sess *streamableSession) serveCall(w http.ResponseWriter, r *http.Request,
 		return
 	}
 	sess.calls[req.ID] = st
+	st.num = sess.nextNum
+	sess.nextNum++
 	sess.mu.Unlock()
 
-	o := streamOut{w: w, preferSSE: prefersSSE(r.Header["Accept"])}
+	o := streamOut{w: w, preferSSE: prefersSSE(r.Header["Accept"]), sess: sess, st: st,
+		prime: sess.store != nil && primes(r, req)}
 	if created {
 		o.sessionID = sess.id
 	}
@@ -720,13 +794,17 @@ func (sess *streamableSession) serveCall(w http.ResponseWriter, r *http.Request,
 	o.finish()
 
 	sess.mu.Lock()
-	if sess.calls[st.id] == st {
-		delete(sess.calls, st.id)
-	}
 	answered := st.final
 	initOK := st.final && !st.errResp
-	sess.mu.Unlock()
 	isInit := st.isInit
+	kept := end == streamEndClient && delivered && !answered && sess.detachLocked(st)
+	if !kept && sess.calls[st.id] == st {
+		delete(sess.calls, st.id)
+	}
+	sess.mu.Unlock()
+	if kept {
+		return
+	}
 	putStream(st)
 
 	switch end {
@@ -775,8 +853,9 @@ func (sess *streamableSession) cancelUpstream(id jsonrpc.ID) {
 	}
 }
 
-// serveStandalone serves the session's GET stream.
-func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Request) {
+// serveStandalone serves the session's GET stream; from, when not nil, is
+// the resumption point the client sent.
+func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Request, from *resumePoint) {
 	st := getStream()
 	sess.mu.Lock()
 	if sess.closed {
@@ -793,6 +872,11 @@ func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Re
 		return
 	}
 	sess.standalone = st
+	var replay []storedEvent
+	gap := false
+	if from != nil {
+		replay, gap = sess.replayLocked(0, from)
+	}
 	st.q = append(st.q, sess.backlog...)
 	clear(sess.backlog)
 	sess.backlog = sess.backlog[:0]
@@ -801,15 +885,22 @@ func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Re
 	}
 	sess.mu.Unlock()
 
-	o := streamOut{w: w}
+	o := streamOut{w: w, sess: sess, st: st, prime: sess.store != nil && primes(r, nil)}
 	o.startSSE()
 	_ = o.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	_, err := w.Write(sseOpened)
+	if err == nil && from != nil {
+		err = o.writeResumed(replay, gap)
+	}
 	if err == nil {
 		err = o.rc.Flush()
 	}
-	if err == nil {
-		sess.pump(r.Context(), &o, st)
+	if err == nil && sess.pump(r.Context(), &o, st) == streamEndFailed && sess.store != nil {
+		// Ended early: what was not written waits in the backlog, and the
+		// client may resume; tell it when to reconnect.
+		if _, err := w.Write(sseRetry); err == nil {
+			_ = o.rc.Flush()
+		}
 	}
 	o.finish()
 

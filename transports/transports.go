@@ -22,6 +22,22 @@
 // Budget field) to bound the bytes of upstream messages held in memory at
 // once; a call whose answer does not fit is answered with a local error.
 //
+// # Stream resumption
+//
+// [StreamableServer] gives every event of its event streams an SSE id and
+// keeps the recent ones in a bounded store per session
+// ([StreamableServerOptions].EventStoreSize, 256 messages and at most 4 MiB
+// by default). A client that reconnects with GET and Last-Event-ID gets the
+// events it missed on that stream, in order, then the live stream (for a
+// POST stream whose response is still due, the rest up to the response).
+// When the missed events are no longer stored, or the id is unknown to the
+// session, the stream starts fresh with notifications/tools/list_changed,
+// prompts/list_changed and resources/list_changed so that the client
+// re-lists; a malformed Last-Event-ID gets 400. Clients of protocol
+// 2025-11-25 get a priming event (id, "retry:", empty data) at the start of
+// each event stream (SEP-1699). The store is guarded by its session's lock
+// and is dropped with the session.
+//
 // # Concurrency and lifetime
 //
 // Every Connection of this package follows the go-sdk's contract: Read must

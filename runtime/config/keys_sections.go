@@ -124,6 +124,8 @@ var limitKeys = concat([]key{
 		doc: "time a client has to send a POST body; then the connection is closed (streams are not cut)"},
 	{name: "limits.idle_timeout", def: "120", field: at(func(l *Limits) *time.Duration { return &l.IdleTimeout }),
 		doc: "how long an idle keep-alive connection is kept"},
+	{name: "limits.resume_events", def: "256", field: at(func(l *Limits) *int { return &l.ResumeEvents }),
+		doc: "events (messages, at most 4 MiB) each streamable HTTP session keeps so that a client can resume a dropped stream with `Last-Event-ID`; negative turns event ids and resumption off; read at start"},
 	{name: "limits.max_connections", def: "4096", field: at(func(l *Limits) *int { return &l.MaxConnections }), check: notNegative,
 		doc: "downstream connections open at once; more are closed at once (clients retry)"},
 	{name: "limits.max_connections_per_ip", def: "¼ of `max_connections`", field: at(func(l *Limits) *int { return &l.MaxConnectionsPerIP }), check: notNegative,

@@ -254,6 +254,10 @@ type Limits struct {
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout,omitempty"`
 	BodyReadTimeout   time.Duration `json:"body_read_timeout,omitempty"`
 	IdleTimeout       time.Duration `json:"idle_timeout,omitempty"`
+	// ResumeEvents is how many recent events, in messages, each streamable
+	// HTTP session keeps for clients resuming a stream with Last-Event-ID
+	// (0: 256; negative: no event ids, no resumption).
+	ResumeEvents int `json:"resume_events,omitempty"`
 	// MaxConnections caps the downstream connections open at once (0: the
 	// default).
 	MaxConnections int `json:"max_connections,omitempty"`

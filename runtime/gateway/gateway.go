@@ -158,6 +158,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		AllowedOrigins:  cfg.AllowedOrigins,
 		AllowedHosts:    cfg.AllowedHosts,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
+		EventStoreSize:  cfg.Limits.ResumeEvents,
 	})
 	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
 		Logger:          g.log,

@@ -1,0 +1,137 @@
+package transports
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Resumption of the streamable HTTP server's event streams.
+//
+// Every event a [StreamableServer] writes on an event stream (the standalone
+// GET stream or the text/event-stream answer of a POST) carries an SSE id
+// "<stream>-<seq>": stream is 0 for the standalone stream and a per-session
+// number for each POST stream; seq is a per-session counter, so ids are
+// unique within a session and ordered. Clients must treat them as opaque.
+//
+// The events are also kept, newest last, in the session's eventStore, which
+// a GET carrying Last-Event-ID replays: see [StreamableServerOptions].
+
+const (
+	// defaultEventStoreSize is the number of events a session keeps when
+	// StreamableServerOptions.EventStoreSize is zero.
+	defaultEventStoreSize = 256
+	// maxEventStoreBytes caps the data a session's store keeps whatever
+	// its size in events: the oldest events go first.
+	maxEventStoreBytes = 4 << 20
+	// resumeRetryMillis is the reconnection time, in milliseconds, sent
+	// with a "retry:" field on resumable streams.
+	resumeRetryMillis = 1000
+)
+
+// storedEvent is one event written on a stream. data is never modified once
+// stored, so replays may share it.
+type storedEvent struct {
+	stream uint64
+	seq    uint64
+	data   []byte
+}
+
+// eventStore is the bounded history of one session's events. It is guarded
+// by the session's mu and lives as long as the session.
+type eventStore struct {
+	max   int
+	bytes int
+	ents  []storedEvent // oldest first
+	// lost holds, per stream, the seq of the newest evicted event of that
+	// stream; a stream missing from lost lost nothing after lostFloor.
+	lost      map[uint64]uint64
+	lostFloor uint64
+}
+
+func newEventStore(size int) *eventStore {
+	if size < 0 {
+		return nil
+	}
+	if size == 0 {
+		size = defaultEventStoreSize
+	}
+	return &eventStore{max: size, lost: make(map[uint64]uint64)}
+}
+
+// add stores a copy of data as event seq of stream, evicting the oldest
+// events beyond the bounds.
+func (es *eventStore) add(stream, seq uint64, data []byte) {
+	es.ents = append(es.ents, storedEvent{stream: stream, seq: seq, data: append([]byte(nil), data...)})
+	es.bytes += len(data)
+	n := 0
+	for len(es.ents)-n > es.max || (es.bytes > maxEventStoreBytes && len(es.ents)-n > 1) {
+		e := es.ents[n]
+		es.bytes -= len(e.data)
+		es.lost[e.stream] = e.seq
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	k := copy(es.ents, es.ents[n:])
+	clear(es.ents[k:])
+	es.ents = es.ents[:k]
+	if len(es.lost) > es.max {
+		// Keep the map bounded: forget per-stream detail and assume every
+		// stream may have lost events up to the newest eviction.
+		for _, s := range es.lost {
+			es.lostFloor = max(es.lostFloor, s)
+		}
+		clear(es.lost)
+	}
+}
+
+// after returns the stored events of stream newer than seq, oldest first,
+// and whether events of that stream newer than seq were evicted.
+func (es *eventStore) after(stream, seq uint64) ([]storedEvent, bool) {
+	gap := seq < es.lostFloor
+	if l, ok := es.lost[stream]; ok && seq < l {
+		gap = true
+	}
+	var out []storedEvent
+	for _, e := range es.ents {
+		if e.stream == stream && e.seq > seq {
+			out = append(out, e)
+		}
+	}
+	return out, gap
+}
+
+// formatEventID returns the SSE id of event seq of stream.
+func formatEventID(stream, seq uint64) string {
+	b := make([]byte, 0, 24)
+	b = strconv.AppendUint(b, stream, 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, seq, 10)
+	return string(b)
+}
+
+// parseEventID parses an id made by formatEventID: two decimal numbers
+// without sign or leading zeros, joined by '-'.
+func parseEventID(id string) (stream, seq uint64, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	stream, ok1 := parseDecimal(a)
+	seq, ok2 := parseDecimal(b)
+	return stream, seq, ok1 && ok2
+}
+
+func parseDecimal(s string) (uint64, bool) {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}

@@ -1,0 +1,105 @@
+package transports
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestParseEventID(t *testing.T) {
+	for _, c := range []struct {
+		in          string
+		stream, seq uint64
+		ok          bool
+	}{
+		{"0-1", 0, 1, true},
+		{"12-345", 12, 345, true},
+		{"18446744073709551615-0", 1<<64 - 1, 0, true},
+		{"18446744073709551616-0", 0, 0, false},
+		{"", 0, 0, false},
+		{"1", 0, 0, false},
+		{"1-", 0, 0, false},
+		{"-1", 0, 0, false},
+		{"1-2-3", 0, 0, false},
+		{"01-2", 0, 0, false},
+		{"1-+2", 0, 0, false},
+		{" 1-2", 0, 0, false},
+		{"1_2", 0, 0, false},
+		{"a-b", 0, 0, false},
+	} {
+		stream, seq, ok := parseEventID(c.in)
+		if ok != c.ok || ok && (stream != c.stream || seq != c.seq) {
+			t.Errorf("parseEventID(%q) = %d, %d, %v; want %d, %d, %v", c.in, stream, seq, ok, c.stream, c.seq, c.ok)
+		}
+	}
+}
+
+func FuzzParseEventID(f *testing.F) {
+	for _, s := range []string{"0-1", "3-17", "", "x", "1-2-3", "00-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		stream, seq, ok := parseEventID(s)
+		if ok && formatEventID(stream, seq) != s {
+			t.Errorf("parseEventID(%q) accepted a non-canonical id (%d, %d)", s, stream, seq)
+		}
+		if back, back2, ok2 := parseEventID(formatEventID(stream, seq)); !ok2 || back != stream || back2 != seq {
+			t.Errorf("round trip of (%d, %d) failed", stream, seq)
+		}
+	})
+}
+
+func TestEventStoreBounded(t *testing.T) {
+	es := newEventStore(8)
+	for i := uint64(1); i <= 1000; i++ {
+		es.add(i%3, i, []byte("data"))
+		if len(es.ents) > 8 || len(es.lost) > 8 {
+			t.Fatalf("after %d events: %d stored, %d lost entries", i, len(es.ents), len(es.lost))
+		}
+	}
+	got, gap := es.after(1000%3, 991)
+	if gap || len(got) == 0 || got[len(got)-1].seq != 1000 {
+		t.Errorf("after(991) = %d events, gap %v", len(got), gap)
+	}
+	if _, gap := es.after(1, 1); !gap {
+		t.Error("after(1): no gap reported for evicted events")
+	}
+
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	es = newEventStore(0)
+	for i := uint64(1); i <= 20; i++ {
+		es.add(0, i, big)
+		if es.bytes > maxEventStoreBytes {
+			t.Fatalf("after %d MiB events: %d bytes stored", i, es.bytes)
+		}
+	}
+	if len(es.ents) == 0 || es.ents[len(es.ents)-1].seq != 20 {
+		t.Error("the newest event is not stored")
+	}
+	if newEventStore(-1) != nil {
+		t.Error("a negative size did not disable the store")
+	}
+	if es := newEventStore(0); es.max != defaultEventStoreSize {
+		t.Errorf("default size %d", es.max)
+	}
+}
+
+func TestEventStoreStreamsApart(t *testing.T) {
+	es := newEventStore(4)
+	es.add(0, 1, []byte("a"))
+	es.add(1, 2, []byte("b"))
+	es.add(0, 3, []byte("c"))
+	got, gap := es.after(0, 1)
+	if gap || len(got) != 1 || string(got[0].data) != "c" {
+		t.Errorf("after(0, 1) = %v, %v", got, gap)
+	}
+	// Evicting stream 1's event leaves stream 0 whole.
+	for i := uint64(4); i <= 6; i++ {
+		es.add(0, i, []byte("d"))
+	}
+	if _, gap := es.after(1, 0); !gap {
+		t.Error("stream 1 lost its event without a gap")
+	}
+	if got, gap := es.after(0, 3); gap || len(got) != 3 {
+		t.Errorf("stream 0 after 3 = %d events, gap %v", len(got), gap)
+	}
+}
