@@ -728,7 +728,11 @@ func (c *wireClient) readEvents(r io.Reader) {
 		if d, ok := strings.CutPrefix(line, "data:"); ok {
 			data = append(data, strings.TrimPrefix(d, " "))
 		} else if line == "" && len(data) > 0 {
-			c.receive([]byte(strings.Join(data, "\n")))
+			// An event with empty data (a SEP-1699 priming event: an id
+			// and a retry time) is not dispatched, as the SSE rules say.
+			if msg := strings.Join(data, "\n"); msg != "" {
+				c.receive([]byte(msg))
+			}
 			data = nil
 		}
 	}
