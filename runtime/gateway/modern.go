@@ -1,0 +1,174 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/transports"
+)
+
+// This file is the downstream side of protocol revision 2026-07-28: no
+// initialize, every request carries its protocol version, client
+// capabilities and client info in _meta, server/discover says what the
+// gateway offers, and list results carry caching hints. Over streamable
+// HTTP each such request arrives on its own one-request connection
+// (transports/streamable_stateless.go); the session it gets is the ordinary
+// one, so routing, policies, admission and results take the same path as a
+// 2025 session's.
+
+const (
+	protocol2026 = transports.Protocol2026
+
+	metaClientInfo = "io.modelcontextprotocol/clientInfo"
+	metaServerInfo = "io.modelcontextprotocol/serverInfo"
+
+	codeUnsupportedVersion = -32022
+)
+
+// downstreamVersions are the revisions the gateway serves its clients,
+// newest first.
+var downstreamVersions = []string{protocol2026, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// removedIn2026 are the methods revision 2026-07-28 dropped.
+var removedIn2026 = map[string]string{
+	"initialize":            "server/discover",
+	"ping":                  "",
+	"logging/setLevel":      "",
+	"resources/subscribe":   "subscriptions/listen",
+	"resources/unsubscribe": "subscriptions/listen",
+}
+
+// requestVersion returns the protocol version a request names in its _meta
+// (2026-07-28 and later), if it names one.
+func requestVersion(req *jsonrpc.Request) (string, bool) {
+	meta, ok, err := wire.Field(req.Params, "_meta")
+	if err != nil || !ok {
+		return "", false
+	}
+	return wire.String(meta, transports.MetaProtocolVersion)
+}
+
+// modernRequest applies the _meta of a request that names its protocol
+// version: an unsupported version, a removed method and server/discover
+// are answered here; otherwise the session takes the client's info from
+// the request and the request goes on to the ordinary dispatch (true).
+func (s *session) modernRequest(req *jsonrpc.Request, version string) bool {
+	if version != protocol2026 {
+		data, _ := json.Marshal(struct {
+			Supported []string `json:"supported"`
+			Requested string   `json:"requested"`
+		}{downstreamVersions, version})
+		s.write(s.ctx, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeUnsupportedVersion,
+			Message: fmt.Sprintf("unsupported protocol version %q", version), Data: data}})
+		return false
+	}
+	if instead, removed := removedIn2026[req.Method]; removed {
+		msg := fmt.Sprintf("method not found: %s was removed in protocol %s", req.Method, protocol2026)
+		if instead != "" {
+			msg += "; use " + instead
+		}
+		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "%s", msg)
+		return false
+	}
+	s.modern.Store(true)
+	meta, _, _ := wire.Field(req.Params, "_meta")
+	if info, ok, _ := wire.Field(meta, metaClientInfo); ok {
+		if name, ok := wire.String(info, "name"); ok {
+			s.client.Name = name
+		}
+	}
+	if req.Method == "server/discover" {
+		s.discover(req)
+		return false
+	}
+	return true
+}
+
+// serverCapabilities is what the gateway offers at version (a 2025
+// initialize or a 2026 server/discover).
+func serverCapabilities(version string) map[string]any {
+	caps := map[string]any{
+		"tools":       map[string]any{"listChanged": true},
+		"prompts":     map[string]any{"listChanged": true},
+		"resources":   map[string]any{"listChanged": true, "subscribe": true},
+		"logging":     map[string]any{},
+		"completions": map[string]any{},
+	}
+	if version == protocol2026 {
+		// No resources/subscribe nor logging/setLevel in this revision,
+		// and list changes reach a client only through
+		// subscriptions/listen, which the gateway does not serve yet.
+		caps["tools"] = map[string]any{}
+		caps["prompts"] = map[string]any{}
+		caps["resources"] = map[string]any{}
+		delete(caps, "logging")
+	}
+	return caps
+}
+
+// serverInfo is the gateway's Implementation.
+func serverInfo() map[string]any {
+	return map[string]any{"name": "edge-mcp", "title": "edge-mcp gateway", "version": Version}
+}
+
+// instructions joins the instructions of the connected upstreams.
+func (g *Gateway) instructions() string {
+	var out string
+	for _, u := range g.route.upstreams().list {
+		if l := u.current(); l != nil && l.instructions != "" {
+			out += u.name + ": " + l.instructions + "\n"
+		}
+	}
+	return out
+}
+
+// discover answers server/discover: the versions the gateway serves, the
+// capabilities it aggregates, its server info and its upstreams'
+// instructions.
+func (s *session) discover(req *jsonrpc.Request) {
+	hints := s.cacheHints()
+	res := struct {
+		Meta              map[string]any `json:"_meta"`
+		ResultType        string         `json:"resultType"`
+		SupportedVersions []string       `json:"supportedVersions"`
+		Capabilities      map[string]any `json:"capabilities"`
+		Instructions      string         `json:"instructions,omitempty"`
+		TTLMs             int64          `json:"ttlMs"`
+		CacheScope        string         `json:"cacheScope"`
+	}{
+		Meta:              map[string]any{metaServerInfo: serverInfo()},
+		ResultType:        "complete",
+		SupportedVersions: slices.Clone(downstreamVersions),
+		Capabilities:      serverCapabilities(protocol2026),
+		Instructions:      s.g.instructions(),
+		TTLMs:             hints.ttlMs,
+		CacheScope:        hints.scope,
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		s.replyError(req.ID, jsonrpc.CodeInternalError, "server/discover: encoding the result: %v", err)
+		return
+	}
+	s.reply(req.ID, b)
+}
+
+// completeResult marks a result of a 2026-07-28 request as complete when
+// it says nothing else (results of 2025 upstreams never do).
+func completeResult(msg jsonrpc.Message) jsonrpc.Message {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || resp.Error != nil || len(resp.Result) == 0 || resp.Result[0] != '{' {
+		return msg
+	}
+	if _, ok, _ := wire.Field(resp.Result, "resultType"); ok {
+		return msg
+	}
+	res, err := wire.SetField(resp.Result, "resultType", json.RawMessage(`"complete"`))
+	if err != nil {
+		return msg
+	}
+	return &jsonrpc.Response{ID: resp.ID, Result: res, Extra: resp.Extra}
+}

@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// modernUpstream is a 2025 go-sdk server with one tool, prompt and resource.
+func modernUpstream(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+	})
+	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello"}}}}, nil
+	})
+	s.AddResource(&mcp.Resource{URI: "res://x", Name: "x"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of x"}}}, nil
+	})
+	return serveMCP(t, s)
+}
+
+// TestModernClient drives the gateway with a go-sdk client pinned to
+// 2026-07-28: every request is sessionless.
+func TestModernClient(t *testing.T) {
+	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))), Options{})
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	ir := cs.InitializeResult()
+	if ir.ProtocolVersion != "2026-07-28" || ir.ServerInfo == nil || ir.ServerInfo.Name != "edge-mcp" || ir.Capabilities.Tools == nil {
+		t.Fatalf("discover: got %+v (server info %+v)", ir, ir.ServerInfo)
+	}
+	if cs.ID() != "" {
+		t.Errorf("session id %q: 2026-07-28 has no sessions", cs.ID())
+	}
+	t.Run("tools/list", func(t *testing.T) {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Tools) != 1 || res.Tools[0].Name != "echo" {
+			t.Fatalf("tools: %+v", res.Tools)
+		}
+		if res.TTLMs != ttlSettled || res.CacheScope != "public" {
+			t.Errorf("ttlMs %d cacheScope %q, want %d public", res.TTLMs, res.CacheScope, ttlSettled)
+		}
+	})
+	t.Run("tools/call", func(t *testing.T) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := textOf(res); got != "echo: hi" {
+			t.Errorf("result %q", got)
+		}
+	})
+	t.Run("prompts/get", func(t *testing.T) {
+		res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Messages) != 1 {
+			t.Fatalf("messages: %+v", res.Messages)
+		}
+	})
+	t.Run("resources/read", func(t *testing.T) {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "res://x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Contents) != 1 || res.Contents[0].Text != "contents of x" {
+			t.Fatalf("contents: %+v", res.Contents)
+		}
+	})
+}
+
+// modernMeta is the per-request _meta of a 2026-07-28 request at version.
+func modernMeta(version string) string {
+	return fmt.Sprintf(`{"io.modelcontextprotocol/protocolVersion":%q,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`, version)
+}
+
+// TestModernRaw checks the 2026-07-28 errors at the HTTP level.
+func TestModernRaw(t *testing.T) {
+	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))), Options{})
+	meta := modernMeta("2026-07-28")
+	tests := []struct {
+		name       string
+		method     string // HTTP method; POST when empty
+		headers    map[string]string
+		body       string
+		status     int
+		code       int64
+		wantInBody string
+	}{
+		{name: "discover", headers: map[string]string{"Mcp-Method": "server/discover"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":` + meta + `}}`,
+			status: 200, wantInBody: `"supportedVersions":["2026-07-28","2025-11-25"`},
+		{name: "tools/list has caching hints", headers: map[string]string{"Mcp-Method": "tools/list"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + meta + `}}`,
+			status: 200, wantInBody: `"cacheScope":"public"`},
+		{name: "method header mismatch", headers: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + meta + `}}`,
+			status: 400, code: -32020},
+		{name: "name header mismatch", headers: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "other"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":` + meta + `}}`,
+			status: 400, code: -32020},
+		{name: "missing name header", headers: map[string]string{"Mcp-Method": "resources/read"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"res://x","_meta":` + meta + `}}`,
+			status: 400, code: -32020},
+		{name: "version header mismatch", headers: map[string]string{"Mcp-Method": "tools/list", "Mcp-Protocol-Version": "2025-11-25"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + meta + `}}`,
+			status: 400, code: -32020},
+		{name: "unknown version", headers: map[string]string{"Mcp-Method": "tools/list", "Mcp-Protocol-Version": "2099-01-01"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + modernMeta("2099-01-01") + `}}`,
+			status: 400, code: -32022, wantInBody: `"supported":["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"]`},
+		{name: "initialize removed", headers: map[string]string{"Mcp-Method": "initialize"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"x","version":"1"},"_meta":` + meta + `}}`,
+			status: 404, code: -32601},
+		{name: "resources/subscribe removed", headers: map[string]string{"Mcp-Method": "resources/subscribe"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"res://x","_meta":` + meta + `}}`,
+			status: 404, code: -32601},
+		{name: "unknown tool is invalid params", headers: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "nope"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{},"_meta":` + meta + `}}`,
+			status: 400, code: -32602},
+		{name: "GET stream removed", method: "GET", status: 405, code: -32601},
+		{name: "DELETE removed", method: "DELETE", status: 405, code: -32601},
+		{name: "2025 without session still needs initialize", headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"},
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+			status: 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			method := tt.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			req, err := http.NewRequest(method, url, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			for k, v := range tt.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tt.status, body)
+			}
+			if tt.code != 0 {
+				var msg struct {
+					Error *struct {
+						Code int64 `json:"code"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal(body, &msg); err != nil || msg.Error == nil || msg.Error.Code != tt.code {
+					t.Fatalf("want error %d, got %s", tt.code, body)
+				}
+			}
+			if tt.wantInBody != "" && !bytes.Contains(body, []byte(tt.wantInBody)) {
+				t.Errorf("body %s lacks %s", body, tt.wantInBody)
+			}
+		})
+	}
+}
