@@ -23,8 +23,10 @@ import (
 const (
 	protocol2026 = transports.Protocol2026
 
-	metaClientInfo = "io.modelcontextprotocol/clientInfo"
-	metaServerInfo = "io.modelcontextprotocol/serverInfo"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 
 	codeUnsupportedVersion = -32022
 )
@@ -74,8 +76,20 @@ func (s *session) modernRequest(req *jsonrpc.Request, version string) bool {
 		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "%s", msg)
 		return false
 	}
-	s.modern.Store(true)
 	meta, _, _ := wire.Field(req.Params, "_meta")
+	if _, ok, _ := wire.Field(meta, metaClientCapabilities); !ok {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "missing _meta field %q", metaClientCapabilities)
+		return false
+	}
+	s.modern.Store(true)
+	// Log messages reach the client only at the level its request asks
+	// for; a request that names none gets none.
+	level, _ := wire.String(meta, metaLogLevel)
+	if i := levelIndex(level); i >= 0 {
+		s.logLevel.Store(int32(i))
+	} else {
+		s.logLevel.Store(int32(len(logLevels)))
+	}
 	if info, ok, _ := wire.Field(meta, metaClientInfo); ok {
 		if name, ok := wire.String(info, "name"); ok {
 			s.client.Name = name
