@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -186,6 +187,75 @@ func TestModernRaw(t *testing.T) {
 			}
 			if tt.wantInBody != "" && !bytes.Contains(body, []byte(tt.wantInBody)) {
 				t.Errorf("body %s lacks %s", body, tt.wantInBody)
+			}
+		})
+	}
+}
+
+// TestModernCacheHints checks the rules of the list results' caching hints.
+func TestModernCacheHints(t *testing.T) {
+	up := modernUpstream(t)
+	tests := []struct {
+		name      string
+		server    string
+		relisting bool
+		wantTTL   int64
+		wantScope string
+	}{
+		{name: "settled", server: `"up": {"url": %q}`, wantTTL: ttlSettled, wantScope: "public"},
+		{name: "list_changed in flight", server: `"up": {"url": %q}`, relisting: true, wantTTL: ttlRelisting, wantScope: "public"},
+		{name: "per-client upstream", server: `"up": {"url": %q, "session": "per_client"}`, wantTTL: ttlSettled, wantScope: "private"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, g := startGateway(t, serversJSON(fmt.Sprintf(tt.server, up)), Options{})
+			if tt.relisting {
+				g.route.relisting.Add(1)
+				defer g.route.relisting.Add(-1)
+			}
+			s := newSession(g, newAPIConn(&peer{id: anonymous}))
+			if got := s.cacheHints(); got.ttlMs != tt.wantTTL || got.scope != tt.wantScope {
+				t.Errorf("hints %+v, want ttlMs %d cacheScope %s", got, tt.wantTTL, tt.wantScope)
+			}
+		})
+	}
+}
+
+// TestModernLogLevel checks that a 2026-07-28 request gets log messages
+// only at the level its _meta names.
+func TestModernLogLevel(t *testing.T) {
+	_, g := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))), Options{})
+	tests := []struct {
+		name    string
+		level   string // _meta logLevel; none when empty
+		message string // the level of the log message
+		want    bool
+	}{
+		{name: "no level: nothing", message: "emergency", want: false},
+		{name: "below the level", level: "warning", message: "info", want: false},
+		{name: "at the level", level: "warning", message: "warning", want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := newAPIConn(&peer{id: anonymous})
+			s := newSession(g, conn)
+			meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+			if tt.level != "" {
+				meta += `,"io.modelcontextprotocol/logLevel":"` + tt.level + `"`
+			}
+			req := &jsonrpc.Request{ID: intID(1), Method: "tools/list", Params: json.RawMessage(`{"_meta":` + meta + `}}`)}
+			if !s.modernRequest(req, "2026-07-28") {
+				t.Fatal("the request was answered instead of dispatched")
+			}
+			s.log(noID, json.RawMessage(`{"level":"`+tt.message+`","data":"x"}`))
+			got := false
+			select {
+			case <-conn.out:
+				got = true
+			default:
+			}
+			if got != tt.want {
+				t.Errorf("log message delivered: %v, want %v", got, tt.want)
 			}
 		})
 	}
