@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -28,6 +29,7 @@ const (
 	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 
+	codeMissingCapability  = -32021
 	codeUnsupportedVersion = -32022
 )
 
@@ -82,6 +84,9 @@ func (s *session) modernRequest(req *jsonrpc.Request, version string) bool {
 		return false
 	}
 	s.modern.Store(true)
+	s.mu.Lock()
+	s.declared, _, _ = wire.Field(meta, metaClientCapabilities)
+	s.mu.Unlock()
 	// Log messages reach the client only at the level its request asks
 	// for; a request that names none gets none.
 	level, _ := wire.String(meta, metaLogLevel)
@@ -185,4 +190,26 @@ func completeResult(msg jsonrpc.Message) jsonrpc.Message {
 		return msg
 	}
 	return &jsonrpc.Response{ID: resp.ID, Result: res, Extra: resp.Extra}
+}
+
+// lacksCapability answers a 2026-07-28 tool call with
+// MissingRequiredClientCapability (-32021) when the client capability it
+// needs (for approval: elicitation) is not among those its request
+// declared, and reports whether it did. Other sessions declared theirs at
+// initialize and are never answered here.
+func (s *session) lacksCapability(tc *toolCall, capability string) bool {
+	if !s.modern.Load() {
+		return false
+	}
+	s.mu.Lock()
+	declared := s.declared
+	s.mu.Unlock()
+	if _, ok, _ := wire.Field(declared, capability); ok {
+		return false
+	}
+	reason := fmt.Sprintf("edge-mcp: tool %q needs the client capability %q, which the request does not declare", tc.it.exposed, capability)
+	s.recordCall(tc, metrics.OutcomeDenied, reason)
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}})
+	s.write(s.ctx, &jsonrpc.Response{ID: tc.req.ID, Error: &jsonrpc.Error{Code: codeMissingCapability, Message: reason, Data: data}})
+	return true
 }

@@ -260,3 +260,41 @@ func TestModernLogLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestModernMissingCapability checks -32021 for a call that needs a client
+// capability its request does not declare: approval needs elicitation.
+func TestModernMissingCapability(t *testing.T) {
+	cfg := fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}}, "tool_rules": [{"tools": ["echo"], "require_approval": true}]}`, modernUpstream(t))
+	url, _ := startGateway(t, cfg, Options{})
+	tests := []struct {
+		name   string
+		caps   string
+		status int
+		want   string
+	}{
+		{name: "undeclared", caps: `{}`, status: 400, want: `"code":-32021,"message":"edge-mcp: tool \"echo\" needs the client capability \"elicitation\", which the request does not declare","data":{"requiredCapabilities":{"elicitation":{}}}`},
+		{name: "declared", caps: `{"elicitation":{}}`, status: 200, want: `"isError":true`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + tt.caps + `}}}`
+			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+				"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"} {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !bytes.Contains(got, []byte(tt.want)) {
+				t.Fatalf("status %d body %s; want %d and %s", resp.StatusCode, got, tt.status, tt.want)
+			}
+		})
+	}
+}

@@ -52,6 +52,7 @@ type session struct {
 
 	mu       sync.Mutex
 	view     *sessionView                     // policy-filtered tools list, when a module filters
+	declared json.RawMessage                  // 2026-07-28: the request's _meta clientCapabilities
 	inflight map[jsonrpc.ID]inflight          // downstream id → upstream call
 	out      map[int64]chan *jsonrpc.Response // our requests to the client
 	closed   bool
