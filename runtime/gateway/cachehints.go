@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
@@ -19,6 +20,11 @@ import (
 //     is: authentication is on, access lists apply, a policy module or
 //     deferred tools filter the session's view, or an upstream runs one
 //     session per client; "public" otherwise.
+//
+// A resources/read result is forwarded from its upstream: its ttlMs is the
+// upstream's, or 0 (immediately stale) when the upstream gives none, as a
+// 2025 upstream never does; its cacheScope is "private" when the upstream
+// or the rules above say so, "public" otherwise.
 //
 // Hints an upstream attaches to its own list results are not yet taken
 // into account: the catalogue does not record them (see the upstream side).
@@ -62,4 +68,21 @@ func (h cacheHints) apply(result json.RawMessage) (json.RawMessage, error) {
 		return nil, err
 	}
 	return wire.SetField(out, "cacheScope", wire.AppendString(nil, h.scope))
+}
+
+// applyRead adds the hints to a resources/read result from an upstream,
+// keeping the upstream's TTL and the stricter of the two scopes.
+func (h cacheHints) applyRead(result json.RawMessage) (json.RawMessage, error) {
+	h.ttlMs = 0
+	if ttl, ok, _ := wire.Field(result, "ttlMs"); ok {
+		n, err := strconv.ParseInt(string(ttl), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("upstream ttlMs %s: %w", ttl, err)
+		}
+		h.ttlMs = n
+	}
+	if scope, _ := wire.String(result, "cacheScope"); scope == "private" {
+		h.scope = "private"
+	}
+	return h.apply(result)
 }

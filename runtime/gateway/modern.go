@@ -104,7 +104,39 @@ func (s *session) modernRequest(req *jsonrpc.Request, version string) bool {
 		s.discover(req)
 		return false
 	}
+	if req.Method == "resources/read" {
+		s.mu.Lock()
+		if s.reads == nil {
+			s.reads = map[jsonrpc.ID]struct{}{}
+		}
+		s.reads[req.ID] = struct{}{}
+		s.mu.Unlock()
+	}
 	return true
+}
+
+// modernResult completes what the session writes to a 2026-07-28 client:
+// results say their resultType, and resources/read results carry caching
+// hints.
+func (s *session) modernResult(msg jsonrpc.Message) jsonrpc.Message {
+	msg = completeResult(msg)
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || !resp.ID.IsValid() {
+		return msg
+	}
+	s.mu.Lock()
+	_, read := s.reads[resp.ID]
+	delete(s.reads, resp.ID)
+	s.mu.Unlock()
+	if !read || resp.Error != nil {
+		return msg
+	}
+	res, err := s.cacheHints().applyRead(resp.Result)
+	if err != nil {
+		s.g.log.Debug("adding caching hints to a resources/read result", "err", err)
+		return msg
+	}
+	return &jsonrpc.Response{ID: resp.ID, Result: res, Extra: resp.Extra}
 }
 
 // serverCapabilities is what the gateway offers at version (a 2025

@@ -90,6 +90,10 @@ func TestModernClient(t *testing.T) {
 		if len(res.Contents) != 1 || res.Contents[0].Text != "contents of x" {
 			t.Fatalf("contents: %+v", res.Contents)
 		}
+		// A 2025 upstream gives no hint: immediately stale.
+		if res.TTLMs != 0 || res.CacheScope != "public" {
+			t.Errorf("ttlMs %d cacheScope %q, want 0 public", res.TTLMs, res.CacheScope)
+		}
 	})
 }
 
@@ -294,6 +298,38 @@ func TestModernMissingCapability(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.status || !bytes.Contains(got, []byte(tt.want)) {
 				t.Fatalf("status %d body %s; want %d and %s", resp.StatusCode, got, tt.status, tt.want)
+			}
+		})
+	}
+}
+
+func TestApplyReadHints(t *testing.T) {
+	tests := []struct {
+		name    string
+		hints   cacheHints
+		result  string
+		wantTTL string
+		wantSc  string
+	}{
+		{name: "no upstream hints", hints: cacheHints{ttlSettled, "public"}, result: `{"contents":[]}`, wantTTL: "0", wantSc: `"public"`},
+		{name: "upstream hints kept", hints: cacheHints{ttlSettled, "public"}, result: `{"contents":[],"ttlMs":5000,"cacheScope":"private"}`, wantTTL: "5000", wantSc: `"private"`},
+		{name: "gateway private wins", hints: cacheHints{ttlSettled, "private"}, result: `{"contents":[],"ttlMs":5000,"cacheScope":"public"}`, wantTTL: "5000", wantSc: `"private"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := tt.hints.applyRead(json.RawMessage(tt.result))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				TTL   json.RawMessage `json:"ttlMs"`
+				Scope json.RawMessage `json:"cacheScope"`
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if string(got.TTL) != tt.wantTTL || string(got.Scope) != tt.wantSc {
+				t.Errorf("%s: ttlMs %s cacheScope %s, want %s %s", out, got.TTL, got.Scope, tt.wantTTL, tt.wantSc)
 			}
 		})
 	}

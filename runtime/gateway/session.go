@@ -53,6 +53,7 @@ type session struct {
 	mu       sync.Mutex
 	view     *sessionView                     // policy-filtered tools list, when a module filters
 	declared json.RawMessage                  // 2026-07-28: the request's _meta clientCapabilities
+	reads    map[jsonrpc.ID]struct{}          // 2026-07-28 resources/read in flight: their results get caching hints
 	inflight map[jsonrpc.ID]inflight          // downstream id → upstream call
 	out      map[int64]chan *jsonrpc.Response // our requests to the client
 	closed   bool
@@ -142,7 +143,7 @@ func (s *session) replyError(id jsonrpc.ID, code int64, format string, args ...a
 
 func (s *session) write(ctx context.Context, msg jsonrpc.Message) {
 	if s.modern.Load() {
-		msg = completeResult(msg)
+		msg = s.modernResult(msg)
 	}
 	if err := s.conn.Write(ctx, msg); err != nil {
 		s.g.log.Debug("writing to client", "err", err)
