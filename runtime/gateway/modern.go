@@ -100,8 +100,12 @@ func (s *session) modernRequest(req *jsonrpc.Request, version string) bool {
 			s.client.Name = name
 		}
 	}
-	if req.Method == "server/discover" {
+	switch req.Method {
+	case "server/discover":
 		s.discover(req)
+		return false
+	case "subscriptions/listen":
+		s.listen(req)
 		return false
 	}
 	if req.Method == "resources/read" {
@@ -150,12 +154,8 @@ func serverCapabilities(version string) map[string]any {
 		"completions": map[string]any{},
 	}
 	if version == protocol2026 {
-		// No resources/subscribe nor logging/setLevel in this revision,
-		// and list changes reach a client only through
-		// subscriptions/listen, which the gateway does not serve yet.
-		caps["tools"] = map[string]any{}
-		caps["prompts"] = map[string]any{}
-		caps["resources"] = map[string]any{}
+		// No logging/setLevel in this revision; list changes and resource
+		// updates come through subscriptions/listen.
 		delete(caps, "logging")
 	}
 	return caps

@@ -334,3 +334,40 @@ func TestApplyReadHints(t *testing.T) {
 		})
 	}
 }
+
+// TestModernSubscriptionsListen checks that a 2026-07-28 client learns of
+// an upstream's tools/list_changed through subscriptions/listen.
+func TestModernSubscriptionsListen(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
+	mcp.AddTool(up, &mcp.Tool{Name: "first"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, serveMCP(t, up))), Options{})
+	changed := make(chan struct{}, 1)
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer cs.Close()
+	mcp.AddTool(up, &mcp.Tool{Name: "second"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no tools/list_changed through subscriptions/listen")
+	}
+	if names := toolNames(t, cs); len(names) != 2 {
+		t.Errorf("tools after the change: %v", names)
+	}
+}

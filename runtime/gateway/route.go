@@ -358,6 +358,10 @@ func (r *router) resourceUpdated(params json.RawMessage, uri string) {
 	}
 	r.mu.Unlock()
 	for _, s := range targets {
+		if id, ok := s.subscription(""); ok {
+			s.notify(id, "notifications/resources/updated", s.tagSubscription(params, id))
+			continue
+		}
 		s.notify(noID, "notifications/resources/updated", params)
 	}
 }

@@ -50,13 +50,14 @@ type session struct {
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
 
-	mu       sync.Mutex
-	view     *sessionView                     // policy-filtered tools list, when a module filters
-	declared json.RawMessage                  // 2026-07-28: the request's _meta clientCapabilities
-	reads    map[jsonrpc.ID]struct{}          // 2026-07-28 resources/read in flight: their results get caching hints
-	inflight map[jsonrpc.ID]inflight          // downstream id → upstream call
-	out      map[int64]chan *jsonrpc.Response // our requests to the client
-	closed   bool
+	mu        sync.Mutex
+	view      *sessionView                     // policy-filtered tools list, when a module filters
+	declared  json.RawMessage                  // 2026-07-28: the request's _meta clientCapabilities
+	reads     map[jsonrpc.ID]struct{}          // 2026-07-28 resources/read in flight: their results get caching hints
+	listening *listening                       // 2026-07-28: the open subscriptions/listen, if any
+	inflight  map[jsonrpc.ID]inflight          // downstream id → upstream call
+	out       map[int64]chan *jsonrpc.Response // our requests to the client
+	closed    bool
 }
 
 // inflight locates a forwarded call upstream.
@@ -163,6 +164,8 @@ func (s *session) notify(rel jsonrpc.ID, method string, params json.RawMessage) 
 func (s *session) listChanged(method string) {
 	if s.initialized.Load() {
 		s.notify(noID, method, nil)
+	} else if id, ok := s.subscription(method); ok {
+		s.notify(id, method, s.tagSubscription(nil, id))
 	}
 }
 
