@@ -33,18 +33,25 @@ func modernUpstream(t *testing.T) string {
 	return serveMCP(t, s)
 }
 
+// connectModern connects a go-sdk client pinned to 2026-07-28 to url.
+func connectModern(ctx context.Context, t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, opts)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connecting with protocol 2026-07-28: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // TestModernClient drives the gateway with a go-sdk client pinned to
 // 2026-07-28: every request is sessionless.
 func TestModernClient(t *testing.T) {
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))), Options{})
-	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
+	cs := connectModern(ctx, t, url, nil)
 	ir := cs.InitializeResult()
 	if ir.ProtocolVersion != "2026-07-28" || ir.ServerInfo == nil || ir.ServerInfo.Name != "edge-mcp" || ir.Capabilities.Tools == nil {
 		t.Fatalf("discover: got %+v (server info %+v)", ir, ir.ServerInfo)
@@ -100,6 +107,32 @@ func TestModernClient(t *testing.T) {
 // modernMeta is the per-request _meta of a 2026-07-28 request at version.
 func modernMeta(version string) string {
 	return fmt.Sprintf(`{"io.modelcontextprotocol/protocolVersion":%q,"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`, version)
+}
+
+// modernHTTP sends one request as a 2026-07-28 client would, with the
+// extra headers, and returns the answer's status and body.
+func modernHTTP(t *testing.T, method, url string, headers map[string]string, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	return resp.StatusCode, got
 }
 
 // TestModernRaw checks the 2026-07-28 errors at the HTTP level.
@@ -160,24 +193,9 @@ func TestModernRaw(t *testing.T) {
 			if method == "" {
 				method = http.MethodPost
 			}
-			req, err := http.NewRequest(method, url, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-			for k, v := range tt.headers {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tt.status, body)
+			status, body := modernHTTP(t, method, url, tt.headers, tt.body)
+			if status != tt.status {
+				t.Fatalf("status %d, want %d; body %s", status, tt.status, body)
 			}
 			if tt.code != 0 {
 				var msg struct {
@@ -282,22 +300,9 @@ func TestModernMissingCapability(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + tt.caps + `}}}`
-			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-				"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"} {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.status || !bytes.Contains(got, []byte(tt.want)) {
-				t.Fatalf("status %d body %s; want %d and %s", resp.StatusCode, got, tt.status, tt.want)
+			status, got := modernHTTP(t, http.MethodPost, url, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo"}, body)
+			if status != tt.status || !bytes.Contains(got, []byte(tt.want)) {
+				t.Fatalf("status %d body %s; want %d and %s", status, got, tt.status, tt.want)
 			}
 		})
 	}
@@ -344,7 +349,9 @@ func TestModernSubscriptionsListen(t *testing.T) {
 	})
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, serveMCP(t, up))), Options{})
 	changed := make(chan struct{}, 1)
-	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connectModern(ctx, t, url, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case changed <- struct{}{}:
@@ -352,13 +359,6 @@ func TestModernSubscriptionsListen(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer cs.Close()
 	mcp.AddTool(up, &mcp.Tool{Name: "second"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{}, nil, nil
 	})
