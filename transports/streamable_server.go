@@ -2,14 +2,12 @@ package transports
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,7 +122,7 @@ const (
 )
 
 var (
-	supportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+	supportedVersions = []string{Protocol2026, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 	streamableAllow = []string{"GET, POST, DELETE"}
 
@@ -169,10 +167,19 @@ func (s *StreamableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
 		s.servePOST(w, r)
-	case http.MethodGet:
-		s.serveGET(w, r)
-	case http.MethodDelete:
-		s.serveDELETE(w, r)
+	case http.MethodGet, http.MethodDelete:
+		if v := r.Header[hdrProtocolVersion]; len(v) > 0 && v[0] == Protocol2026 {
+			// The revision has no sessions: no GET stream, nothing to delete.
+			w.Header()["Allow"] = []string{"POST"}
+			writeJSONRPCError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeMethodNotFound,
+				fmt.Sprintf("%s has no %s: protocol %s is sessionless and POST-only", r.Method, hdrSessionID, Protocol2026), nil)
+			return
+		}
+		if r.Method == http.MethodGet {
+			s.serveGET(w, r)
+		} else {
+			s.serveDELETE(w, r)
+		}
 	default:
 		w.Header()["Allow"] = streamableAllow
 		writeJSONRPCError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, codeServerError,
@@ -192,11 +199,7 @@ func checkProtocolVersion(r *http.Request) (string, []byte) {
 			return "", nil
 		}
 	}
-	data, _ := json.Marshal(struct {
-		Supported []string `json:"supported"`
-		Requested string   `json:"requested"`
-	}{supportedVersions, v[0]})
-	return fmt.Sprintf("unsupported %s %q (supported: %s)", hdrProtocolVersion, v[0], strings.Join(supportedVersions, ", ")), data
+	return unsupportedVersion(v[0])
 }
 
 func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
@@ -210,6 +213,10 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 	}
 	msg := s.readPOSTMessage(w, r)
 	if msg == nil {
+		return
+	}
+	if isStatelessPOST(r, msg) {
+		s.serveStateless(w, r, msg)
 		return
 	}
 	req, isReq := msg.(*jsonrpc.Request)
@@ -618,6 +625,9 @@ type streamOut struct {
 	st   *responseStream
 	// prime makes the stream start with a priming event.
 	prime bool
+	// status, when not zero, replaces 200 for a lone response written as a
+	// plain JSON body (2026-07-28 maps some errors to HTTP statuses).
+	status int
 }
 
 func (o *streamOut) startSSE() {
@@ -654,7 +664,11 @@ func (o *streamOut) writeBatch(batch []*[]byte, final bool) error {
 		if o.sessionID != "" {
 			h[hdrSessionID] = []string{o.sessionID}
 		}
-		o.w.WriteHeader(http.StatusOK)
+		status := http.StatusOK
+		if o.status != 0 {
+			status = o.status
+		}
+		o.w.WriteHeader(status)
 		o.started = true
 		_, err := o.w.Write(b)
 		return err

@@ -427,6 +427,16 @@ func TestStreamableServerGoSDKClient(t *testing.T) {
 				t.Fatalf("Connect: %v", err)
 			}
 			conn := srvWait(t, h.conns, "accepted connection")
+			if conn.SessionID() == "" {
+				// The default client first probes server/discover
+				// (2026-07-28), served on a one-request connection; this
+				// server answers it with method-not-found, so the client
+				// falls back to initialize.
+				if err := srvWait(t, h.readErrs, "discover connection to end"); !errors.Is(err, io.EOF) {
+					t.Errorf("discover connection Read error = %v, want io.EOF", err)
+				}
+				conn = srvWait(t, h.conns, "accepted session")
+			}
 			if cs.ID() != conn.SessionID() {
 				t.Errorf("client session %q, server session %q", cs.ID(), conn.SessionID())
 			}
@@ -526,7 +536,8 @@ func TestStreamableServerErrors(t *testing.T) {
 		{name: "missing session notification", method: "POST", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, wantStatus: 400, wantCode: -32000, wantID: "null"},
 		{name: "unknown session", method: "POST", sid: "nope", body: list, wantStatus: 404, wantCode: -32000, wantID: "1"},
 		{name: "bad protocol version", method: "POST", sid: sid, body: list, hdr: map[string]string{"MCP-Protocol-Version": "1999-01-01"}, wantStatus: 400, wantCode: -32022, wantID: "1", wantMsg: "1999-01-01"},
-		{name: "future protocol version", method: "POST", body: `{"jsonrpc":"2.0","id":"d","method":"server/discover"}`, hdr: map[string]string{"MCP-Protocol-Version": "2026-07-28"}, wantStatus: 400, wantCode: -32022, wantID: `"d"`},
+		{name: "future protocol version", method: "POST", body: `{"jsonrpc":"2.0","id":"d","method":"server/discover"}`, hdr: map[string]string{"MCP-Protocol-Version": "2099-01-01"}, wantStatus: 400, wantCode: -32022, wantID: `"d"`},
+		{name: "2026-07-28 without _meta version", method: "POST", body: `{"jsonrpc":"2.0","id":"d","method":"server/discover"}`, hdr: map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}, wantStatus: 400, wantCode: -32602, wantID: `"d"`},
 		{name: "old protocol version", method: "POST", sid: sid, body: list, hdr: map[string]string{"MCP-Protocol-Version": "2024-11-05"}, wantStatus: 200},
 		{name: "put", method: "PUT", sid: sid, body: list, wantStatus: 405, wantCode: -32000, wantID: "null"},
 		{name: "get without session", method: "GET", wantStatus: 400, wantCode: -32000, wantID: "null"},

@@ -54,6 +54,9 @@ type router struct {
 	lastOffer map[*upstream]*upstreamLists
 	// explained records, per session, the names whose refusal was logged.
 	explained map[*session]map[string]struct{}
+	// relisting counts the list_changed notifications of upstreams whose
+	// lists are being fetched again: the catalogue is about to change.
+	relisting atomic.Int32
 }
 
 // upstreamSet is the configured upstreams, in config order. It is immutable:
@@ -355,8 +358,20 @@ func (r *router) resourceUpdated(params json.RawMessage, uri string) {
 	}
 	r.mu.Unlock()
 	for _, s := range targets {
+		if id, ok := s.subscription(""); ok {
+			s.notify(id, "notifications/resources/updated", s.tagSubscription(params, id))
+			continue
+		}
 		s.notify(noID, "notifications/resources/updated", params)
 	}
+}
+
+// relist fetches the lists named by kinds of l's upstream again after its
+// list_changed, counted in relisting meanwhile.
+func (r *router) relist(l *link, kinds []listKind) {
+	r.relisting.Add(1)
+	defer r.relisting.Add(-1)
+	l.u.refresh(l, kinds)
 }
 
 func (s *session) list(req *jsonrpc.Request, k listKind) {
@@ -366,6 +381,12 @@ func (s *session) list(req *jsonrpc.Request, k listKind) {
 	if err != nil {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 		return
+	}
+	if s.modern.Load() {
+		if page, err = s.cacheHints().apply(page); err != nil {
+			s.replyError(req.ID, jsonrpc.CodeInternalError, "%s: adding caching hints: %v", req.Method, err)
+			return
+		}
 	}
 	s.reply(req.ID, page)
 }
@@ -671,11 +692,11 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 			l.owner.notify(noID, n.Method, n.Params)
 		}
 	case "notifications/tools/list_changed":
-		go l.u.refresh(l, []listKind{kindTools})
+		go g.route.relist(l, []listKind{kindTools})
 	case "notifications/prompts/list_changed":
-		go l.u.refresh(l, []listKind{kindPrompts})
+		go g.route.relist(l, []listKind{kindPrompts})
 	case "notifications/resources/list_changed":
-		go l.u.refresh(l, []listKind{kindResources, kindTemplates})
+		go g.route.relist(l, []listKind{kindResources, kindTemplates})
 	case "notifications/cancelled":
 		id, ok := requestID(n.Params)
 		if !ok {

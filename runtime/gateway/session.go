@@ -40,6 +40,7 @@ type session struct {
 	cancel context.CancelFunc
 
 	initialized atomic.Bool
+	modern      atomic.Bool // a request followed revision 2026-07-28 (modern.go)
 	lastActive  atomic.Int64
 	logLevel    atomic.Int32 // index into logLevels; -1: not set
 	caps        struct{ sampling, elicitation, roots bool }
@@ -49,11 +50,14 @@ type session struct {
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
 
-	mu       sync.Mutex
-	view     *sessionView                     // policy-filtered tools list, when a module filters
-	inflight map[jsonrpc.ID]inflight          // downstream id → upstream call
-	out      map[int64]chan *jsonrpc.Response // our requests to the client
-	closed   bool
+	mu        sync.Mutex
+	view      *sessionView                     // policy-filtered tools list, when a module filters
+	declared  json.RawMessage                  // 2026-07-28: the request's _meta clientCapabilities
+	reads     map[jsonrpc.ID]struct{}          // 2026-07-28 resources/read in flight: their results get caching hints
+	listening *listening                       // 2026-07-28: the open subscriptions/listen, if any
+	inflight  map[jsonrpc.ID]inflight          // downstream id → upstream call
+	out       map[int64]chan *jsonrpc.Response // our requests to the client
+	closed    bool
 }
 
 // inflight locates a forwarded call upstream.
@@ -139,6 +143,9 @@ func (s *session) replyError(id jsonrpc.ID, code int64, format string, args ...a
 }
 
 func (s *session) write(ctx context.Context, msg jsonrpc.Message) {
+	if s.modern.Load() {
+		msg = s.modernResult(msg)
+	}
 	if err := s.conn.Write(ctx, msg); err != nil {
 		s.g.log.Debug("writing to client", "err", err)
 	}
@@ -157,6 +164,8 @@ func (s *session) notify(rel jsonrpc.ID, method string, params json.RawMessage) 
 func (s *session) listChanged(method string) {
 	if s.initialized.Load() {
 		s.notify(noID, method, nil)
+	} else if id, ok := s.subscription(method); ok {
+		s.notify(id, method, s.tagSubscription(nil, id))
 	}
 }
 
@@ -303,6 +312,9 @@ func supportedVersion(requested string) string {
 
 func (s *session) handleCall(req *jsonrpc.Request) {
 	s.g.metrics.Request(req.Method)
+	if version, ok := requestVersion(req); ok && !s.modernRequest(req, version) {
+		return
+	}
 	switch req.Method {
 	case "initialize":
 		s.initialize(req)
@@ -356,12 +368,6 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	s.caps.elicitation = p.Capabilities.Elicitation != nil
 	s.caps.roots = p.Capabilities.Roots != nil
 	version := supportedVersion(p.ProtocolVersion)
-	var instructions string
-	for _, u := range s.g.route.upstreams().list {
-		if l := u.current(); l != nil && l.instructions != "" {
-			instructions += u.name + ": " + l.instructions + "\n"
-		}
-	}
 	res := struct {
 		ProtocolVersion string         `json:"protocolVersion"`
 		Capabilities    map[string]any `json:"capabilities"`
@@ -369,15 +375,9 @@ func (s *session) initialize(req *jsonrpc.Request) {
 		Instructions    string         `json:"instructions,omitempty"`
 	}{
 		ProtocolVersion: version,
-		Capabilities: map[string]any{
-			"tools":       map[string]any{"listChanged": true},
-			"prompts":     map[string]any{"listChanged": true},
-			"resources":   map[string]any{"listChanged": true, "subscribe": true},
-			"logging":     map[string]any{},
-			"completions": map[string]any{},
-		},
-		ServerInfo:   map[string]any{"name": "edge-mcp", "title": "edge-mcp gateway", "version": Version},
-		Instructions: instructions,
+		Capabilities:    serverCapabilities(version),
+		ServerInfo:      serverInfo(),
+		Instructions:    s.g.instructions(),
 	}
 	b, _ := json.Marshal(res)
 	s.initialized.Store(true)

@@ -98,6 +98,9 @@ func (s *session) toolCallSlow(tc *toolCall, gd *guard) {
 		return
 	}
 	if tc.approval {
+		if s.lacksCapability(tc, "elicitation") {
+			return
+		}
 		if err := s.approve(tc); err != nil {
 			s.refuse(tc, metrics.OutcomeDenied, err.Error())
 			return
