@@ -2,12 +2,14 @@ package transports
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,10 @@ type StreamableServerOptions struct {
 	// serves the request, or 30 s under any other server; negative means
 	// no limit. It never applies to the response streams.
 	BodyReadTimeout time.Duration
+	// Without2026 turns the 2026-07-28 revision off: its POSTs are refused
+	// as an unsupported version (-32022), as before the revision, so that
+	// clients fall back to a 2025 session.
+	Without2026 bool
 	// AllowedOrigins lists Origin header values accepted besides loopback
 	// origins (for loopback hosts) and same-origin requests. "*" accepts any
 	// Origin. The rules are those of [Guard].
@@ -98,6 +104,7 @@ type StreamableServerOptions struct {
 // (bounded; a stream whose client does not keep up is failed).
 type StreamableServer struct {
 	serverBase
+	no2026   bool // Without2026
 	idle     time.Duration
 	epoch    time.Time
 	storeLen int // EventStoreSize
@@ -142,6 +149,7 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 		idle:     opts.IdleTimeout,
 		epoch:    time.Now(),
 		storeLen: opts.EventStoreSize,
+		no2026:   opts.Without2026,
 	}
 	s.bodyTimeout = opts.BodyReadTimeout
 	if s.idle == 0 {
@@ -168,7 +176,7 @@ func (s *StreamableServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		s.servePOST(w, r)
 	case http.MethodGet, http.MethodDelete:
-		if v := r.Header[hdrProtocolVersion]; len(v) > 0 && v[0] == Protocol2026 {
+		if v := r.Header[hdrProtocolVersion]; len(v) > 0 && v[0] == Protocol2026 && !s.no2026 {
 			// The revision has no sessions: no GET stream, nothing to delete.
 			w.Header()["Allow"] = []string{"POST"}
 			writeJSONRPCError(w, http.StatusMethodNotAllowed, jsonrpc.ID{}, jsonrpc.CodeMethodNotFound,
@@ -216,6 +224,20 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isStatelessPOST(r, msg) {
+		if s.no2026 {
+			var id jsonrpc.ID
+			if req, ok := msg.(*jsonrpc.Request); ok {
+				id = req.ID
+			}
+			data, _ := json.Marshal(struct {
+				Supported []string `json:"supported"`
+				Requested string   `json:"requested"`
+			}{supportedVersions[1:], Protocol2026})
+			writeJSONRPCError(w, http.StatusBadRequest, id, codeUnsupportedVersion,
+				fmt.Sprintf("protocol %s is turned off on this gateway (protocol_2026: false); supported: %s",
+					Protocol2026, strings.Join(supportedVersions[1:], ", ")), data)
+			return
+		}
 		s.serveStateless(w, r, msg)
 		return
 	}

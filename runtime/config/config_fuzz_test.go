@@ -104,6 +104,9 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `{"listen":%s,"max_body_bytes":%d,"log_level":%s`, str(cfg.Listen), cfg.MaxBodyBytes, str(cfg.LogLevel))
+	if cfg.Protocol2026 != nil {
+		fmt.Fprintf(&b, `,"protocol_2026":%t`, *cfg.Protocol2026)
+	}
 	if cfg.AllowedOrigins != nil {
 		fmt.Fprintf(&b, `,"allowed_origins":%s`, list(cfg.AllowedOrigins))
 	}

@@ -355,7 +355,7 @@ func TestLoadConfigExample(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := &Config{
-		Path: path, Listen: "127.0.0.1:8080", MaxBodyBytes: 4 << 20, LogLevel: "info",
+		Path: path, Listen: "127.0.0.1:8080", MaxBodyBytes: 4 << 20, LogLevel: "info", Protocol2026: ptr(true),
 		AllowedOrigins: []string{"http://localhost:6274", "https://app.example.com"},
 		AllowedHosts:   []string{"localhost:8080", "127.0.0.1:8080"},
 		Reserved:       ReservedNames{Tools: map[string]string{"fs_read_file": "fs"}, Prompts: map[string]string{"summarize": "docs"}},

@@ -40,6 +40,9 @@ type Config struct {
 	// LogLevel is "debug", "info", "warn" or "error" ("log_level"), default
 	// "info".
 	LogLevel string
+	// Protocol2026 serves MCP 2026-07-28 downstream beside the 2025
+	// revisions ("protocol_2026"; nil: true).
+	Protocol2026 *bool
 	// Admin configures the admin API and the module store ("admin").
 	Admin Admin
 	// Auth configures downstream authentication ("auth").

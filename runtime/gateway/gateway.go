@@ -159,6 +159,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		AllowedHosts:    cfg.AllowedHosts,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		EventStoreSize:  cfg.Limits.ResumeEvents,
+		Without2026:     cfg.Protocol2026 != nil && !*cfg.Protocol2026,
 	})
 	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
 		Logger:          g.log,

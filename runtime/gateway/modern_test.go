@@ -371,3 +371,28 @@ func TestModernSubscriptionsListen(t *testing.T) {
 		t.Errorf("tools after the change: %v", names)
 	}
 }
+
+// TestProtocol2026Off: with protocol_2026 false, a 2026-07-28 request is
+// refused as an unsupported version whose supported list lacks it, and a
+// go-sdk client that probes server/discover first falls back to a
+// 2025-11-25 session (so an upstream's sampling or elicitation can reach
+// it until those are bridged to input_required results).
+func TestProtocol2026Off(t *testing.T) {
+	url, _ := startGateway(t, fmt.Sprintf(`{"protocol_2026": false, "mcpServers": {"up": {"url": %q}}}`, modernUpstream(t)), Options{})
+	status, body := modernHTTP(t, "POST", url, map[string]string{"Mcp-Method": "server/discover"},
+		`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":`+modernMeta("2026-07-28")+`}}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), "-32022") || strings.Contains(string(body), `"supported":["2026-07-28"`) {
+		t.Fatalf("a 2026-07-28 request with protocol_2026 off: %d %s, want 400 -32022 without 2026-07-28 in the supported list", status, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// No ProtocolVersion: go-sdk's default probes server/discover first.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "default", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" || cs.ID() == "" {
+		t.Fatalf("a default go-sdk client negotiated %q (session %q), want a 2025-11-25 session", v, cs.ID())
+	}
+}
