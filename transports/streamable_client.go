@@ -166,6 +166,7 @@ type streamableClientConn struct {
 	failErr   error
 	sessionID string
 	version   string
+	stateless bool                    // 2026-07-28 or later: see SetProtocolVersion
 	postHdr   http.Header             // cached POST headers; rebuilt when nil
 	pending   map[jsonrpc.ID]struct{} // calls written and not answered yet
 	getOn     bool                    // the standalone stream was started
@@ -262,8 +263,11 @@ func (c *streamableClientConn) Write(ctx context.Context, msg jsonrpc.Message) e
 	}
 	hdr := c.postHeaderLocked()
 	sentSession := c.sessionID != ""
+	stateless := c.stateless
 	c.mu.Unlock()
-	if c.client.Jar != nil {
+	if stateless {
+		hdr = methodHeaders(hdr, msg) // a copy
+	} else if c.client.Jar != nil {
 		hdr = hdr.Clone() // the client adds cookies to it
 	}
 
@@ -729,7 +733,7 @@ func (c *streamableClientConn) unusableLocked() error {
 // startStandalone opens the standalone stream once the session is set up.
 func (c *streamableClientConn) startStandalone() {
 	c.mu.Lock()
-	if c.getOn || c.closed || c.failErr != nil || c.sessionID == "" {
+	if c.getOn || c.closed || c.failErr != nil || c.sessionID == "" || c.stateless {
 		c.mu.Unlock()
 		return
 	}
