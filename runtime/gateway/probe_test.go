@@ -108,22 +108,26 @@ func (rec *probeRecorder) find(t *testing.T, method string) (recorded, map[strin
 	return recorded{}, nil
 }
 
-// refuseDiscover answers server/discover with -32601, as a 2025 server
-// does, and passes everything else to next.
-func refuseDiscover(next http.Handler) http.Handler {
+// refuseDiscover answers server/discover as a 2025 server does: with
+// -32601 (status 0) or with an HTTP error status; everything else goes to
+// next.
+func refuseDiscover(status int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 		}
-		if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" {
+		switch {
+		case json.Unmarshal(body, &msg) != nil || msg.Method != "server/discover":
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+		case status != 0:
+			http.Error(w, "unsupported protocol version", status)
+		default:
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, msg.ID)
-			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r)
 	})
 }
 
@@ -149,24 +153,28 @@ func fixtureServer() *mcp.Server {
 // that refuses the probe or offers only older revisions; a 2025 client
 // reaches the tools, prompts and resources of each.
 func TestUpstreamProtocolProbe(t *testing.T) {
+	stateless := func(s *mcp.Server) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	}
+	stateful := func(s *mcp.Server) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	}
 	for _, tc := range []struct {
 		name    string
 		handler func(*mcp.Server) http.Handler
+		extra   string // more keys of the server entry
 		want    string
 	}{
-		{"go-sdk stateless", func(s *mcp.Server) http.Handler {
-			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
-		}, "2026-07-28"},
-		{"go-sdk stateful (offers 2025 only)", func(s *mcp.Server) http.Handler {
-			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-		}, "2025-11-25"},
-		{"server/discover is -32601", func(s *mcp.Server) http.Handler {
-			return refuseDiscover(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-		}, "2025-11-25"},
+		{"go-sdk stateless", stateless, "", "2026-07-28"},
+		{"go-sdk stateless, configured 2026-07-28", stateless, `, "protocol_version": "2026-07-28"`, "2026-07-28"},
+		{"go-sdk stateless, pinned to 2025-11-25", stateless, `, "protocol_version": "2025-11-25"`, "2025-11-25"},
+		{"go-sdk stateful (offers 2025 only)", stateful, "", "2025-11-25"},
+		{"server/discover is -32601", func(s *mcp.Server) http.Handler { return refuseDiscover(0, stateful(s)) }, "", "2025-11-25"},
+		{"server/discover is HTTP 400", func(s *mcp.Server) http.Handler { return refuseDiscover(http.StatusBadRequest, stateful(s)) }, "", "2025-11-25"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &probeRecorder{next: tc.handler(fixtureServer())}
-			url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, rec))), Options{})
+			url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q%s}`, serveHandler(t, rec), tc.extra)), Options{})
 			if st := g.Status()[0]; st.State != StateConnected || st.ProtocolVersion != tc.want {
 				t.Fatalf("status: %+v, want connected with protocol_version %s", st, tc.want)
 			}
@@ -175,6 +183,29 @@ func TestUpstreamProtocolProbe(t *testing.T) {
 				check2026Requests(t, rec)
 			}
 		})
+	}
+}
+
+// TestStampMeta: the per-request _meta keys of a 2026-07-28 link are added
+// to the params, replacing keys of the same name and keeping the others.
+func TestStampMeta(t *testing.T) {
+	keys := map[string]json.RawMessage{metaProtocolVersion: json.RawMessage(`"2026-07-28"`)}
+	for _, tc := range []struct{ name, params, want string }{
+		{"no params", ``, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
+		{"null", `null`, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
+		{"no _meta", `{"name":"t"}`, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"t"}`},
+		{"other keys kept, same key replaced", `{"_meta":{"progressToken":1,"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}`,
+			`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":1}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := stampMeta(json.RawMessage(tc.params), keys)
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("stampMeta(%s) = %s, %v; want %s", tc.params, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := stampMeta(json.RawMessage(`[1]`), keys); err == nil {
+		t.Fatal("stampMeta of an array: no error")
 	}
 }
 
