@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -42,8 +45,8 @@ const (
 )
 
 // errProbeKilled marks a server that closed the connection (or, over
-// stdio, did not answer) on the server/discover probe.
-var errProbeKilled = errors.New("server closed the connection on the server/discover probe")
+// stdio, did not answer in time) on the server/discover probe.
+var errProbeKilled = errors.New("server closed the connection or did not answer on the server/discover probe")
 
 // errKeep2025 marks a server offering both revisions over a transport
 // where auto mode keeps 2025-11-25 (see keeps2025).
@@ -78,7 +81,9 @@ func (l *link) handshake(ctx context.Context, mode string) error {
 		_, err := l.discoverServer(ctx)
 		return err
 	}
-	offered, err := l.discoverServer(ctx)
+	pctx, cancel := context.WithTimeout(ctx, probeBudget(ctx))
+	offered, err := l.discoverServer(pctx)
+	cancel()
 	if err == nil {
 		if l.u.keeps2025() && slices.Contains(offered, upstreamProtocolVersion) {
 			// The probe set up the server's side of the connection:
@@ -91,12 +96,24 @@ func (l *link) handshake(ctx context.Context, mode string) error {
 		return fmt.Errorf("%w: %w", errProbeKilled, err)
 	}
 	var rpcErr *jsonrpc.Error
-	if !errors.Is(err, errNo2026) && !errors.As(err, &rpcErr) {
-		return err // a timeout or a broken connection: no answer to judge
+	unanswered := ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
+	if !errors.Is(err, errNo2026) && !errors.As(err, &rpcErr) && !unanswered {
+		return fmt.Errorf("initialize: probing server/discover: %w", err) // a broken connection
 	}
-	l.u.log.Debug("server/discover refused; falling back to initialize", "err", err)
+	l.u.log.Debug("server/discover refused or unanswered; falling back to initialize", "err", err)
 	l.setVersion("")
 	return l.initialize(ctx)
+}
+
+// probeBudget is how long the server/discover probe may take of the
+// handshake's time: half of it, at most 10 s, so that a server ignoring
+// the unknown method leaves initialize the other half.
+func probeBudget(ctx context.Context) time.Duration {
+	d := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	return d
 }
 
 // probeKilled reports whether the probe's failure err means the server
@@ -247,7 +264,7 @@ func (u *upstream) connect(ctx context.Context, t mcp.Transport, owner *session,
 		u.pinned = upstreamProtocolVersion
 		u.mu.Unlock()
 		if errors.Is(err, errProbeKilled) {
-			u.log.Warn("server went away on the server/discover probe; reconnecting pinned to protocol "+upstreamProtocolVersion, "reason", err)
+			u.log.Warn("server/discover probe failed: the server exited, closed the connection or did not answer; reconnecting pinned to protocol "+upstreamProtocolVersion, "reason", err)
 		} else {
 			u.log.Info("reconnecting pinned to protocol "+upstreamProtocolVersion, "reason", err)
 		}
@@ -257,6 +274,9 @@ func (u *upstream) connect(ctx context.Context, t mcp.Transport, owner *session,
 		return nil, err
 	}
 	if owner == nil {
+		if l.v2026.Load() {
+			go l.listen()
+		}
 		u.mu.Lock()
 		u.probed = l.protocolVersion
 		if !l.v2026.Load() {
@@ -281,4 +301,27 @@ func (u *upstream) connectOnce(ctx context.Context, t mcp.Transport, owner *sess
 		return nil, err
 	}
 	return l, nil
+}
+
+// listen keeps a subscriptions/listen request open on a 2026-07-28 shared
+// link for the list_changed notifications its server capabilities
+// announce: 2026-07-28 has no standalone stream, the notifications arrive
+// on this request's stream and the read loop handles them as before. It
+// returns when the link ends or the server ends the request.
+func (l *link) listen() {
+	var kinds []string
+	for _, k := range []struct{ capability, param string }{
+		{"tools", "toolsListChanged"}, {"prompts", "promptsListChanged"}, {"resources", "resourcesListChanged"},
+	} {
+		if v, ok, _ := wire.Field(l.caps[k.capability], "listChanged"); ok && string(v) == "true" {
+			kinds = append(kinds, `"`+k.param+`":true`)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	params := json.RawMessage(`{"notifications":{` + strings.Join(kinds, ",") + `}}`)
+	if _, err := l.call(l.ctx, "subscriptions/listen", params); err != nil && l.ctx.Err() == nil {
+		l.u.log.Warn("subscriptions/listen ended: list changes are not followed until the server reconnects", "err", err)
+	}
 }

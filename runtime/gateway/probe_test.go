@@ -88,6 +88,18 @@ func (rec *probeRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.next.ServeHTTP(w, r)
 }
 
+// has reports whether a POST of the JSON-RPC method was recorded.
+func (rec *probeRecorder) has(method string) bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, r := range rec.reqs {
+		if r.method == http.MethodPost && bytes.Contains(r.body, []byte(`"method":"`+method+`"`)) {
+			return true
+		}
+	}
+	return false
+}
+
 // find returns the recorded POST of the JSON-RPC method.
 func (rec *probeRecorder) find(t *testing.T, method string) (recorded, map[string]json.RawMessage) {
 	t.Helper()
@@ -306,4 +318,23 @@ func TestStdioServerExitingOnProbe(t *testing.T) {
 	if err != nil || textOf(res) != "hello from stdio" {
 		t.Fatalf("tools/call: %v %+v", err, res)
 	}
+}
+
+// TestListChanged2026: a 2026-07-28 upstream's list_changed notifications
+// arrive on the subscriptions/listen request edge-mcp keeps open, and the
+// catalogue follows them.
+func TestListChanged2026(t *testing.T) {
+	s := fixtureServer()
+	rec := &probeRecorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})}
+	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, rec))), Options{})
+	if st := g.Status()[0]; st.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("status: %+v", st)
+	}
+	cs := connect(t, url, nil)
+	waitFor(t, "subscriptions/listen upstream", func() bool { return rec.has("subscriptions/listen") })
+	time.Sleep(50 * time.Millisecond) // from its POST to the server's handler
+	s.AddTool(&mcp.Tool{Name: "added", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	waitFor(t, "the added tool in the catalogue", func() bool { return strings.Contains(strings.Join(toolNames(t, cs), ","), "added") })
 }
