@@ -24,16 +24,16 @@ import (
 const stdioHelperEnv = "EDGE_MCP_TEST_STDIO_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(stdioHelperEnv) == "exit-on-unknown" {
-		os.Exit(serveExitOnUnknown(os.Stdin, os.Stdout))
+	if mode := os.Getenv(stdioHelperEnv); mode != "" {
+		os.Exit(serveOldStdio(os.Stdin, os.Stdout, mode == "ignore-unknown"))
 	}
 	os.Exit(m.Run())
 }
 
-// serveExitOnUnknown is a 2025-11-25 stdio server with one tool, "hello",
-// that exits (status 3) on a method it does not know, as some stdio
-// servers do (go-sdk issue 1177).
-func serveExitOnUnknown(in io.Reader, out io.Writer) int {
+// serveOldStdio is a 2025-11-25 stdio server with one tool, "hello", that
+// exits (status 3) on a method it does not know, as some stdio servers do
+// (go-sdk issue 1177), or with ignore ignores it.
+func serveOldStdio(in io.Reader, out io.Writer, ignore bool) int {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -57,6 +57,9 @@ func serveExitOnUnknown(in io.Reader, out io.Writer) int {
 		case "notifications/initialized", "notifications/cancelled":
 			continue
 		default:
+			if ignore {
+				continue
+			}
 			return 3
 		}
 		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
@@ -288,35 +291,38 @@ func check2026Requests(t *testing.T, rec *probeRecorder) {
 	}
 }
 
-// TestStdioServerExitingOnProbe: a stdio server that exits on
-// server/discover is restarted, pinned to 2025-11-25, with a warning
-// saying why; its tool works through the gateway.
-func TestStdioServerExitingOnProbe(t *testing.T) {
-	logPath := filepath.Join(t.TempDir(), "log")
-	logs, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"command": %q, "env": {%q: "exit-on-unknown"}, "timeout": 10}`,
-		os.Args[0], stdioHelperEnv)), Options{Logger: log})
-	if st := g.Status()[0]; st.State != StateConnected || st.ProtocolVersion != "2025-11-25" {
-		t.Fatalf("status: %+v, want connected with protocol_version 2025-11-25", st)
-	}
-	out, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out := string(out); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "server/discover probe") || !strings.Contains(out, "pinned to protocol 2025-11-25") {
-		t.Fatalf("no warning naming the probe and the pin:\n%s", out)
-	}
-	cs := connect(t, url, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "hello"})
-	if err != nil || textOf(res) != "hello from stdio" {
-		t.Fatalf("tools/call: %v %+v", err, res)
+// TestStdioServerFailingTheProbe: a stdio server that exits on
+// server/discover, or ignores it, is restarted, pinned to 2025-11-25, with
+// a warning saying why; its tool works through the gateway.
+func TestStdioServerFailingTheProbe(t *testing.T) {
+	for _, mode := range []string{"exit-on-unknown", "ignore-unknown"} {
+		t.Run(mode, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "log")
+			logs, err := os.Create(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logs.Close()
+			log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"command": %q, "env": {%q: %q}, "timeout": 2}`,
+				os.Args[0], stdioHelperEnv, mode)), Options{Logger: log})
+			if st := g.Status()[0]; st.State != StateConnected || st.ProtocolVersion != "2025-11-25" {
+				t.Fatalf("status: %+v, want connected with protocol_version 2025-11-25", st)
+			}
+			out, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := string(out); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "server/discover probe") || !strings.Contains(out, "pinned to protocol 2025-11-25") {
+				t.Fatalf("no warning naming the probe and the pin:\n%s", out)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := connect(t, url, nil).CallTool(ctx, &mcp.CallToolParams{Name: "hello"})
+			if err != nil || textOf(res) != "hello from stdio" {
+				t.Fatalf("tools/call: %v %+v", err, res)
+			}
+		})
 	}
 }
 
