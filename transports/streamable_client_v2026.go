@@ -1,6 +1,8 @@
 package transports
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
@@ -68,4 +70,46 @@ func mcpName(req *jsonrpc.Request) (string, bool) {
 		return "", false
 	}
 	return wire.String(req.Params, key)
+}
+
+// trackCall, on a stateless connection, keeps how to end the POST of call
+// (its HTTP request's cancel), or, when msg cancels a call in flight, ends
+// that call's POST: without a session, a server cancels a request when its
+// POST goes away (go-sdk: with PropagateRequestCancellation). The cancelled
+// call gets no answer, as after notifications/cancelled, which is posted
+// too.
+func (c *streamableClientConn) trackCall(msg jsonrpc.Message, call *jsonrpc.Request, cancel context.CancelFunc) {
+	if call != nil {
+		c.mu.Lock()
+		if _, ok := c.pending[call.ID]; ok {
+			if c.aborts == nil {
+				c.aborts = make(map[jsonrpc.ID]context.CancelFunc)
+			}
+			c.aborts[call.ID] = cancel
+		}
+		c.mu.Unlock()
+		return
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "notifications/cancelled" {
+		return
+	}
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	abort := c.aborts[id]
+	delete(c.aborts, id)
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if abort != nil {
+		abort()
+	}
 }

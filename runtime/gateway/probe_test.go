@@ -344,3 +344,40 @@ func TestListChanged2026(t *testing.T) {
 	})
 	waitFor(t, "the added tool in the catalogue", func() bool { return strings.Contains(strings.Join(toolNames(t, cs), ","), "added") })
 }
+
+// TestCancel2026: a client's cancellation reaches the handler of a
+// 2026-07-28 (stateless) upstream: edge-mcp ends the call's POST.
+func TestCancel2026(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		close(started)
+		select {
+		case <-ctx.Done():
+			close(cancelled)
+		case <-time.After(20 * time.Second):
+		}
+		return &mcp.CallToolResult{}, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, h))), Options{})
+	if st := g.Status()[0]; st.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("status: %+v", st)
+	}
+	cs := connect(t, url, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-started
+		cancel()
+	}()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait"}); err == nil {
+		t.Fatal("cancelled call returned no error")
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream handler was not cancelled")
+	}
+}
