@@ -166,10 +166,12 @@ type streamableClientConn struct {
 	failErr   error
 	sessionID string
 	version   string
-	postHdr   http.Header             // cached POST headers; rebuilt when nil
-	pending   map[jsonrpc.ID]struct{} // calls written and not answered yet
-	getOn     bool                    // the standalone stream was started
-	queue     []queued                // messages for Read; queue[head:] unread
+	stateless bool                              // 2026-07-28 or later: see SetProtocolVersion
+	aborts    map[jsonrpc.ID]context.CancelFunc // stateless: ends the POST of a call in flight
+	postHdr   http.Header                       // cached POST headers; rebuilt when nil
+	pending   map[jsonrpc.ID]struct{}           // calls written and not answered yet
+	getOn     bool                              // the standalone stream was started
+	queue     []queued                          // messages for Read; queue[head:] unread
 	head      int
 }
 
@@ -262,8 +264,11 @@ func (c *streamableClientConn) Write(ctx context.Context, msg jsonrpc.Message) e
 	}
 	hdr := c.postHeaderLocked()
 	sentSession := c.sessionID != ""
+	stateless := c.stateless
 	c.mu.Unlock()
-	if c.client.Jar != nil {
+	if stateless {
+		hdr = methodHeaders(hdr, msg) // a copy
+	} else if c.client.Jar != nil {
 		hdr = hdr.Clone() // the client adds cookies to it
 	}
 
@@ -275,6 +280,9 @@ func (c *streamableClientConn) Write(ctx context.Context, msg jsonrpc.Message) e
 		return fmt.Errorf("writing %s: %w", describeMsg(msg), err)
 	}
 	reqCtx, cancelReq := context.WithCancel(c.ctx)
+	if stateless {
+		c.trackCall(msg, call, cancelReq)
+	}
 	req := (&http.Request{
 		Method:        http.MethodPost,
 		URL:           c.url,
@@ -652,6 +660,7 @@ func (c *streamableClientConn) answerCharged(resp *jsonrpc.Response, charge int6
 	_, ok := c.pending[resp.ID]
 	if ok {
 		delete(c.pending, resp.ID)
+		delete(c.aborts, resp.ID)
 		c.pushLocked(resp, charge)
 	}
 	c.mu.Unlock()
@@ -692,6 +701,7 @@ func (c *streamableClientConn) forget(call *jsonrpc.Request) bool {
 	c.mu.Lock()
 	_, ok := c.pending[call.ID]
 	delete(c.pending, call.ID)
+	delete(c.aborts, call.ID)
 	c.mu.Unlock()
 	return ok
 }
@@ -729,7 +739,7 @@ func (c *streamableClientConn) unusableLocked() error {
 // startStandalone opens the standalone stream once the session is set up.
 func (c *streamableClientConn) startStandalone() {
 	c.mu.Lock()
-	if c.getOn || c.closed || c.failErr != nil || c.sessionID == "" {
+	if c.getOn || c.closed || c.failErr != nil || c.sessionID == "" || c.stateless {
 		c.mu.Unlock()
 		return
 	}

@@ -187,6 +187,8 @@ var serverKeys = []key{
 		doc: "extra environment variables for the program (stdio)"},
 	{name: "mcpServers.*.cwd", def: "the gateway's", field: srv(func(s *configRawServer) *configString { return &s.cwd }),
 		doc: "the program's working directory (stdio)"},
+	{name: "mcpServers.*.protocol_version", def: "`auto`", field: srv(func(s *configRawServer) *string { return &s.protocolVersion }), check: oneOf("auto", "2025-11-25", "2026-07-28"),
+		doc: "MCP revision spoken upstream: `auto` probes `server/discover` and speaks 2026-07-28 when the server offers it (over stdio and WebSocket only when it offers no 2025 revision: their 2025 sessions carry server→client requests), else `initialize` (2025-11-25); a stdio server that exits on the probe is restarted and pinned to 2025-11-25; legacy `sse` is always 2025-11-25"},
 	{name: "mcpServers.*.session", def: "`auto`", field: srv(func(s *configRawServer) *string { return &s.session }), check: oneOf("auto", "shared", "per_client"),
 		doc: "`shared`: one upstream session for every client; `per_client`: one per downstream session that calls the server (stdio: one process each), so server→client requests reach their caller; `auto` is `shared`, refusing server→client requests it cannot attribute (see [How it behaves](#how-it-behaves))"},
 	{name: "mcpServers.*.max_client_sessions", def: "16", field: srv(func(s *configRawServer) *int { return &s.maxClientSessions }), check: between(1, 10000),

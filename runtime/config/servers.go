@@ -68,6 +68,7 @@ type configRawServer struct {
 	retryInitial, retryMax                       time.Duration
 	healthMisses, maxClientSessions              int
 	session                                      string
+	protocolVersion                              string
 	active                                       bool
 }
 
@@ -252,6 +253,7 @@ func (d *decoder) finishServer(rs *configRawServer) (Server, *Error) {
 	sc.HealthInterval, sc.HealthTimeout, sc.HealthMisses = rs.healthInterval, rs.healthTimeout, rs.healthMisses
 	sc.RetryInitial, sc.RetryMax = rs.retryInitial, rs.retryMax
 	sc.Session, sc.MaxClientSessions = rs.session, rs.maxClientSessions
+	sc.ProtocolVersion = rs.protocolVersion
 	if rs.seen["retry_initial"] && rs.seen["retry_max"] && sc.RetryMax < sc.RetryInitial {
 		return sc, d.fail(configJoin(rs.path, "retry_max"), "must not be less than retry_initial")
 	}

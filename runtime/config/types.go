@@ -128,6 +128,10 @@ type Server struct {
 	// server) or "auto" (the default: shared, refusing server→client
 	// requests that cannot be attributed to one client).
 	Session string
+	// ProtocolVersion is the MCP revision spoken upstream
+	// ("protocol_version"): "auto" (the default: probe server/discover,
+	// fall back to initialize), "2025-11-25" or "2026-07-28".
+	ProtocolVersion string
 	// MaxClientSessions bounds the upstream sessions open at once with
 	// per_client ("max_client_sessions"; default 16).
 	MaxClientSessions int

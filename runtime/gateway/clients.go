@@ -159,24 +159,12 @@ func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
 	go u.serveClient(s, e)
 }
 
-// dial connects over u's transport and initializes a link owned by s.
+// dial connects over u's transport and sets up a link owned by s.
 func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
 	u.mu.Lock()
 	t := u.transport
 	u.mu.Unlock()
-	conn, err := t.Connect(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("connecting: %w", err)
-	}
-	l := newLink(ctx, u, conn, s)
-	initCtx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
-	defer cancel()
-	if err := l.initialize(initCtx); err != nil {
-		l.close(err)
-		<-l.done
-		return nil, err
-	}
-	return l, nil
+	return u.connect(ctx, t, s, u.versionMode(s))
 }
 
 // serveClient waits until s's link should end, then closes it and waits for

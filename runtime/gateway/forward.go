@@ -137,7 +137,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
 	}))
 	s.g.senders.submit(func() {
-		err := l.conn.Write(l.ctx, &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: params})
+		err := l.conn.Write(l.ctx, &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stamp(params)})
 		if err != nil {
 			if c := l.take(id); c != nil {
 				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))

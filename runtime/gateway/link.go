@@ -55,6 +55,7 @@ type link struct {
 	done   chan struct{} // closed when the read loop ends
 
 	protocolVersion string
+	v2026           atomic.Bool                // requests carry the _meta keys of 2026-07-28 (probe.go)
 	caps            map[string]json.RawMessage // server capabilities
 	instructions    string
 
@@ -114,7 +115,7 @@ func (l *link) health(h HealthOptions) {
 		case <-l.probeNow:
 		}
 		ctx, cancel := context.WithTimeout(l.ctx, h.Timeout)
-		_, err := l.call(ctx, "ping", nil)
+		_, err := l.call(ctx, l.pingMethod(), nil)
 		cancel()
 		l.u.mu.Lock()
 		l.u.lastHealth = time.Now()
@@ -231,28 +232,35 @@ func (l *link) call(ctx context.Context, method string, params json.RawMessage) 
 	if !ok {
 		return nil, l.failure()
 	}
-	if err := l.conn.Write(ctx, &jsonrpc.Request{ID: intID(id), Method: method, Params: params}); err != nil {
+	if err := l.conn.Write(ctx, &jsonrpc.Request{ID: intID(id), Method: method, Params: l.stamp(params)}); err != nil {
 		l.take(id)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("sending %s: %w", method, ctx.Err())
 		}
 		return nil, fmt.Errorf("sending %s: %w: %w", method, errUnreachable, err)
 	}
+	var resp *jsonrpc.Response
 	select {
-	case resp := <-c.reply:
-		if resp.Error != nil {
-			if transports.IsLocal(resp) {
-				return nil, fmt.Errorf("%s: %w: %w", method, errUnreachable, resp.Error)
-			}
-			return nil, resp.Error
+	case resp = <-c.reply:
+	case <-l.done:
+		// The read loop ended: no answer comes unless it was taken already.
+		if l.take(id) != nil {
+			return nil, fmt.Errorf("%s: %w: %w", method, errUnreachable, l.failure())
 		}
-		return resp.Result, nil
+		resp = <-c.reply
 	case <-ctx.Done():
 		if l.take(id) != nil {
 			l.notify("notifications/cancelled", cancelParams(id, "timeout"))
 		}
 		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
 	}
+	if resp.Error != nil {
+		if transports.IsLocal(resp) {
+			return nil, fmt.Errorf("%s: %w: %w", method, errUnreachable, resp.Error)
+		}
+		return nil, resp.Error
+	}
+	return resp.Result, nil
 }
 
 // notify sends a notification upstream; failures are logged, not returned:
@@ -282,7 +290,7 @@ func idInt(id jsonrpc.ID) (int64, bool) {
 
 // initialize performs the MCP handshake.
 func (l *link) initialize(ctx context.Context) error {
-	params := `{"protocolVersion":"` + upstreamProtocolVersion + `","capabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}},"clientInfo":{"name":"edge-mcp","version":"` + Version + `"}}`
+	params := `{"protocolVersion":"` + upstreamProtocolVersion + `","capabilities":` + upstreamCapabilities + `,"clientInfo":` + clientInfo() + `}`
 	res, err := l.call(ctx, "initialize", json.RawMessage(params))
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)

@@ -28,9 +28,9 @@ import (
 // transport (streamable HTTP, legacy SSE, WebSocket or stdio), keeps one
 // link to it, reconnects with backoff when it fails, and reports its state.
 
-// upstreamProtocolVersion is the version edge-mcp asks upstreams for. It is
-// pinned (rather than probing server/discover first) so that older servers,
-// stdio ones in particular, are not broken by an unknown method.
+// upstreamProtocolVersion is the version edge-mcp asks upstreams for in
+// initialize: when the server refuses server/discover (probe.go), when the
+// configuration pins it, and over legacy SSE.
 const upstreamProtocolVersion = "2025-11-25"
 
 // knownProtocolVersions are the MCP revisions edge-mcp speaks, oldest first.
@@ -76,6 +76,8 @@ type upstream struct {
 	retries    int
 	nextRetry  time.Time
 	lastHealth time.Time
+	probed     string // the revision the shared link speaks, once connected (probe.go)
+	pinned     string // 2025-11-25 once the server went away on the probe
 
 	refreshMu sync.Mutex // serializes catalogue refreshes of this upstream
 }
@@ -142,20 +144,15 @@ func (u *upstream) run(ctx context.Context) {
 	}
 }
 
-// open connects over t, initializes and discovers.
-func (u *upstream) open(ctx context.Context, t mcp.Transport) (*link, upstreamLists, error) {
-	conn, err := t.Connect(ctx)
+// open connects over t in revision mode, sets up the link and discovers.
+func (u *upstream) open(ctx context.Context, t mcp.Transport, mode string) (*link, upstreamLists, error) {
+	l, err := u.connect(ctx, t, nil, mode)
 	if err != nil {
-		return nil, upstreamLists{}, fmt.Errorf("connecting: %w", err)
+		return nil, upstreamLists{}, err
 	}
-	l := newLink(ctx, u, conn, nil)
-	initCtx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+	listCtx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
 	defer cancel()
-	err = l.initialize(initCtx)
-	var offer upstreamLists
-	if err == nil {
-		offer, err = l.discover(initCtx, allKinds)
-	}
+	offer, err := l.discover(listCtx, allKinds)
 	if err != nil {
 		l.close(err)
 		<-l.done
@@ -167,12 +164,12 @@ func (u *upstream) open(ctx context.Context, t mcp.Transport) (*link, upstreamLi
 // serveOnce connects, initializes and discovers, then serves until the link
 // fails or ctx ends. wasUp reports whether the server got connected.
 func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
-	l, offer, err := u.open(ctx, u.transport)
+	l, offer, err := u.open(ctx, u.transport, u.versionMode(nil))
 	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && ctx.Err() == nil {
 		// A URL without a type: the server may speak only the legacy
 		// HTTP+SSE transport (2024-11-05).
 		u.log.Info("streamable HTTP failed; trying legacy HTTP+SSE", "err", err)
-		if sl, soffer, serr := u.open(ctx, u.fallback); serr == nil {
+		if sl, soffer, serr := u.open(ctx, u.fallback, upstreamProtocolVersion); serr == nil {
 			u.mu.Lock()
 			u.transport, u.fallback = u.fallback, nil // under mu: per-client links read transport
 			u.cfg.Type = "sse"

@@ -1,0 +1,42 @@
+package transports
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// TestMethodHeaders: a 2026-07-28 POST names its method, and the tool,
+// prompt or resource it is about; responses get no such headers and the
+// shared header map is not modified.
+func TestMethodHeaders(t *testing.T) {
+	id, _ := jsonrpc.MakeID(float64(1))
+	for _, tc := range []struct {
+		name         string
+		msg          jsonrpc.Message
+		method, mcpN string
+	}{
+		{"tools/call", &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"echo","arguments":{}}`)}, "tools/call", "echo"},
+		{"prompts/get", &jsonrpc.Request{ID: id, Method: "prompts/get", Params: json.RawMessage(`{"name":"greet"}`)}, "prompts/get", "greet"},
+		{"resources/read", &jsonrpc.Request{ID: id, Method: "resources/read", Params: json.RawMessage(`{"uri":"test://doc"}`)}, "resources/read", "test://doc"},
+		{"tools/list", &jsonrpc.Request{ID: id, Method: "tools/list"}, "tools/list", ""},
+		{"notification", &jsonrpc.Request{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":1}`)}, "notifications/cancelled", ""},
+		{"response", &jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shared := http.Header{"Accept": {"application/json, text/event-stream"}}
+			h := methodHeaders(shared, tc.msg)
+			if got := h.Get(hdrMethod); got != tc.method {
+				t.Errorf("Mcp-Method %q, want %q", got, tc.method)
+			}
+			if got := h.Get(hdrName); got != tc.mcpN {
+				t.Errorf("Mcp-Name %q, want %q", got, tc.mcpN)
+			}
+			if len(shared) != 1 {
+				t.Errorf("shared headers modified: %v", shared)
+			}
+		})
+	}
+}
