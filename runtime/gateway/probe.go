@@ -37,12 +37,9 @@ const versionAuto = "auto"
 // upstream: what it relays to its own clients.
 const upstreamCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`
 
-// Per-request _meta keys of 2026-07-28.
-const (
-	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
-)
+// metaProtocolVersion is the per-request _meta key of a 2026-07-28
+// request's protocol version (the others are in modern.go).
+const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 
 // errProbeKilled marks a server that closed the connection (or, over
 // stdio, did not answer in time) on the server/discover probe.
