@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,7 +44,10 @@ func (c *streamableClientConn) SetProtocolVersion(v string) {
 }
 
 // methodHeaders returns hdr with the Mcp-Method and Mcp-Name headers of
-// msg, a copy when msg is a request; hdr is not modified.
+// msg, a copy when msg is a request; hdr is not modified. A request whose
+// Extra is [ParamHeaders] (the Mcp-Param-* headers a downstream request
+// arrived with) carries them too, names and values unchanged: an
+// intermediary must forward the ones it does not know.
 func methodHeaders(hdr http.Header, msg jsonrpc.Message) http.Header {
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
@@ -53,6 +57,13 @@ func methodHeaders(hdr http.Header, msg jsonrpc.Message) http.Header {
 	h[hdrMethod] = []string{req.Method}
 	if name, ok := mcpName(req); ok {
 		h[hdrName] = []string{name}
+	}
+	if ph, ok := req.Extra.(ParamHeaders); ok {
+		for k, v := range ph {
+			if strings.HasPrefix(k, hdrMcpParamPrefix) {
+				h[k] = v
+			}
+		}
 	}
 	return h
 }

@@ -40,3 +40,22 @@ func TestMethodHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestMethodHeadersParams: the Mcp-Param-* headers a request carries in
+// Extra go on its POST unchanged; anything else in them does not.
+func TestMethodHeadersParams(t *testing.T) {
+	id, _ := jsonrpc.MakeID(float64(1))
+	req := &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"echo"}`),
+		Extra: ParamHeaders{"Mcp-Param-Region": {"eu-west"}, "Mcp-Param-X": {"a", "b"}, "Authorization": {"no"}}}
+	shared := http.Header{"Accept": {"application/json, text/event-stream"}}
+	h := methodHeaders(shared, req)
+	if got := h.Values("Mcp-Param-Region"); len(got) != 1 || got[0] != "eu-west" {
+		t.Errorf("Mcp-Param-Region %q", got)
+	}
+	if got := h.Values("Mcp-Param-X"); len(got) != 2 || got[1] != "b" {
+		t.Errorf("Mcp-Param-X %q", got)
+	}
+	if h.Get("Authorization") != "" || len(shared) != 1 {
+		t.Errorf("headers %v, shared %v", h, shared)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/transports"
 )
 
 // This file sends a routed request upstream: the request id is remapped to
@@ -137,7 +138,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
 	}))
 	s.g.senders.submit(func() {
-		err := l.conn.Write(l.ctx, &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stamp(params)})
+		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params))
 		if err != nil {
 			if c := l.take(id); c != nil {
 				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))
@@ -176,4 +177,18 @@ func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.R
 		return params, nil
 	}
 	return wire.SetField(params, "_meta", meta)
+}
+
+// upstreamRequest is the request sent upstream for the client's req, with
+// the link's request id and params. A 2026-07-28 link also carries the
+// Mcp-Param-* headers req arrived with (transports.ParamHeaders in Extra,
+// turned into headers by the streamable HTTP client), unchanged; a 2025
+// link drops them: they mean nothing before 2026-07-28. A request without
+// them costs nothing more.
+func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params json.RawMessage) *jsonrpc.Request {
+	up := &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stamp(params)}
+	if ph, ok := req.Extra.(transports.ParamHeaders); ok && len(ph) > 0 && l.v2026.Load() {
+		up.Extra = ph
+	}
+	return up
 }
