@@ -137,8 +137,9 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
 		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
 	}))
+	schema := s.toolSchema(l, u, &info)
 	s.g.senders.submit(func() {
-		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params))
+		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params, schema))
 		if err != nil {
 			if c := l.take(id); c != nil {
 				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))
@@ -185,10 +186,43 @@ func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.R
 // turned into headers by the streamable HTTP client), unchanged; a 2025
 // link drops them: they mean nothing before 2026-07-28. A request without
 // them costs nothing more.
-func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params json.RawMessage) *jsonrpc.Request {
+//
+// When the client sent none, a tools/call of a tool whose inputSchema maps
+// arguments to headers (x-mcp-header) gets them derived from its arguments
+// (paramheaders.go); schema is that tool's inputSchema (nil: unknown).
+func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params, schema json.RawMessage) *jsonrpc.Request {
 	up := &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stamp(params)}
-	if ph, ok := req.Extra.(transports.ParamHeaders); ok && len(ph) > 0 && l.v2026.Load() {
+	if !l.v2026.Load() {
+		return up
+	}
+	if ph, ok := req.Extra.(transports.ParamHeaders); ok && len(ph) > 0 {
 		up.Extra = ph
+	} else if schema != nil && req.Method == "tools/call" {
+		if ph := derivedParamHeaders(schema, params); ph != nil {
+			up.Extra = ph
+		}
 	}
 	return up
+}
+
+// toolSchema is the inputSchema of the tool a forwarded tools/call names,
+// when the catalogue holds it on upstream u under that upstream name; nil
+// otherwise, and for other methods and links below 2026-07-28.
+func (s *session) toolSchema(l *link, u *upstream, info *forwardInfo) json.RawMessage {
+	if info.kind != kindTools || info.tool == "" || !l.v2026.Load() {
+		return nil
+	}
+	cat := s.g.route.catalogue()
+	if cat == nil {
+		return nil
+	}
+	it := cat.index[kindTools][info.tool]
+	if it == nil || it.up != u || it.name != info.upName {
+		return nil
+	}
+	sch, ok, err := wire.Field(it.raw, "inputSchema")
+	if err != nil || !ok {
+		return nil
+	}
+	return sch
 }

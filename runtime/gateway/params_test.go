@@ -81,3 +81,51 @@ func TestParamHeaders2026(t *testing.T) {
 		})
 	}
 }
+
+// TestParamHeadersDerived: a 2025 client's call of a tool whose argument
+// is mapped to a header reaches a 2026-07-28 upstream with that header,
+// derived from the arguments by edge-mcp (the upstream refuses it without).
+func TestParamHeadersDerived(t *testing.T) {
+	s := paramServer()
+	rec := &probeRecorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})}
+	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, rec))), Options{})
+	cs := connect(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{"region": "eu-west"}})
+	if err != nil || res.IsError {
+		t.Fatalf("tools/call: %v %+v", err, res)
+	}
+	r, _ := rec.find(t, "tools/call")
+	if got := r.header.Values("Mcp-Param-Region"); len(got) != 1 || got[0] != "eu-west" {
+		t.Errorf("Mcp-Param-Region %q, want eu-west", got)
+	}
+}
+
+// TestDerivedParamHeaders: go-sdk's rules for x-mcp-header values.
+func TestDerivedParamHeaders(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{
+		"s":{"type":"string","x-mcp-header":"S"},
+		"n":{"type":"integer","x-mcp-header":"n-val"},
+		"b":{"type":"boolean","x-mcp-header":"B"},
+		"u":{"type":"string","x-mcp-header":"U"},
+		"z":{"type":"string","x-mcp-header":"Z"},
+		"f":{"type":"integer","x-mcp-header":"F"},
+		"o":{"type":"object","properties":{"deep":{"type":"string","x-mcp-header":"Deep"}}},
+		"plain":{"type":"string"}}}`)
+	params := json.RawMessage(`{"name":"t","arguments":{"s":"a b","n":42,"b":true,"u":"é","z":null,"f":1.5,"o":{"deep":"x"},"plain":"p"}}`)
+	got := derivedParamHeaders(schema, params)
+	want := map[string]string{"Mcp-Param-S": "a b", "Mcp-Param-N-Val": "42", "Mcp-Param-B": "true",
+		"Mcp-Param-U": "=?base64?w6k=?=", "Mcp-Param-Deep": "x"}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if g := got[k]; len(g) != 1 || g[0] != v {
+			t.Errorf("%s: %q, want %q", k, g, v)
+		}
+	}
+	if h := derivedParamHeaders(json.RawMessage(`{"type":"object"}`), params); h != nil {
+		t.Errorf("no annotation: %v", h)
+	}
+}
