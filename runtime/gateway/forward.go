@@ -207,9 +207,12 @@ func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params, schema js
 
 // toolSchema is the inputSchema of the tool a forwarded tools/call names,
 // when the catalogue holds it on upstream u under that upstream name; nil
-// otherwise, and for other methods and links below 2026-07-28.
+// otherwise, for other methods and links below 2026-07-28, and for a
+// 2026-07-28 client: its headers are its own (it sends them from the same
+// schema), so one it left out stays out and the upstream refuses the call
+// with HeaderMismatch, as the revision requires.
 func (s *session) toolSchema(l *link, u *upstream, info *forwardInfo) json.RawMessage {
-	if info.kind != kindTools || info.tool == "" || !l.v2026.Load() {
+	if info.kind != kindTools || info.tool == "" || !l.v2026.Load() || s.modern.Load() {
 		return nil
 	}
 	cat := s.g.route.catalogue()

@@ -14,8 +14,8 @@ import (
 )
 
 // This file derives the Mcp-Param-* headers of a tools/call to a 2026-07-28
-// upstream when the client sent none (a 2025 client, or a 2026 one that
-// did not list the tool): a tool's inputSchema may map an argument to a
+// upstream for a 2025 client, whose revision has no such headers (a
+// 2026-07-28 client's own headers are forwarded, or their absence): a tool's inputSchema may map an argument to a
 // header with "x-mcp-header" (SEP-2243), and a server that declares one
 // refuses a call whose header is missing. The rules are go-sdk v1.8.0's
 // client's (mcp/streamable_headers.go): strings, booleans and integers in

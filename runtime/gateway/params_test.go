@@ -129,3 +129,20 @@ func TestDerivedParamHeaders(t *testing.T) {
 		t.Errorf("no annotation: %v", h)
 	}
 }
+
+// TestParamHeadersOmitted2026: a 2026-07-28 client that leaves out a
+// header its arguments call for is refused by the upstream (HeaderMismatch):
+// edge-mcp does not fill it in for it. (go-sdk sends the headers only for
+// tools it has listed; this client has not.)
+func TestParamHeadersOmitted2026(t *testing.T) {
+	s := paramServer()
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, h))), Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connectModern(ctx, t, url, nil)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "where", Arguments: map[string]any{"region": "eu-west"}})
+	if err == nil && !res.IsError {
+		t.Fatalf("a call without its Mcp-Param-Region header succeeded: %+v", res)
+	}
+}
