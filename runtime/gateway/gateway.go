@@ -76,6 +76,7 @@ type Gateway struct {
 	// senders write forwarded requests upstream.
 	senders *workers
 	pol     policies
+	bridge  *bridges // 2025 upstreams' requests parked for 2026-07-28 clients (bridge.go)
 	guard   atomic.Pointer[guard] // admission settings of the running config
 
 	metrics   *metrics.Metrics  // nil: metrics off
@@ -124,6 +125,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
+	bridge, err := newBridges()
+	if err != nil {
+		return nil, err
+	}
+	g.bridge = bridge
 	set := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
 	for _, sc := range cfg.Servers {
 		u, err := g.newUpstream(sc)
