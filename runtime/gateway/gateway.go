@@ -76,8 +76,10 @@ type Gateway struct {
 	// senders write forwarded requests upstream.
 	senders *workers
 	pol     policies
-	bridge  *bridges // 2025 upstreams' requests parked for 2026-07-28 clients (bridge.go)
 	guard   atomic.Pointer[guard] // admission settings of the running config
+
+	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
+	bridge *bridges
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log
