@@ -46,6 +46,20 @@ func askingUpstream(t *testing.T, ended chan<- bool) string {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s %v", res.Action, res.Content["ok"])}}}, nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "twice"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		sampled, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "first"}}}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sampling: %w", err)
+		}
+		elicited, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "then?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("elicitation: %w", err)
+		}
+		text := textContent(sampled.Content) + " / " + elicited.Action
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+	})
 	return serveMCP(t, s)
 }
 
@@ -112,6 +126,30 @@ func TestBridgeElicitation(t *testing.T) {
 	}
 }
 
+// TestBridgeTwoRounds: a call that asks twice (sampling, then
+// elicitation) takes two input_required rounds, the second answered to
+// the first retry.
+func TestBridgeTwoRounds(t *testing.T) {
+	url := startBridgeGateway(t, askingUpstream(t, make(chan bool, 4)), 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connectModern(ctx, t, url, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+	})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "twice", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(res); got != "sampled / decline" || res.IsError {
+		t.Fatalf("result %q (isError %v)", got, res.IsError)
+	}
+}
+
 // bridgeCall sends a raw 2026-07-28 tools/call of "ask" with extra params
 // and returns the decoded answer.
 func bridgeCall(t *testing.T, url, extra string) (result map[string]json.RawMessage, rpcErr *struct {
@@ -167,8 +205,8 @@ func TestBridgeRequestState(t *testing.T) {
 	answer := fmt.Sprintf(`,"inputResponses":{%q:{"role":"assistant","model":"m","content":{"type":"text","text":"hi"}}}`, key)
 	tampered := []byte(state)
 	tampered[len(tampered)-3] ^= 1
-	if res, rpcErr := bridgeCall(t, url, answer+fmt.Sprintf(`,"requestState":%q`, tampered)); rpcErr == nil {
-		t.Fatalf("tampered requestState: result %v, want an error", res)
+	if res, rpcErr := bridgeCall(t, url, answer+fmt.Sprintf(`,"requestState":%q`, tampered)); rpcErr == nil || !strings.Contains(rpcErr.Message, "requestState") {
+		t.Fatalf("tampered requestState: result %v error %+v, want a requestState error", res, rpcErr)
 	}
 	select {
 	case cancelled := <-ended:
