@@ -35,6 +35,10 @@ const statePrefix = "edge-mcp1."
 // defaultInputTimeout is limits.input_timeout's default.
 const defaultInputTimeout = 60 * time.Second
 
+// gatherWindow is how long a round waits for more requests of the same
+// call (a server may ask for several things at once) before it is sent.
+const gatherWindow = 20 * time.Millisecond
+
 // bridgeable are the server→client requests a 2026-07-28 client is asked
 // by input_required, with the client capability each needs.
 var bridgeable = map[string]string{
@@ -55,12 +59,22 @@ type bridges struct {
 
 // parked is an upstream's request waiting for a client's retry.
 type parked struct {
-	token string
-	key   string // its key in inputRequests
-	l     *link
-	reqID jsonrpc.ID // the upstream's request id
-	c     *call
-	timer *time.Timer // limits.input_timeout
+	token  string
+	key    string // its key in inputRequests
+	l      *link
+	reqID  jsonrpc.ID // the upstream's request id
+	method string
+	params json.RawMessage
+	c      *call
+	timer  *time.Timer // limits.input_timeout
+}
+
+// round is an input_required result being gathered: the client request
+// it answers and the parked requests it asks for.
+type round struct {
+	sess   *session
+	id     jsonrpc.ID
+	parked []*parked
 }
 
 // bridged is an upstream call that went through an input_required round:
@@ -72,15 +86,16 @@ type bridged struct {
 	l     *link
 	upID  int64
 	timer *time.Timer // the waiting retry's deadline
+	round *round      // the round being gathered, if any
 }
 
 // sealedState is what a requestState carries, sealed.
 type sealedState struct {
-	Token    string `json:"t"`
-	Server   string `json:"s"`
-	Tool     string `json:"n"`
-	Identity string `json:"i"`
-	Expires  int64  `json:"e"` // Unix milliseconds
+	Tokens   []string `json:"t"`
+	Server   string   `json:"s"`
+	Tool     string   `json:"n"`
+	Identity string   `json:"i"`
+	Expires  int64    `json:"e"` // Unix milliseconds
 }
 
 func newBridges() (*bridges, error) {
@@ -180,67 +195,88 @@ func (s *session) detach(id jsonrpc.ID) (inflight, bool) {
 	return f, ok
 }
 
-// park answers the client request waiting for call c with an
-// input_required result carrying req, and keeps req until the client's
-// retry or limits.input_timeout.
+// park asks the client request waiting for call c for req in an
+// input_required result (gathered for gatherWindow with the call's other
+// requests), and keeps req until the client's retry or
+// limits.input_timeout.
 func (b *bridges) park(l *link, c *call, req *jsonrpc.Request) bool {
-	g := l.u.g
+	timeout := l.u.g.inputTimeout()
+	token := newToken()
+	p := &parked{token: token, key: "edge-mcp-" + token[:8], l: l, reqID: req.ID, method: req.Method, params: req.Params, c: c}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	br := b.calls[c]
 	if br == nil {
 		br = &bridged{sess: c.sess, id: c.origID, l: l}
 	}
-	sess, id := br.sess, br.id
-	if sess == nil {
-		b.mu.Unlock()
-		return false // a round is out already: one request at a time
+	if br.round == nil {
+		if br.sess == nil {
+			return false // a round is out already: its answers come first
+		}
+		f, ok := br.sess.detach(br.id)
+		if !ok {
+			return false // answered or cancelled meanwhile
+		}
+		if br.timer != nil {
+			br.timer.Stop()
+		}
+		r := &round{sess: br.sess, id: br.id}
+		br.sess, br.id, br.upID, br.round = nil, jsonrpc.ID{}, f.id, r
+		b.calls[c] = br
+		time.AfterFunc(gatherWindow, func() { b.send(c, br, r, timeout) })
 	}
-	f, ok := sess.detach(id)
-	if !ok {
-		b.mu.Unlock()
-		return false // answered or cancelled meanwhile
-	}
-	if br.timer != nil {
-		br.timer.Stop()
-	}
-	br.sess, br.id, br.upID = nil, jsonrpc.ID{}, f.id
-	b.calls[c] = br
-	p := &parked{token: newToken(), l: l, reqID: req.ID, c: c}
-	p.key = "edge-mcp-" + p.token[:8]
-	timeout := g.inputTimeout()
-	p.timer = time.AfterFunc(timeout, func() { b.expire(p.token, timeout) })
-	b.parked[p.token] = p
-	b.mu.Unlock()
-	res, err := b.inputRequired(p, req, sealedState{Token: p.token, Server: c.server, Tool: c.tool,
-		Identity: sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli()})
-	if err != nil {
-		sess.replyError(id, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
-		b.expire(p.token, 0)
-		return true
-	}
-	sess.reply(id, res)
+	br.round.parked = append(br.round.parked, p)
+	p.timer = time.AfterFunc(timeout, func() { b.expire(token, timeout) })
+	b.parked[token] = p
 	return true
 }
 
-// inputRequired builds the input_required result asking for req.
-func (b *bridges) inputRequired(p *parked, req *jsonrpc.Request, st sealedState) (json.RawMessage, error) {
+// send answers the client request of round r with its input_required
+// result.
+func (b *bridges) send(c *call, br *bridged, r *round, timeout time.Duration) {
+	b.mu.Lock()
+	if br.round == r {
+		br.round = nil
+	}
+	b.mu.Unlock()
+	st := sealedState{Server: c.server, Tool: c.tool, Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli()}
+	for _, p := range r.parked {
+		st.Tokens = append(st.Tokens, p.token)
+	}
+	res, err := b.inputRequired(r.parked, st)
+	if err != nil {
+		r.sess.replyError(r.id, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
+		for _, p := range r.parked {
+			b.expire(p.token, 0)
+		}
+		return
+	}
+	r.sess.reply(r.id, res)
+}
+
+// inputRequired builds the input_required result asking for parked.
+func (b *bridges) inputRequired(parked []*parked, st sealedState) (json.RawMessage, error) {
 	state, err := b.seal(st)
 	if err != nil {
 		return nil, err
-	}
-	params := req.Params
-	if len(params) == 0 {
-		params = json.RawMessage(`{}`)
 	}
 	type inputRequest struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
+	reqs := make(map[string]inputRequest, len(parked))
+	for _, p := range parked {
+		params := p.params
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
+		}
+		reqs[p.key] = inputRequest{p.method, params}
+	}
 	return json.Marshal(struct {
 		ResultType    string                  `json:"resultType"`
 		InputRequests map[string]inputRequest `json:"inputRequests"`
 		RequestState  string                  `json:"requestState"`
-	}{"input_required", map[string]inputRequest{p.key: {req.Method, params}}, state})
+	}{"input_required", reqs, state})
 }
 
 func newToken() string {

@@ -48,8 +48,8 @@ func (s *session) resumeBridge(req *jsonrpc.Request, it *item, state string) {
 			return
 		}
 	}
-	p, br, why := b.claim(st.Token, responses, s, req.ID)
-	if p == nil {
+	ps, br, why := b.claim(st.Tokens, responses, s, req.ID)
+	if ps == nil {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "edge-mcp: %s", why)
 		return
 	}
@@ -59,34 +59,46 @@ func (s *session) resumeBridge(req *jsonrpc.Request, it *item, state string) {
 		s.inflight[req.ID] = inflight{br.l, br.upID}
 	}
 	s.mu.Unlock()
-	p.l.respond(p.reqID, responses[p.key], nil)
+	for _, p := range ps {
+		p.l.respond(p.reqID, responses[p.key], nil)
+	}
 	if closed {
 		br.cancelUpstream("client disconnected")
 	}
 }
 
-// claim takes the parked request of token, if responses answer it, and
-// records that the client request id of s waits for its call.
-func (b *bridges) claim(token string, responses map[string]json.RawMessage, s *session, id jsonrpc.ID) (*parked, *bridged, string) {
+// claim takes the parked requests of tokens, if responses answer them
+// all, and records that the client request id of s waits for their call.
+func (b *bridges) claim(tokens []string, responses map[string]json.RawMessage, s *session, id jsonrpc.ID) ([]*parked, *bridged, string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	p := b.parked[token]
-	if p == nil {
-		return nil, nil, "requestState names no request waiting for an answer (answered, expired or cancelled)"
+	ps := make([]*parked, 0, len(tokens))
+	for _, token := range tokens {
+		p := b.parked[token]
+		if p == nil {
+			return nil, nil, "requestState names no request waiting for an answer (answered, expired or cancelled)"
+		}
+		if _, ok := responses[p.key]; !ok {
+			return nil, nil, fmt.Sprintf("inputResponses has no answer for %q", p.key)
+		}
+		ps = append(ps, p)
 	}
-	if _, ok := responses[p.key]; !ok {
-		return nil, nil, fmt.Sprintf("inputResponses has no answer for %q", p.key)
+	if len(ps) == 0 {
+		return nil, nil, "requestState names no request"
 	}
-	br := b.calls[p.c]
+	c := ps[0].c
+	br := b.calls[c]
 	if br == nil {
 		return nil, nil, "the call this requestState belongs to has ended"
 	}
-	delete(b.parked, token)
-	p.timer.Stop()
+	for _, p := range ps {
+		delete(b.parked, p.token)
+		p.timer.Stop()
+	}
 	br.sess, br.id = s, id
-	timeout := p.l.u.cfg.Timeout
-	br.timer = time.AfterFunc(timeout, func() { b.retryTimedOut(p.c, s, id, timeout) })
-	return p, br, ""
+	timeout := ps[0].l.u.cfg.Timeout
+	br.timer = time.AfterFunc(timeout, func() { b.retryTimedOut(c, s, id, timeout) })
+	return ps, br, ""
 }
 
 // retryTimedOut answers a retry whose call gave no next step in time.

@@ -60,6 +60,24 @@ func askingUpstream(t *testing.T, ended chan<- bool) string {
 		text := textContent(sampled.Content) + " / " + elicited.Action
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "both"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		sampled := make(chan string, 1)
+		go func() {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "q"}}}})
+			if err != nil {
+				sampled <- err.Error()
+				return
+			}
+			sampled <- textContent(res.Content)
+		}()
+		roots, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("roots: %w", err)
+		}
+		text := fmt.Sprintf("%s / %d roots", <-sampled, len(roots.Roots))
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+	})
 	return serveMCP(t, s)
 }
 
@@ -83,71 +101,79 @@ func startBridgeGateway(t *testing.T, upstream string, inputTimeout time.Duratio
 	return url
 }
 
+// sampled answers every sampling request with text.
+func sampled(text string) func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	return func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: text}}, nil
+	}
+}
+
+// callThrough calls tool with args through a gateway in front of
+// askingUpstream, from a go-sdk client pinned to 2026-07-28 with opts and
+// roots, and checks the result's text is want.
+func callThrough(t *testing.T, opts *mcp.ClientOptions, roots []*mcp.Root, tool string, args map[string]any, want string) {
+	t.Helper()
+	url := startBridgeGateway(t, askingUpstream(t, make(chan bool, 4)), 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, opts)
+	c.AddRoots(roots...)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connecting with protocol 2026-07-28: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(res); got != want || res.IsError {
+		t.Fatalf("result %q (isError %v), want %q", got, res.IsError, want)
+	}
+}
+
 // TestBridgeSampling: a 2025 upstream's sampling request during a
 // 2026-07-28 client's tools/call reaches the client as input_required and
 // the call ends with the result built from the client's answer.
 func TestBridgeSampling(t *testing.T) {
-	url := startBridgeGateway(t, askingUpstream(t, make(chan bool, 4)), 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	asked := 0
-	cs := connectModern(ctx, t, url, &mcp.ClientOptions{
+	callThrough(t, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			asked++
-			return &mcp.CreateMessageResult{Model: "m", Role: "assistant",
-				Content: &mcp.TextContent{Text: "42 for " + textContent(req.Params.Messages[0].Content)}}, nil
+			return sampled("42 for "+textContent(req.Params.Messages[0].Content))(nil, req)
 		},
-	})
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"q": "why"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := textOf(res); got != "model said: 42 for why" || res.IsError || asked != 1 {
-		t.Fatalf("result %q (isError %v), client asked %d times", got, res.IsError, asked)
+	}, nil, "ask", map[string]any{"q": "why"}, "model said: 42 for why")
+	if asked != 1 {
+		t.Errorf("client asked %d times, want 1", asked)
 	}
 }
 
 // TestBridgeElicitation is TestBridgeSampling for elicitation.
 func TestBridgeElicitation(t *testing.T) {
-	url := startBridgeGateway(t, askingUpstream(t, make(chan bool, 4)), 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs := connectModern(ctx, t, url, &mcp.ClientOptions{
+	callThrough(t, &mcp.ClientOptions{
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
 		},
-	})
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "confirm", Arguments: map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := textOf(res); got != "accept true" || res.IsError {
-		t.Fatalf("result %q (isError %v)", got, res.IsError)
-	}
+	}, nil, "confirm", map[string]any{}, "accept true")
 }
 
 // TestBridgeTwoRounds: a call that asks twice (sampling, then
 // elicitation) takes two input_required rounds, the second answered to
 // the first retry.
 func TestBridgeTwoRounds(t *testing.T) {
-	url := startBridgeGateway(t, askingUpstream(t, make(chan bool, 4)), 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs := connectModern(ctx, t, url, &mcp.ClientOptions{
-		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
-		},
+	callThrough(t, &mcp.ClientOptions{
+		CreateMessageHandler: sampled("sampled"),
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "decline"}, nil
 		},
-	})
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "twice", Arguments: map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := textOf(res); got != "sampled / decline" || res.IsError {
-		t.Fatalf("result %q (isError %v)", got, res.IsError)
-	}
+	}, nil, "twice", map[string]any{}, "sampled / decline")
+}
+
+// TestBridgeAtOnce: two requests the upstream sends at once (sampling and
+// roots) go out in one input_required round.
+func TestBridgeAtOnce(t *testing.T) {
+	callThrough(t, &mcp.ClientOptions{CreateMessageHandler: sampled("sampled")},
+		[]*mcp.Root{{URI: "file:///a"}, {URI: "file:///b"}}, "both", map[string]any{}, "sampled / 2 roots")
 }
 
 // bridgeCall sends a raw 2026-07-28 tools/call of "ask" with extra params
