@@ -75,7 +75,7 @@ var keys = []key{
 	{name: "log_level", value: "info", field: in(func(c *Config) *string { return &c.LogLevel }), check: oneOf("debug", "info", "warn", "error"),
 		doc: "`debug`, `info`, `warn` or `error`"},
 	{name: "protocol_2026", def: "true", field: in(func(c *Config) **bool { return &c.Protocol2026 }),
-		doc: "serve MCP 2026-07-28 (stateless) on `/mcp` beside the 2025 revisions; `false`: 2026 clients fall back to 2025 (until server→client requests are bridged to `input_required` results, a 2026 client cannot answer an upstream's sampling, elicitation or roots request)"},
+		doc: "serve MCP 2026-07-28 (stateless) on `/mcp` beside the 2025 revisions; `false`: 2026 clients fall back to 2025 (a 2025 upstream's sampling, elicitation and roots requests reach a 2026 client as `input_required` results during its tools/call, and are refused otherwise)"},
 	{name: "policies", typ: "[object]", decode: decodePolicies,
 		doc: "Wasm policy modules, applied in order (see [Policy modules](#policy-modules-webassembly))"},
 	{name: "admin", field: in(func(c *Config) *Admin { return &c.Admin }), check: checkAdmin,

@@ -134,6 +134,8 @@ var limitKeys = concat([]key{
 		doc: "bytes of upstream answers being read at once, gateway-wide; a call over it gets an error"},
 	{name: "limits.shutdown_grace", def: "10", field: at(func(l *Limits) *time.Duration { return &l.ShutdownGrace }),
 		doc: "on SIGTERM: new sessions get 503 while the calls in flight finish, for at most this long"},
+	{name: "limits.input_timeout", def: "60", field: at(func(l *Limits) *time.Duration { return &l.InputTimeout }),
+		doc: "time a 2026-07-28 client has to retry a call answered with `input_required` (a 2025 upstream asked it for sampling, elicitation or roots); then the upstream's call is cancelled"},
 	{name: "limits.memory_mb", def: "90% of the cgroup limit", field: at(func(l *Limits) *int { return &l.MemoryMB }), check: notNegative,
 		doc: "the Go runtime's soft memory limit (`debug.SetMemoryLimit`)"},
 })

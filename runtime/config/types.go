@@ -277,6 +277,11 @@ type Limits struct {
 	// ShutdownGrace is how long a stopping gateway (SIGTERM) lets the calls
 	// in flight finish before it closes what is left (0: the default).
 	ShutdownGrace time.Duration `json:"shutdown_grace,omitempty"`
+	// InputTimeout is how long a 2026-07-28 client has to retry a call
+	// answered with input_required (a 2025 upstream's sampling,
+	// elicitation or roots request); then the upstream's request is
+	// answered with an error and its call cancelled (0: 60 s).
+	InputTimeout time.Duration `json:"input_timeout,omitempty"`
 	// MemoryMB sets the Go runtime's soft memory limit (0: 90% of the
 	// cgroup's memory limit when there is one, else none).
 	MemoryMB int `json:"memory_mb,omitempty"`

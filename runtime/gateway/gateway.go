@@ -78,6 +78,9 @@ type Gateway struct {
 	pol     policies
 	guard   atomic.Pointer[guard] // admission settings of the running config
 
+	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
+	bridge *bridges
+
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log
 	tracer    *telemetry.Tracer // nil: tracing off
@@ -124,6 +127,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
+	bridge, err := newBridges()
+	if err != nil {
+		return nil, err
+	}
+	g.bridge = bridge
 	set := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
 	for _, sc := range cfg.Servers {
 		u, err := g.newUpstream(sc)

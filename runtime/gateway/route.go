@@ -403,6 +403,10 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		s.notFound(req, k, name)
 		return
 	}
+	if state, ok := bridgeState(s, req.Params); ok && k == kindTools {
+		s.resumeBridge(req, it, state)
+		return
+	}
 	if k == kindTools {
 		s.toolCall(req, it)
 		return
@@ -605,6 +609,9 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 	if req.Method == "ping" {
 		l.respond(req.ID, json.RawMessage(`{}`), nil)
 		return
+	}
+	if l.bridgeRequest(req) {
+		return // asked by input_required (bridge.go)
 	}
 	s, rel, why := l.requestTarget(req)
 	if s == nil {

@@ -1,0 +1,328 @@
+package gateway
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+)
+
+// This file bridges a 2025 upstream's server→client requests to a
+// 2026-07-28 client, which cannot be asked: sampling, elicitation and
+// roots requests that arrive during its tools/call become an
+// input_required result. The upstream's request is parked (the upstream's
+// call stays in flight); the client's retry carries inputResponses and the
+// requestState the gateway sealed, is matched to the parked request, which
+// is answered upstream, and then waits for the call's final result (or the
+// next input_required round). A retry that never comes is answered
+// upstream with an error and the call cancelled after limits.input_timeout.
+
+// statePrefix marks the requestState values the gateway sealed, so that
+// those of a 2026-07-28 upstream pass through untouched.
+const statePrefix = "edge-mcp1."
+
+// defaultInputTimeout is limits.input_timeout's default.
+const defaultInputTimeout = 60 * time.Second
+
+// gatherWindow is how long a round waits for more requests of the same
+// call (a server may ask for several things at once) before it is sent.
+const gatherWindow = 20 * time.Millisecond
+
+// bridgeable are the server→client requests a 2026-07-28 client is asked
+// by input_required, with the client capability each needs.
+var bridgeable = map[string]string{
+	"sampling/createMessage": "sampling",
+	"elicitation/create":     "elicitation",
+	"roots/list":             "roots",
+}
+
+// bridges is the gateway's table of parked upstream requests and of the
+// upstream calls that went through an input_required round.
+type bridges struct {
+	aead cipher.AEAD
+
+	mu     sync.Mutex
+	parked map[string]*parked // token → a parked upstream request
+	calls  map[*call]*bridged // calls with a round out or a retry waiting
+}
+
+// parked is an upstream's request waiting for a client's retry.
+type parked struct {
+	token  string
+	key    string // its key in inputRequests
+	l      *link
+	reqID  jsonrpc.ID // the upstream's request id
+	method string
+	params json.RawMessage
+	c      *call
+	timer  *time.Timer // limits.input_timeout
+}
+
+// round is an input_required result being gathered: the client request
+// it answers and the parked requests it asks for.
+type round struct {
+	sess   *session
+	id     jsonrpc.ID
+	parked []*parked
+}
+
+// bridged is an upstream call that went through an input_required round:
+// the client request waiting for its next step (sess nil: none, a round
+// is out), and where it is upstream.
+type bridged struct {
+	sess  *session
+	id    jsonrpc.ID
+	l     *link
+	upID  int64
+	timer *time.Timer // the waiting retry's deadline
+	round *round      // the round being gathered, if any
+}
+
+// sealedState is what a requestState carries, sealed.
+type sealedState struct {
+	Tokens   []string `json:"t"`
+	Server   string   `json:"s"`
+	Tool     string   `json:"n"`
+	Identity string   `json:"i"`
+	Expires  int64    `json:"e"` // Unix milliseconds
+}
+
+func newBridges() (*bridges, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("bridging: making the requestState key: %w", err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("bridging: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("bridging: %w", err)
+	}
+	return &bridges{aead: aead, parked: map[string]*parked{}, calls: map[*call]*bridged{}}, nil
+}
+
+// seal encrypts and authenticates st.
+func (b *bridges) seal(st sealedState) (string, error) {
+	plain, err := json.Marshal(st)
+	if err != nil {
+		return "", fmt.Errorf("encoding requestState: %w", err)
+	}
+	nonce := make([]byte, b.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", fmt.Errorf("requestState nonce: %w", err)
+	}
+	sealed := b.aead.Seal(nonce, nonce, plain, nil)
+	return statePrefix + base64.RawURLEncoding.EncodeToString(sealed), nil
+}
+
+// open checks and decrypts a requestState the gateway sealed.
+func (b *bridges) open(state string) (sealedState, error) {
+	var st sealedState
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, statePrefix))
+	if err != nil || len(raw) < b.aead.NonceSize() {
+		return st, errors.New("requestState is malformed")
+	}
+	n := b.aead.NonceSize()
+	plain, err := b.aead.Open(nil, raw[:n], raw[n:], nil)
+	if err != nil {
+		return st, errors.New("requestState was not issued by this gateway or was altered")
+	}
+	if err := json.Unmarshal(plain, &st); err != nil {
+		return st, fmt.Errorf("decoding requestState: %w", err)
+	}
+	if time.Now().UnixMilli() > st.Expires {
+		return st, errors.New("requestState has expired")
+	}
+	return st, nil
+}
+
+// inputTimeout is limits.input_timeout of the running configuration.
+func (g *Gateway) inputTimeout() time.Duration {
+	if d := g.cfgp.Load().Limits.InputTimeout; d > 0 {
+		return d
+	}
+	return defaultInputTimeout
+}
+
+// bridgeRequest turns a server→client request that belongs to a
+// 2026-07-28 client's tools/call into an input_required result, and
+// reports whether it did. Other requests take the ordinary path.
+func (l *link) bridgeRequest(req *jsonrpc.Request) bool {
+	capability, ok := bridgeable[req.Method]
+	if !ok {
+		return false
+	}
+	c, _ := l.relatedCall(req)
+	if c == nil || c.sess == nil || c.method != "tools/call" || !c.sess.modern.Load() {
+		return false
+	}
+	if !c.sess.declares(capability) {
+		return false
+	}
+	return l.u.g.bridge.park(l, c, req)
+}
+
+// declares reports whether a 2026-07-28 request declared capability.
+func (s *session) declares(capability string) bool {
+	s.mu.Lock()
+	declared := s.declared
+	s.mu.Unlock()
+	_, ok, _ := wire.Field(declared, capability)
+	return ok
+}
+
+// detach removes the client's request id from the calls in flight (its
+// answer is an input_required result; the upstream call goes on) and
+// returns where the call is upstream.
+func (s *session) detach(id jsonrpc.ID) (inflight, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.inflight[id]
+	delete(s.inflight, id)
+	return f, ok
+}
+
+// park asks the client request waiting for call c for req in an
+// input_required result (gathered for gatherWindow with the call's other
+// requests), and keeps req until the client's retry or
+// limits.input_timeout.
+func (b *bridges) park(l *link, c *call, req *jsonrpc.Request) bool {
+	timeout := l.u.g.inputTimeout()
+	token := newToken()
+	p := &parked{token: token, key: "edge-mcp-" + token[:8], l: l, reqID: req.ID, method: req.Method, params: req.Params, c: c}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.calls[c]
+	if br == nil {
+		br = &bridged{sess: c.sess, id: c.origID, l: l}
+	}
+	if br.round == nil {
+		if br.sess == nil {
+			return false // a round is out already: its answers come first
+		}
+		f, ok := br.sess.detach(br.id)
+		if !ok {
+			return false // answered or cancelled meanwhile
+		}
+		if br.timer != nil {
+			br.timer.Stop()
+		}
+		r := &round{sess: br.sess, id: br.id}
+		br.sess, br.id, br.upID, br.round = nil, jsonrpc.ID{}, f.id, r
+		b.calls[c] = br
+		time.AfterFunc(gatherWindow, func() { b.send(c, br, r, timeout) })
+	}
+	br.round.parked = append(br.round.parked, p)
+	p.timer = time.AfterFunc(timeout, func() { b.expire(token, timeout) })
+	b.parked[token] = p
+	return true
+}
+
+// send answers the client request of round r with its input_required
+// result.
+func (b *bridges) send(c *call, br *bridged, r *round, timeout time.Duration) {
+	b.mu.Lock()
+	if br.round == r {
+		br.round = nil
+	}
+	b.mu.Unlock()
+	st := sealedState{Server: c.server, Tool: c.tool, Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli()}
+	for _, p := range r.parked {
+		st.Tokens = append(st.Tokens, p.token)
+	}
+	res, err := b.inputRequired(r.parked, st)
+	if err != nil {
+		r.sess.replyError(r.id, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
+		for _, p := range r.parked {
+			b.expire(p.token, 0)
+		}
+		return
+	}
+	r.sess.reply(r.id, res)
+}
+
+// inputRequired builds the input_required result asking for parked.
+func (b *bridges) inputRequired(parked []*parked, st sealedState) (json.RawMessage, error) {
+	state, err := b.seal(st)
+	if err != nil {
+		return nil, err
+	}
+	type inputRequest struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	reqs := make(map[string]inputRequest, len(parked))
+	for _, p := range parked {
+		params := p.params
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
+		}
+		reqs[p.key] = inputRequest{p.method, params}
+	}
+	return json.Marshal(struct {
+		ResultType    string                  `json:"resultType"`
+		InputRequests map[string]inputRequest `json:"inputRequests"`
+		RequestState  string                  `json:"requestState"`
+	}{"input_required", reqs, state})
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b)
+}
+
+// expire answers a parked request nobody answered with an error and
+// cancels its call upstream.
+func (b *bridges) expire(token string, after time.Duration) {
+	b.mu.Lock()
+	p := b.parked[token]
+	delete(b.parked, token)
+	var br *bridged
+	if p != nil {
+		br = b.calls[p.c]
+		delete(b.calls, p.c)
+	}
+	b.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.l.respond(p.reqID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+		Message: fmt.Sprintf("edge-mcp: the client did not answer %s", inWithin(after))})
+	if br != nil {
+		br.cancelUpstream("the client did not answer the input request")
+	}
+}
+
+func inWithin(d time.Duration) string {
+	if d <= 0 {
+		return "(the gateway could not ask it)"
+	}
+	return "within " + d.String()
+}
+
+// cancelUpstream ends the bridged call upstream, if it is still in flight.
+func (br *bridged) cancelUpstream(reason string) {
+	c := br.l.take(br.upID)
+	if c == nil {
+		return
+	}
+	if t := c.timer.Load(); t != nil {
+		t.Stop()
+	}
+	c.end(reason)
+	br.l.notify("notifications/cancelled", cancelParams(br.upID, reason))
+}
