@@ -223,6 +223,7 @@ func (b *bridges) park(l *link, c *call, req *jsonrpc.Request) bool {
 		r := &round{sess: br.sess, id: br.id}
 		br.sess, br.id, br.upID, br.round = nil, jsonrpc.ID{}, f.id, r
 		b.calls[c] = br
+		c.bridged.Store(true)
 		time.AfterFunc(gatherWindow, func() { b.send(c, br, r, timeout) })
 	}
 	br.round.parked = append(br.round.parked, p)

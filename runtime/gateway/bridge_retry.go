@@ -120,6 +120,9 @@ func (b *bridges) retryTimedOut(c *call, s *session, id jsonrpc.ID, timeout time
 // for it, and reports whether it did (or dropped it: nobody waits). Calls
 // that were never bridged report false.
 func (b *bridges) redirect(c *call, resp *jsonrpc.Response) bool {
+	if !c.bridged.Load() {
+		return false // the common case: no lock, no lookup
+	}
 	b.mu.Lock()
 	br, ok := b.calls[c]
 	if !ok {

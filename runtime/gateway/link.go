@@ -43,6 +43,10 @@ type call struct {
 	done          chan struct{}   // closed when the call ends, when its caller waits for that
 	span          trace.Span      // the call's trace span, ended with it
 	timer         atomic.Pointer[time.Timer]
+	// bridged is set once the call is bridged to a 2026-07-28 client's
+	// input_required rounds (bridge.go): only such calls look the bridge
+	// up when they end, so no other call takes its lock.
+	bridged atomic.Bool
 }
 
 // link is one live connection to an upstream, with its own id space and
