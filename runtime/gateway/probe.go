@@ -171,10 +171,10 @@ func (l *link) stamp(params json.RawMessage) json.RawMessage {
 	if !l.v2026.Load() {
 		return params
 	}
-	out, err := stampMeta(params, map[string]json.RawMessage{
-		metaProtocolVersion:    json.RawMessage(`"` + protocolVersion2026 + `"`),
-		metaClientCapabilities: json.RawMessage(upstreamCapabilities),
-		metaClientInfo:         json.RawMessage(clientInfo()),
+	out, err := stampMeta(params, []metaKey{
+		{metaProtocolVersion, json.RawMessage(`"` + protocolVersion2026 + `"`)},
+		{metaClientCapabilities, json.RawMessage(upstreamCapabilities)},
+		{metaClientInfo, json.RawMessage(clientInfo())},
 	})
 	if err != nil {
 		l.u.log.Debug("params not stamped with _meta", "err", err)
@@ -183,33 +183,36 @@ func (l *link) stamp(params json.RawMessage) json.RawMessage {
 	return out
 }
 
-// stampMeta returns params with keys set in its _meta object.
-func stampMeta(params json.RawMessage, keys map[string]json.RawMessage) (json.RawMessage, error) {
-	obj := map[string]json.RawMessage{}
-	if len(params) > 0 && string(params) != "null" {
-		if err := json.Unmarshal(params, &obj); err != nil {
-			return nil, fmt.Errorf("decoding params: %w", err)
-		}
+// stampMeta returns params with keys set in its _meta object, in the
+// order given; every other member of params and of _meta keeps its bytes
+// and its place (nothing is decoded beyond _meta's members).
+func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) {
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage(`{}`)
 	}
-	meta := map[string]json.RawMessage{}
-	if m, ok := obj["_meta"]; ok && string(m) != "null" {
-		if err := json.Unmarshal(m, &meta); err != nil {
-			return nil, fmt.Errorf("decoding params._meta: %w", err)
-		}
-	}
-	for k, v := range keys {
-		meta[k] = v
-	}
-	b, err := json.Marshal(meta)
+	meta, ok, err := wire.Field(params, "_meta")
 	if err != nil {
-		return nil, fmt.Errorf("encoding params._meta: %w", err)
+		return nil, fmt.Errorf("decoding params: %w", err)
 	}
-	obj["_meta"] = b
-	out, err := json.Marshal(obj)
+	if !ok || string(meta) == "null" {
+		meta = json.RawMessage(`{}`)
+	}
+	for _, k := range keys {
+		if meta, err = wire.SetField(meta, k.name, k.value); err != nil {
+			return nil, fmt.Errorf("params._meta: %w", err)
+		}
+	}
+	out, err := wire.SetField(params, "_meta", meta)
 	if err != nil {
 		return nil, fmt.Errorf("encoding params: %w", err)
 	}
 	return out, nil
+}
+
+// metaKey is one _meta member stampMeta sets.
+type metaKey struct {
+	name  string
+	value json.RawMessage
 }
 
 // pingMethod is the method of health checks: 2026-07-28 has no ping.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -204,7 +205,7 @@ func TestUpstreamProtocolProbe(t *testing.T) {
 // TestStampMeta: the per-request _meta keys of a 2026-07-28 link are added
 // to the params, replacing keys of the same name and keeping the others.
 func TestStampMeta(t *testing.T) {
-	keys := map[string]json.RawMessage{metaProtocolVersion: json.RawMessage(`"2026-07-28"`)}
+	keys := []metaKey{{metaProtocolVersion, json.RawMessage(`"2026-07-28"`)}}
 	for _, tc := range []struct{ name, params, want string }{
 		{"no params", ``, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
 		{"null", `null`, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
@@ -214,7 +215,7 @@ func TestStampMeta(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := stampMeta(json.RawMessage(tc.params), keys)
-			if err != nil || string(got) != tc.want {
+			if err != nil || !jsonEqual(got, []byte(tc.want)) {
 				t.Fatalf("stampMeta(%s) = %s, %v; want %s", tc.params, got, err, tc.want)
 			}
 		})
@@ -222,6 +223,18 @@ func TestStampMeta(t *testing.T) {
 	if _, err := stampMeta(json.RawMessage(`[1]`), keys); err == nil {
 		t.Fatal("stampMeta of an array: no error")
 	}
+	// Lossless: the other members keep their bytes and their order.
+	params := `{"name":"t","arguments":{"b":1,"a":2.50},"_meta":{"progressToken":7}}`
+	want := `{"name":"t","arguments":{"b":1,"a":2.50},"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
+	if got, err := stampMeta(json.RawMessage(params), keys); err != nil || string(got) != want {
+		t.Fatalf("stampMeta(%s) = %s, %v; want %s", params, got, err, want)
+	}
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // checkFixture lists and uses the fixture's tool, prompt and resource, the
