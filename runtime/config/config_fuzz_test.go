@@ -122,7 +122,7 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		fmt.Fprintf(&b, `,"policies":%s`, p)
 	}
 	for key, section := range map[string]any{"admin": cfg.Admin, "auth": cfg.Auth, "limits": cfg.Limits,
-		"pinning": cfg.Pinning, "audit": cfg.Audit, "telemetry": cfg.Telemetry, "observability": cfg.Observability} {
+		"pinning": cfg.Pinning, "audit": cfg.Audit, "telemetry": cfg.Telemetry, "observability": cfg.Observability, "cluster": cfg.Cluster} {
 		if !reflect.ValueOf(section).IsZero() {
 			m, err := json.Marshal(section)
 			if err != nil {

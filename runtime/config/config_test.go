@@ -378,6 +378,8 @@ func TestLoadConfigExample(t *testing.T) {
 		Audit:         Audit{Path: "/var/log/edge-mcp/audit.jsonl", MaxSizeMB: 100, MaxBackups: 10, MaxAgeDays: 30, Compress: true},
 		Telemetry:     Telemetry{ServiceName: "edge-mcp", SampleRatio: ptr(0.1)},
 		Observability: Observability{Metrics: ptr(true), Compression: ptr(true), LogFormat: "json", RequiredServers: []string{"docs"}},
+		Cluster: &Cluster{NatsURL: "nats://127.0.0.1:4222", Name: "edge", Replica: "edge-1",
+			Secrets: []string{"change-me-to-a-long-random-fleet-secret"}},
 		Servers: []Server{
 			{Name: "fs", Type: "stdio", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/u/projects"},
 				Env: map[string]string{"NODE_OPTIONS": "--max-old-space-size=256"}, Cwd: "/home/u", Prefix: "fs",

@@ -96,6 +96,8 @@ var keys = []key{
 		doc: "OpenTelemetry traces"},
 	{name: "observability", field: in(func(c *Config) *Observability { return &c.Observability }),
 		doc: "metrics, compression, log format and readiness"},
+	{name: "cluster", field: in(func(c *Config) **Cluster { return &c.Cluster }), check: checkCluster,
+		doc: "join a fleet of replicas over NATS (see [Running a fleet](#running-a-fleet)); absent: one process"},
 }
 
 var (

@@ -8,7 +8,7 @@ import (
 // TestKeyTable checks each entry of the key table: a doc line, a type the
 // README knows, a default of the field's type, and a way to decode.
 func TestKeyTable(t *testing.T) {
-	types := map[string]bool{"string": true, "bool": true, "number": true, "number (s)": true, "[string]": true, "object": true, "[object]": true}
+	types := map[string]bool{"string": true, "bool": true, "number": true, "number (s)": true, "[string]": true, "object": true, "[object]": true, "string or [string]": true}
 	for _, table := range [][]key{keys, serverKeys, sectionKeys} {
 		for i := range table {
 			k := &table[i]

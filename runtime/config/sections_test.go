@@ -39,6 +39,13 @@ func TestParseSectionsRejects(t *testing.T) {
 		{"jwt with two key sources", `{"auth": {"mode": "jwt", "jwt": {"issuer": "i", "audience": ["a"], "hmac_secret": "${CFG_TEST_SECRET}", "jwks_url": "https://k"}}}`, "auth.jwt", "exactly one key source"},
 		{"jwt in mode none", `{"auth": {"jwt": {}}}`, "auth.mode", `is "none" but api_keys or jwt are set`},
 		{"unknown mode", `{"auth": {"mode": "basic"}}`, "auth.mode", `must be "none", "api_key" or "jwt", got "basic"`},
+		{"cluster without nats_url", `{"cluster": {"secret": "${CFG_TEST_SECRET}"}}`, "cluster.nats_url", "is required"},
+		{"cluster without secret", `{"cluster": {"nats_url": "nats://127.0.0.1:4222"}}`, "cluster.secret", "is required"},
+		{"cluster secret too short", `{"cluster": {"nats_url": "nats://n:4222", "secret": ["0123456789abcdef0123456789abcdef", "${CFG_TEST_SECRET}"]}}`, "cluster.secret[1]", "at least 32 characters (got 6)"},
+		{"cluster secret is a number", `{"cluster": {"nats_url": "nats://n:4222", "secret": 7}}`, "cluster.secret", "must be a string or an array of strings, got a number"},
+		{"cluster name with a dot", `{"cluster": {"nats_url": "nats://n:4222", "name": "a.b", "secret": "0123456789abcdef0123456789abcdef"}}`, "cluster.name", "letters, digits"},
+		{"cluster url not a url", `{"cluster": {"nats_url": "nats://n:4222, 127.0.0.1", "secret": "0123456789abcdef0123456789abcdef"}}`, "cluster.nats_url", `got "127.0.0.1"`},
+		{"cluster tls half a pair", `{"cluster": {"nats_url": "nats://n:4222", "secret": "0123456789abcdef0123456789abcdef", "nats_tls": {"cert_file": "c"}}}`, "cluster.nats_tls", "go together"},
 		{"unset variable in a list", `{"admin": {"trusted_keys": ["${CFG_TEST_UNSET_KEY}"]}}`, "admin.trusted_keys[0]", "CFG_TEST_UNSET_KEY is not set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +79,9 @@ func TestParseSectionsAccepts(t *testing.T) {
 		{"pointers", `{"limits": {"upstream_queue": 0}, "observability": {"metrics": false}}`,
 			func(c *Config) any { return []any{*c.Limits.UpstreamQueue, *c.Observability.Metrics} }, []any{0, false}},
 		{"expanded string", `{"telemetry": {"otlp_endpoint": "${CFG_TEST_ENDPOINT}"}}`, func(c *Config) any { return c.Telemetry.OTLPEndpoint }, "http://otel:4318"},
+		{"cluster secret as one string", `{"cluster": {"nats_url": "nats://a:4222,nats://b:4222", "secret": "0123456789abcdef0123456789abcdef"}}`,
+			func(c *Config) any { return *c.Cluster }, Cluster{NatsURL: "nats://a:4222,nats://b:4222", Secrets: []string{"0123456789abcdef0123456789abcdef"}}},
+		{"no cluster section", `{}`, func(c *Config) any { return c.Cluster }, (*Cluster)(nil)},
 		{"tool rules in order", `{"tool_rules": [{"tools": ["a*"], "timeout": 1.5}, {"require_approval": true}]}`,
 			func(c *Config) any { return c.ToolRules }, []ToolRule{{Tools: []string{"a*"}, Timeout: 1.5}, {RequireApproval: ptr(true)}}},
 	} {

@@ -63,6 +63,38 @@ type Config struct {
 	// Observability holds metrics, compression, log format and readiness
 	// switches ("observability").
 	Observability Observability
+	// Cluster joins this process to a fleet of replicas over NATS
+	// ("cluster"); nil: one process, no NATS code runs.
+	Cluster *Cluster
+}
+
+// Cluster is the "cluster" section: the fleet this replica belongs to.
+type Cluster struct {
+	// NatsURL lists the NATS servers, comma-separated ("nats_url").
+	NatsURL string `json:"nats_url,omitempty"`
+	// Name prefixes every subject, bucket and stream of the fleet
+	// ("name"), so that several fleets can share one NATS.
+	Name string `json:"name,omitempty"`
+	// Secrets are the keys of the sealed session tokens ("secret"): the
+	// first seals, all open (rotation).
+	Secrets []string `json:"secret,omitempty"`
+	// Replica is this replica's id ("replica"); "": host name + listen port.
+	Replica string `json:"replica,omitempty"`
+	// NatsCreds is a NATS credentials file ("nats_creds").
+	NatsCreds string `json:"nats_creds,omitempty"`
+	// NatsTLS configures TLS to NATS ("nats_tls"); nil: none unless the
+	// URL says tls://.
+	NatsTLS *ClusterTLS `json:"nats_tls,omitempty"`
+}
+
+// ClusterTLS is "cluster.nats_tls".
+type ClusterTLS struct {
+	// CAFile verifies the NATS servers ("ca_file").
+	CAFile string `json:"ca_file,omitempty"`
+	// CertFile and KeyFile are the client certificate ("cert_file",
+	// "key_file"), both or neither.
+	CertFile string `json:"cert_file,omitempty"`
+	KeyFile  string `json:"key_file,omitempty"`
 }
 
 // ReservedNames maps exposed names to the server that owns them. An exposed
