@@ -14,8 +14,9 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/", []string{"runtime/", "policy", "transports", "internal/", "guest/"}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "policy", "transports", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy", "transports", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "policy", "transports", "internal/"}},
+	{"runtime/cluster", []string{"runtime/config", "internal/"}},
 	{"runtime/config", []string{"policy", "internal/"}},
 	{"policy", []string{"policy", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/", "guest/jsontext"}},
