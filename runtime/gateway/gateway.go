@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,6 +81,9 @@ type Gateway struct {
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
 	bridge *bridges
+	// fleet is this replica's membership of its fleet; nil without a
+	// cluster section (fleet.go).
+	fleet *cluster.Node
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log
@@ -201,6 +205,9 @@ func (g *Gateway) config() *config.Config { return g.cfgp.Load() }
 // down.
 func (g *Gateway) Start(ctx context.Context) {
 	g.ctx, g.cancel = context.WithCancel(ctx)
+	if err := g.openFleet(g.ctx); err != nil {
+		g.log.Error("cluster: serving as a single replica", "err", err)
+	}
 	for _, u := range g.route.upstreams().list {
 		g.startUpstream(u)
 	}
@@ -282,6 +289,7 @@ func (g *Gateway) Close() error {
 		g.cancel()
 	}
 	g.wg.Wait()
+	g.closeFleet()
 	g.senders.close()
 	err = errors.Join(err, g.pol.close())
 	g.guard.Load().close()

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
+)
+
+// This file joins the gateway to its fleet when the config has a cluster
+// section. Without one, no NATS code runs: fleet is nil and every caller
+// checks that first.
+
+// openFleet connects to the fleet's NATS; it does not wait for NATS to be
+// reachable (a replica starts degraded and joins when it comes).
+func (g *Gateway) openFleet(ctx context.Context) error {
+	cfg := g.config()
+	if cfg.Cluster == nil {
+		return nil
+	}
+	node, err := cluster.Open(ctx, cfg.Cluster, defaultReplica(cfg.Listen), g.log)
+	if err != nil {
+		return fmt.Errorf("joining the fleet: %w", err)
+	}
+	g.fleet = node
+	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
+	return nil
+}
+
+// closeFleet leaves the fleet, flushing what is buffered for at most 2 s.
+func (g *Gateway) closeFleet() {
+	if g.fleet == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	g.fleet.Close(ctx)
+}
+
+// defaultReplica names a replica whose config does not: host name and
+// listen port, so two replicas on one host differ.
+func defaultReplica(listen string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "edge-mcp"
+	}
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" {
+		return host + "-" + port
+	}
+	return host
+}
