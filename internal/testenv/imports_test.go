@@ -14,9 +14,10 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/", []string{"runtime/", "policy", "transports", "internal/", "guest/"}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "policy", "transports", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/oauth", "policy", "transports", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "policy", "transports", "internal/"}},
 	{"runtime/config", []string{"policy", "internal/"}},
+	{"runtime/oauth", []string{"runtime/config", "internal/"}},
 	{"policy", []string{"policy", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/", "guest/jsontext"}},
 	{"internal/", []string{"internal/", "guest/jsontext", "guest/glob", "policy/wasmtest"}},

@@ -63,6 +63,9 @@ type Config struct {
 	// Observability holds metrics, compression, log format and readiness
 	// switches ("observability").
 	Observability Observability
+	// OAuth holds the upstream token store's key and the authorization
+	// callback ("oauth").
+	OAuth OAuthSettings
 }
 
 // ReservedNames maps exposed names to the server that owns them. An exposed
@@ -135,6 +138,12 @@ type Server struct {
 	// MaxClientSessions bounds the upstream sessions open at once with
 	// per_client ("max_client_sessions"; default 16).
 	MaxClientSessions int
+	// OAuth makes the gateway an OAuth client of this server ("oauth");
+	// nil: none.
+	OAuth *OAuth
+	// Identity is "shared" (or "": one upstream token for the gateway) or
+	// "per_client" (one per downstream identity; needs OAuth).
+	Identity string
 }
 
 // ExposedName returns the name a server's tool or prompt has downstream:
