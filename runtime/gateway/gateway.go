@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -86,6 +87,7 @@ type Gateway struct {
 	tracer    *telemetry.Tracer // nil: tracing off
 	validator *schema.Validator // tool arguments against inputSchema
 	pins      *pinning.Store    // tool definitions first seen
+	oauth     *oauth.Manager    // upstream OAuth: handlers, tokens, pending authorizations (oauth.go)
 
 	reloadMu sync.Mutex  // serializes reloads
 	draining atomic.Bool // Drain was called: no new sessions
@@ -132,6 +134,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.bridge = bridge
+	if err := g.openOAuth(cfg); err != nil {
+		return nil, err
+	}
 	set := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
 	for _, sc := range cfg.Servers {
 		u, err := g.newUpstream(sc)
@@ -283,6 +288,7 @@ func (g *Gateway) Close() error {
 	}
 	g.wg.Wait()
 	g.senders.close()
+	g.oauth.Close()
 	err = errors.Join(err, g.pol.close())
 	g.guard.Load().close()
 	return errors.Join(err, g.closeObservability())

@@ -33,6 +33,9 @@ import (
 const (
 	reasonServerUnavailable = "server_unavailable"
 	reasonPendingApproval   = "pending_approval"
+	// reasonNeedsAuthorization: the tool's server wants an OAuth token
+	// that an operator must obtain (edge-mcp auth login SERVER).
+	reasonNeedsAuthorization = "needs_authorization"
 )
 
 // codeUnavailable is the JSON-RPC code of a call whose tool or prompt
@@ -176,6 +179,13 @@ func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item) 
 		data["retry_at"] = next.UTC().Format(time.RFC3339Nano)
 	}
 	msg := fmt.Sprintf("edge-mcp: server %q is disconnected (%s); %s %q is unavailable until it is back", it.up.name, when, what, it.exposed)
+	if state == StateNeedsAuthorization {
+		// Not a reconnection matter: a person must authorize the gateway.
+		msg = fmt.Sprintf("edge-mcp: server %q needs authorization: an operator must run `edge-mcp auth login %s` (or POST /admin/oauth/%s/login); %s %q is unavailable until then",
+			it.up.name, it.up.name, it.up.name, what, it.exposed)
+		data["reason"], data["login_command"] = reasonNeedsAuthorization, "edge-mcp auth login "+it.up.name
+		delete(data, "retry_at")
+	}
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
 		s.g.recordToolCall(s, it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)

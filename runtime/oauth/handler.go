@@ -166,8 +166,12 @@ func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	return h.ts, nil
 }
 
-// loadLocked reads the stored record once.
+// loadLocked reads the stored record once, and drops a token that
+// expired and cannot be refreshed.
 func (h *Handler) loadLocked() {
+	if h.ts != nil && h.rec != nil && !h.cc && !usable(h.rec.Token) {
+		h.ts, h.needs, h.lastErr = nil, true, "the token expired and cannot be refreshed (no refresh token)"
+	}
 	if h.loaded || h.cc {
 		return
 	}

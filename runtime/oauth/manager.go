@@ -54,7 +54,10 @@ type Manager struct {
 	handlers map[handlerKey]*Handler
 	pending  map[string]*flight // by state
 	loops    map[string]*http.Server
-	closed   bool
+	// challenged are servers without an oauth section that answered 401
+	// with a Bearer challenge (challenge.go).
+	challenged map[string]bool
+	closed     bool
 }
 
 type handlerKey struct{ server, identity string }
@@ -74,7 +77,7 @@ func New(opts Options) *Manager {
 		opts.HTTPClient = http.DefaultClient
 	}
 	return &Manager{opts: opts, log: opts.Logger, servers: map[string]config.Server{},
-		handlers: map[handlerKey]*Handler{}, pending: map[string]*flight{}, loops: map[string]*http.Server{}}
+		handlers: map[handlerKey]*Handler{}, pending: map[string]*flight{}, loops: map[string]*http.Server{}, challenged: map[string]bool{}}
 }
 
 // Configure sets the servers (a configuration generation). Handlers of
