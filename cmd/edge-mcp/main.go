@@ -184,6 +184,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	g.SetListenAddr(ln.Addr().String())
 	adminLn, err := listenAdmin(o.adminAddr, cfg)
 	if err != nil {
 		ln.Close()

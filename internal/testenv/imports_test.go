@@ -15,7 +15,7 @@ var importRules = []struct {
 }{
 	{"cmd/", []string{"runtime/", "policy", "transports", "internal/", "guest/"}},
 	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/oauth", "policy", "transports", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
-	{"runtime/admin", []string{"runtime/config", "policy", "transports", "internal/"}},
+	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy", "transports", "internal/"}},
 	{"runtime/config", []string{"policy", "internal/"}},
 	{"runtime/oauth", []string{"runtime/config", "internal/"}},
 	{"policy", []string{"policy", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,36 +25,48 @@ import (
 // 401 challenge from a server without an "oauth" section).
 const StateNeedsAuthorization State = "needs_authorization"
 
-// openOAuth builds the manager: tokens in <state dir>/oauth, sealed with
-// oauth.key, oauth.key_file or a key generated beside them; without a
-// state folder, in memory under a random key.
+// openOAuth builds the gateway's manager over its state folder; the
+// callback is oauth.redirect_url, else /oauth/callback on the listener.
 func (g *Gateway) openOAuth(cfg *config.Config) error {
-	key, dir, err := g.oauthKey(cfg)
-	if err != nil {
-		return err
-	}
-	sealer, err := oauth.NewSealer(key)
-	if err != nil {
-		return err
-	}
-	store, err := oauth.NewFileStore(dir, sealer)
-	if err != nil {
-		return err
-	}
 	redirect := cfg.OAuth.RedirectURL
 	if redirect == "" {
 		redirect = "http://" + cfg.Listen + "/oauth/callback"
 	}
-	g.oauth = oauth.New(oauth.Options{Logger: g.log, Store: store, PendingWait: cfg.OAuth.PendingWait, RedirectURL: redirect})
-	g.oauth.Configure(cfg.Servers)
+	m, err := OAuthManager(cfg, g.stateDir(cfg), g.log, redirect)
+	if err != nil {
+		return err
+	}
+	g.oauth = m
 	return nil
 }
 
+// OAuthManager builds the upstream OAuth manager of cfg with its token
+// store: <stateDir>/oauth, sealed with oauth.key, oauth.key_file or a key
+// generated there; with no state folder, in memory under a random key.
+// `edge-mcp auth` uses it to reach the gateway's tokens.
+func OAuthManager(cfg *config.Config, stateDir string, log *slog.Logger, redirect string) (*oauth.Manager, error) {
+	key, dir, err := oauthKey(cfg, stateDir)
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := oauth.NewSealer(key)
+	if err != nil {
+		return nil, err
+	}
+	store, err := oauth.NewFileStore(dir, sealer)
+	if err != nil {
+		return nil, err
+	}
+	m := oauth.New(oauth.Options{Logger: log, Store: store, PendingWait: cfg.OAuth.PendingWait, RedirectURL: redirect})
+	m.Configure(cfg.Servers)
+	return m, nil
+}
+
 // oauthKey returns the token store's key and folder ("" for memory).
-func (g *Gateway) oauthKey(cfg *config.Config) ([]byte, string, error) {
+func oauthKey(cfg *config.Config, stateDir string) ([]byte, string, error) {
 	dir := ""
-	if sd := g.stateDir(cfg); sd != "" {
-		dir = filepath.Join(sd, "oauth")
+	if stateDir != "" {
+		dir = filepath.Join(stateDir, "oauth")
 	}
 	switch {
 	case cfg.OAuth.Key != "":
@@ -79,6 +92,15 @@ func (g *Gateway) oauthKey(cfg *config.Config) ([]byte, string, error) {
 	key := make([]byte, 32)
 	rand.Read(key)
 	return key, "", nil
+}
+
+// SetListenAddr tells the gateway where its listener is, for the default
+// OAuth callback (http://ADDR/oauth/callback) when oauth.redirect_url is
+// not set: with port 0 in "listen", the port is known only then.
+func (g *Gateway) SetListenAddr(addr string) {
+	if g.config().OAuth.RedirectURL == "" {
+		g.oauth.SetRedirectURL("http://" + addr + "/oauth/callback")
+	}
 }
 
 // oauthHandler is what the transport of a remote server calls on 401:
@@ -140,3 +162,10 @@ func (g *Gateway) OAuthLogin(ctx context.Context, server string) (oauth.Status, 
 
 // OAuthLogout forgets the tokens of server.
 func (g *Gateway) OAuthLogout(server string) error { return g.oauth.Logout(server, "") }
+
+// The admin API's OAuth operations.
+func (o adminOps) OAuthStatus() []oauth.Status { return o.g.OAuthStatus() }
+func (o adminOps) OAuthLogin(ctx context.Context, server string) (oauth.Status, error) {
+	return o.g.OAuthLogin(ctx, server)
+}
+func (o adminOps) OAuthLogout(server string) error { return o.g.OAuthLogout(server) }

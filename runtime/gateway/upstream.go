@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -173,7 +174,7 @@ func (u *upstream) open(ctx context.Context, t mcp.Transport, mode string) (*lin
 // fails or ctx ends. wasUp reports whether the server got connected.
 func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	l, offer, err := u.open(ctx, u.transport, u.versionMode(nil))
-	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && ctx.Err() == nil {
+	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && !oauth.IsNeedsAuthorization(err) && ctx.Err() == nil {
 		// A URL without a type: the server may speak only the legacy
 		// HTTP+SSE transport (2024-11-05).
 		u.log.Info("streamable HTTP failed; trying legacy HTTP+SSE", "err", err)

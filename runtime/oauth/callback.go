@@ -67,7 +67,7 @@ func page(w http.ResponseWriter, code int, msg string) {
 // listenLoopback serves the callback at redirect when it is a loopback
 // http URL other than the gateway's own (callbackPort), until Close.
 func (m *Manager) listenLoopback(redirect string) {
-	if redirect == "" || redirect == m.opts.RedirectURL {
+	if redirect == "" || redirect == m.redirectURL() {
 		return
 	}
 	u, err := url.Parse(redirect)

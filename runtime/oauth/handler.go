@@ -49,8 +49,11 @@ type Handler struct {
 	server, identity string
 	sc               config.Server
 	redirect         string
-	inner            auth.OAuthHandler // authorization code, or client credentials
 	cc               bool
+
+	initOnce sync.Once
+	inner    auth.OAuthHandler // authorization code, or client credentials; set by init
+	initErr  string
 
 	ccMu sync.Mutex // serializes client-credentials grants
 
@@ -69,18 +72,28 @@ type Handler struct {
 var _ auth.OAuthHandler = (*Handler)(nil)
 
 func newHandler(m *Manager, sc config.Server, identity string) *Handler {
-	h := &Handler{m: m, server: sc.Name, identity: identity, sc: sc, authorized: make(chan struct{})}
-	o := sc.OAuth
+	return &Handler{m: m, server: sc.Name, identity: identity, sc: sc, authorized: make(chan struct{}),
+		cc: sc.OAuth.Grant == "client_credentials"}
+}
+
+// init builds the go-sdk handler at first use, when the gateway's
+// callback URL is known (the listener may have picked its port).
+func (h *Handler) init() auth.OAuthHandler {
+	h.initOnce.Do(h.build)
+	return h.inner
+}
+
+func (h *Handler) build() {
+	o, m := h.sc.OAuth, h.m
 	h.redirect = o.RedirectURL
 	if h.redirect == "" && o.CallbackPort != 0 {
 		h.redirect = fmt.Sprintf("http://localhost:%d/callback", o.CallbackPort)
 	}
 	if h.redirect == "" {
-		h.redirect = m.opts.RedirectURL
+		h.redirect = m.redirectURL()
 	}
 	var err error
-	if o.Grant == "client_credentials" {
-		h.cc = true
+	if h.cc {
 		h.inner, err = extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{
 			Credentials: &oauthex.ClientCredentials{ClientID: o.ClientID, ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: o.ClientSecret}},
 			HTTPClient:  m.opts.HTTPClient,
@@ -89,9 +102,8 @@ func newHandler(m *Manager, sc config.Server, identity string) *Handler {
 		h.inner, err = auth.NewAuthorizationCodeHandler(h.codeConfig())
 	}
 	if err != nil {
-		h.inner, h.needs, h.lastErr = nil, true, fmt.Sprintf("oauth section of %q: %v", sc.Name, err)
+		h.inner, h.initErr = nil, fmt.Sprintf("oauth section of %q: %v", h.sc.Name, err)
 	}
-	return h
 }
 
 // codeConfig is the go-sdk configuration of the authorization code flow.
@@ -316,9 +328,9 @@ func describe(err error) string {
 // taken; else an authorization starts (or is joined) and the request
 // waits Options.PendingWait for a person to complete it.
 func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
-	if h.inner == nil {
+	if h.init() == nil {
 		drain(resp)
-		return &NeedsAuthorizationError{Server: h.server, Identity: h.identity, Reason: h.Status().LastError}
+		return &NeedsAuthorizationError{Server: h.server, Identity: h.identity, Reason: h.initErr}
 	}
 	if h.cc {
 		return h.clientCredentials(ctx, req, resp)
@@ -405,8 +417,8 @@ func (h *Handler) clientCredentials(ctx context.Context, req *http.Request, resp
 // server, without a token, for its challenge; it returns once the
 // authorization URL is known (or no person is needed).
 func (h *Handler) Begin(ctx context.Context) (Status, error) {
-	if h.inner == nil {
-		return h.Status(), &NeedsAuthorizationError{Server: h.server, Identity: h.identity, Reason: h.Status().LastError}
+	if h.init() == nil {
+		return h.Status(), &NeedsAuthorizationError{Server: h.server, Identity: h.identity, Reason: h.initErr}
 	}
 	h.mu.Lock()
 	f := h.flight
@@ -471,7 +483,7 @@ func (h *Handler) Ready() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.loadLocked()
-	return h.cc && h.inner != nil || h.ts != nil
+	return h.cc || h.ts != nil
 }
 
 // Logout forgets the token and cancels a pending authorization.

@@ -80,6 +80,20 @@ func New(opts Options) *Manager {
 		handlers: map[handlerKey]*Handler{}, pending: map[string]*flight{}, loops: map[string]*http.Server{}, challenged: map[string]bool{}}
 }
 
+// SetRedirectURL sets the gateway's callback once its listener is known
+// (a port chosen at listen time); handlers not used yet take it.
+func (m *Manager) SetRedirectURL(u string) {
+	m.mu.Lock()
+	m.opts.RedirectURL = u
+	m.mu.Unlock()
+}
+
+func (m *Manager) redirectURL() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.opts.RedirectURL
+}
+
 // Configure sets the servers (a configuration generation). Handlers of
 // servers whose configuration is unchanged are kept; the others are
 // dropped, their pending authorizations cancelled. Tokens stay stored.
