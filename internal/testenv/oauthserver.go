@@ -49,6 +49,9 @@ type OAuthServerOptions struct {
 // credentials). Its tools: echo, and StepUpTool when set.
 type OAuthServer struct {
 	URL, MCPURL string
+	// SSEURL is the same MCP server over legacy HTTP+SSE, behind the same
+	// bearer check (its resource is still MCPURL).
+	SSEURL string
 	opts        OAuthServerOptions
 
 	mu      sync.Mutex
@@ -96,9 +99,11 @@ func StartOAuthServer(t testing.TB, opts OAuthServerOptions) *OAuthServer {
 	mux.HandleFunc("GET /authorize", s.serveAuthorize)
 	mux.HandleFunc("POST /token", s.serveToken)
 	mux.Handle("/mcp", s.protect(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcpServer() }, nil)))
+	mux.Handle("GET /.well-known/oauth-protected-resource/sse", http.HandlerFunc(s.serveResourceMeta))
+	mux.Handle("/sse", s.protect(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcpServer() }, nil)))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	s.URL, s.MCPURL = srv.URL, srv.URL+"/mcp"
+	s.URL, s.MCPURL, s.SSEURL = srv.URL, srv.URL+"/mcp", srv.URL+"/sse"
 	return s
 }
 
@@ -140,7 +145,8 @@ func (s *OAuthServer) RefreshValid(tok string) bool {
 }
 
 func (s *OAuthServer) serveResourceMeta(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, &oauthex.ProtectedResourceMetadata{Resource: s.MCPURL,
+	resource := s.URL + strings.TrimPrefix(r.URL.Path, "/.well-known/oauth-protected-resource")
+	writeJSON(w, http.StatusOK, &oauthex.ProtectedResourceMetadata{Resource: resource,
 		AuthorizationServers: []string{s.URL}, ScopesSupported: s.opts.Scopes})
 }
 
@@ -185,8 +191,8 @@ func (s *OAuthServer) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	case q.Get("code_challenge") == "" || q.Get("code_challenge_method") != "S256":
 		http.Error(w, "PKCE S256 required", http.StatusBadRequest)
 		return
-	case q.Get("resource") != s.MCPURL:
-		http.Error(w, "resource must be "+s.MCPURL, http.StatusBadRequest)
+	case q.Get("resource") != s.MCPURL && q.Get("resource") != s.SSEURL:
+		http.Error(w, "resource must be "+s.MCPURL+" or "+s.SSEURL, http.StatusBadRequest)
 		return
 	}
 	code := rand.Text()
@@ -281,8 +287,8 @@ func (s *OAuthServer) authenticate(r *http.Request) (string, bool) {
 // token, and 403 insufficient_scope to a call of StepUpTool without
 // StepUpScope.
 func (s *OAuthServer) protect(next http.Handler) http.Handler {
-	meta := s.URL + "/.well-known/oauth-protected-resource/mcp"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		meta := s.URL + "/.well-known/oauth-protected-resource" + r.URL.Path
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		s.mu.Lock()
 		g, ok := s.access[tok]

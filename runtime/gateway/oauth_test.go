@@ -263,3 +263,20 @@ func get(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestOAuthLegacySSEUpstream: the same flow over legacy HTTP+SSE, whose
+// HTTP client is wrapped with the handler.
+func TestOAuthLegacySSEUpstream(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
+	dir := t.TempDir()
+	og := startOAuthGateway(t, fmt.Sprintf(`{"type": "sse", "url": %q, "oauth": {}}`, as.SSEURL), dir)
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	cs := connect(t, og.base+"/mcp", nil)
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "over sse"}})
+	if err != nil || res.IsError || textOf(res) != "over sse" {
+		t.Fatalf("echo over SSE: %v %+v", err, res)
+	}
+	og.noTokens(t, as, dir)
+}
