@@ -52,7 +52,7 @@ type OAuthServer struct {
 	// SSEURL is the same MCP server over legacy HTTP+SSE, behind the same
 	// bearer check (its resource is still MCPURL).
 	SSEURL string
-	opts        OAuthServerOptions
+	opts   OAuthServerOptions
 
 	mu      sync.Mutex
 	clients map[string]oauthClient
