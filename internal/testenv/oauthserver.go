@@ -50,7 +50,7 @@ type OAuthServerOptions struct {
 type OAuthServer struct {
 	URL, MCPURL string
 	// SSEURL is the same MCP server over legacy HTTP+SSE, behind the same
-	// bearer check (its resource is still MCPURL).
+	// bearer check (its resource is SSEURL).
 	SSEURL string
 	opts   OAuthServerOptions
 

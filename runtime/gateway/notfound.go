@@ -19,6 +19,9 @@ import (
 //   - the tool's server is down (it offered the name before it went):
 //     -32603 with data {"reason": "server_unavailable", "server", "state",
 //     "retry_at"} — the server's name and when it is retried next;
+//   - the tool's server needs an operator to authorize the gateway (OAuth):
+//     -32603 with data {"reason": "needs_authorization", "server", "state",
+//     "login_command"};
 //   - the tool changed its definition since it was pinned and is withheld
 //     until an operator approves it: -32603 with data {"reason":
 //     "pending_approval", "server", "tool", "approve_command",

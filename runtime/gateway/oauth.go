@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -130,15 +131,32 @@ func (u *upstream) awaitAuthorization(ctx context.Context) bool {
 	u.setState(StateNeedsAuthorization, &oauth.NeedsAuthorizationError{Server: u.name})
 	u.g.metrics.UpstreamNeedsAuthorization(u.name, true)
 	defer u.g.metrics.UpstreamNeedsAuthorization(u.name, false)
-	if _, err := h.Begin(ctx); err != nil && ctx.Err() == nil {
-		u.log.Warn("starting the upstream authorization", "err", err)
-		u.setState(StateNeedsAuthorization, err)
-	}
-	select {
-	case <-authorized:
-		return true
-	case <-ctx.Done():
-		return false
+	// A pending authorization expires unanswered, or the server cannot be
+	// asked: start another, with growing pauses.
+	pause := time.Second
+	for {
+		if _, err := h.Begin(ctx); err != nil && ctx.Err() == nil {
+			u.log.Warn("starting the upstream authorization", "err", err)
+			u.setState(StateNeedsAuthorization, err)
+		}
+		if h.Ready() {
+			return true
+		}
+		select {
+		case <-authorized:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-h.Settled():
+		}
+		select {
+		case <-authorized:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-time.After(pause):
+		}
+		pause = min(pause*2, time.Minute)
 	}
 }
 

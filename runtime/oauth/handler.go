@@ -469,6 +469,19 @@ func (h *Handler) Await(ctx context.Context) error {
 	}
 }
 
+// Settled returns a channel closed when the authorization in progress
+// ends (at once when none is).
+func (h *Handler) Settled() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.flight != nil {
+		return h.flight.done
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
 // Authorized returns a channel closed at the next successful
 // authorization.
 func (h *Handler) Authorized() <-chan struct{} {
