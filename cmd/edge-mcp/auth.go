@@ -161,7 +161,12 @@ func loginLocal(ctx context.Context, a *authTarget, server string, browser bool,
 	defer m.Close()
 	srv := &http.Server{Handler: m.CallbackHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	defer srv.Close()
+	defer func() {
+		// Let the callback page reach the browser before the listener goes.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
 	st, err := m.Login(ctx, server, "")
 	if errors.Is(err, oauth.ErrUnknownServer) {
 		return fmt.Errorf("server %q has no \"oauth\" section in %s", server, *a.configPath)

@@ -172,23 +172,35 @@ func union(a, b []string) []string {
 // TokenSource implements auth.OAuthHandler: the stored token, refreshed
 // before it expires; nil when there is none.
 func (h *Handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+	h.load()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.loadLocked()
+	h.expireLocked()
 	return h.ts, nil
 }
 
-// loadLocked reads the stored record once, and drops a token that
-// expired and cannot be refreshed.
-func (h *Handler) loadLocked() {
+// expireLocked drops a token that expired and cannot be refreshed.
+func (h *Handler) expireLocked() {
 	if h.ts != nil && h.rec != nil && !h.cc && !usable(h.rec.Token) {
 		h.ts, h.needs, h.lastErr = nil, true, "the token expired and cannot be refreshed (no refresh token)"
 	}
-	if h.loaded || h.cc {
+}
+
+// load reads the stored record once (outside the lock: it is I/O).
+func (h *Handler) load() {
+	h.mu.Lock()
+	done := h.loaded || h.cc
+	h.mu.Unlock()
+	if done {
+		return
+	}
+	rec, err := h.m.opts.Store.Load(h.server, h.identity)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.loaded {
 		return
 	}
 	h.loaded = true
-	rec, err := h.m.opts.Store.Load(h.server, h.identity)
 	switch {
 	case err != nil:
 		h.needs, h.lastErr = true, err.Error()
@@ -255,6 +267,10 @@ func grantedScopes(tok *oauth2.Token, asked []string) []string {
 // rotated refresh token with it). A refresh that fails while the token
 // still works keeps the token; once it has expired, the server needs
 // authorization.
+//
+// mu is held across the refresh (a network request) and the store's
+// write, as oauth2's own ReuseTokenSource does: two refreshes at once
+// would spend a rotated refresh token twice.
 type savingSource struct {
 	h   *Handler
 	src oauth2.TokenSource
@@ -493,9 +509,10 @@ func (h *Handler) Authorized() <-chan struct{} {
 // Ready reports whether requests can carry a token (or get one without a
 // person: client credentials).
 func (h *Handler) Ready() bool {
+	h.load()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.loadLocked()
+	h.expireLocked()
 	return h.cc || h.ts != nil
 }
 
@@ -510,9 +527,10 @@ func (h *Handler) Logout() error {
 
 // Status reports the handler's state; it holds no token.
 func (h *Handler) Status() Status {
+	h.load()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.loadLocked()
+	h.expireLocked()
 	st := Status{Server: h.server, Identity: h.identity, Grant: h.sc.OAuth.Grant, LastError: h.lastErr}
 	switch {
 	case h.ts != nil && !h.needs:

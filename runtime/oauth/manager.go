@@ -208,8 +208,10 @@ func (m *Manager) Close() {
 	for _, h := range hs {
 		h.cancelFlight()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 	for _, srv := range loops {
-		srv.Close()
+		srv.Shutdown(ctx) // a callback page being written still reaches the browser
 	}
 }
 
