@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -87,6 +88,10 @@ type StreamableClientTransport struct {
 	// stream the event is dropped and the stream reopened. See
 	// [ByteBudget] for what is not counted.
 	Budget *ByteBudget
+	// OAuthHandler, when not nil, puts its token on every request and is
+	// asked to authorize on a 401 (or a 403 insufficient_scope), after
+	// which the request is sent once more (go-sdk's contract).
+	OAuthHandler auth.OAuthHandler
 }
 
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
@@ -127,6 +132,7 @@ func (t *StreamableClientTransport) Connect(ctx context.Context) (Connection, er
 	if c.client == nil {
 		c.client = sharedHTTPClient()
 	}
+	c.client = WithOAuth(c.client, t.OAuthHandler)
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}

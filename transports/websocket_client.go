@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
 // WebSocketClientTransport connects to an MCP server over WebSocket
@@ -55,6 +56,10 @@ type WebSocketClientTransport struct {
 	// (see [IsLocal]) naming the budget in its place. See [ByteBudget] for
 	// what is not counted.
 	Budget *ByteBudget
+	// OAuthHandler, when not nil, puts its token on the opening handshake
+	// and is asked to authorize on a 401 (or a 403 insufficient_scope),
+	// after which the handshake is tried once more.
+	OAuthHandler auth.OAuthHandler
 }
 
 // wsDefaultHandshakeTimeout is the default HandshakeTimeout.
@@ -83,8 +88,12 @@ func (t *WebSocketClientTransport) Connect(ctx context.Context) (Connection, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	hc := t.HTTPClient
+	if hc == nil && t.OAuthHandler != nil {
+		hc = http.DefaultClient
+	}
 	opts := &websocket.DialOptions{
-		HTTPClient:      t.HTTPClient,
+		HTTPClient:      WithOAuth(hc, t.OAuthHandler),
 		HTTPHeader:      t.Header,
 		Subprotocols:    []string{wsSubprotocol},
 		CompressionMode: websocket.CompressionContextTakeover,

@@ -60,6 +60,8 @@ func commands() []*command {
 			example: "edge-mcp policy ls", subs: policyCommands()},
 		{name: "pins", summary: "review tool definitions that changed since they were pinned",
 			example: "edge-mcp pins ls", subs: pinsCommands()},
+		{name: "auth", summary: "authorize the gateway at upstream servers that want OAuth: login, status, logout",
+			example: "edge-mcp auth login github --config gw.json", subs: authCommands()},
 		{name: "version", summary: "print the version", example: "edge-mcp version"},
 	}
 }

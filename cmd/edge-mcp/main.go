@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	s := streams{stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	switch cmd {
-	case "serve", "stdio", "status", "module", "pins":
+	case "serve", "stdio", "status", "module", "pins", "auth":
 		return dispatch(ctx, cmd, args, s)
 	case "policy":
 		return policyCmd(ctx, args, stdout, stderr)
@@ -184,6 +184,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	g.SetListenAddr(ln.Addr().String())
 	adminLn, err := listenAdmin(o.adminAddr, cfg)
 	if err != nil {
 		ln.Close()

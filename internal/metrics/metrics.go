@@ -107,6 +107,7 @@ type Metrics struct {
 	tools        toolCache
 
 	upstreamUp         *series[string, *gauge]
+	upstreamNeedsAuth  *series[string, *gauge]
 	upstreamReconnects *series[string, *counter]
 	policyDecisions    *series[[3]string, *counter]
 	policyDuration     *series[[2]string, *histogram]
@@ -144,6 +145,7 @@ func New() *Metrics {
 	m.tools.init()
 
 	m.upstreamUp = gauges("upstream_up", "Whether the gateway is connected to the upstream server (1) or not (0).", "server")
+	m.upstreamNeedsAuth = gauges("upstream_needs_authorization", "Whether the upstream server waits for an operator to authorize the gateway (OAuth), 1 or 0.", "server")
 	m.upstreamReconnects = counters("upstream_reconnects_total", "Reconnections to upstream servers.", "server")
 
 	decisions := add(kindCounter, "policy_decisions_total", "Policy decisions, by module, hook and decision.", nil, "module", "hook", "decision")
@@ -195,6 +197,19 @@ func (m *Metrics) UpstreamUp(server string, up bool) {
 		v = 1
 	}
 	m.upstreamUp.get(server).set(v)
+}
+
+// UpstreamNeedsAuthorization records whether server waits for an
+// operator to authorize the gateway.
+func (m *Metrics) UpstreamNeedsAuthorization(server string, needs bool) {
+	if m == nil {
+		return
+	}
+	var v int64
+	if needs {
+		v = 1
+	}
+	m.upstreamNeedsAuth.get(server).set(v)
 }
 
 // UpstreamReconnect records one reconnection to server.

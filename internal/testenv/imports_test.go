@@ -14,10 +14,11 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/", []string{"runtime/", "policy", "transports", "internal/", "guest/"}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy", "transports", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
-	{"runtime/admin", []string{"runtime/config", "policy", "transports", "internal/"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/cluster", "runtime/oauth", "policy", "transports", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
+	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy", "transports", "internal/"}},
 	{"runtime/cluster", []string{"runtime/config", "internal/"}},
 	{"runtime/config", []string{"policy", "internal/"}},
+	{"runtime/oauth", []string{"runtime/config", "internal/"}},
 	{"policy", []string{"policy", "internal/", "guest/jsontext", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/", "guest/jsontext"}},
 	{"internal/", []string{"internal/", "guest/jsontext", "guest/glob", "policy/wasmtest"}},

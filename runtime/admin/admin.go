@@ -14,6 +14,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/store"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
 // Operations are what the admin API asks of the gateway. A failure the
@@ -52,6 +53,14 @@ type Operations interface {
 	// RejectToolChange keeps the old pin and the tool withheld, and stops
 	// offering this definition for approval until it changes again.
 	RejectToolChange(server, tool string) error
+
+	// OAuthStatus lists the upstream OAuth authorizations (no tokens).
+	OAuthStatus() []oauth.Status
+	// OAuthLogin starts (or joins) the authorization of server; the
+	// status carries the URL a person must open, unless none is needed.
+	OAuthLogin(ctx context.Context, server string) (oauth.Status, error)
+	// OAuthLogout forgets the tokens of server.
+	OAuthLogout(server string) error
 }
 
 // Upload is one module upload as the request carried it.

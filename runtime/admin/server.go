@@ -83,6 +83,9 @@ func (s *Server) routes() {
 		"GET /admin/tools/pending":                  s.pendingTools,
 		"POST /admin/tools/{server}/{tool}/approve": s.approveTool,
 		"POST /admin/tools/{server}/{tool}/reject":  s.rejectTool,
+		"GET /admin/oauth":                          s.oauthStatus,
+		"POST /admin/oauth/{server}/login":          s.oauthLogin,
+		"DELETE /admin/oauth/{server}":              s.oauthLogout,
 	} {
 		s.mux.HandleFunc(pattern, h)
 	}

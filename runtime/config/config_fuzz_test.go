@@ -140,6 +140,19 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 			fmt.Fprintf(&b, `,%q:%s`, key, strings.ReplaceAll(string(m), "$", "$$"))
 		}
 	}
+	if o := cfg.OAuth; o != (OAuthSettings{}) {
+		fmt.Fprintf(&b, `,"oauth":{"key_file":%s`, str(o.KeyFile))
+		if o.Key != "" {
+			fmt.Fprintf(&b, `,"key":%s`, str(o.Key))
+		}
+		if o.PendingWait != 0 {
+			fmt.Fprintf(&b, `,"pending_wait":%s`, seconds(o.PendingWait))
+		}
+		if o.RedirectURL != "" {
+			fmt.Fprintf(&b, `,"redirect_url":%s`, str(o.RedirectURL))
+		}
+		b.WriteByte('}')
+	}
 	b.WriteString(`,"mcpServers":{`)
 	active := map[string]bool{}
 	for i, s := range cfg.Servers {
@@ -184,6 +197,25 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 			if s.BearerToken != "" {
 				fmt.Fprintf(&b, `,"bearer_token":%s`, str(s.BearerToken))
 			}
+			if o := s.OAuth; o != nil {
+				fmt.Fprintf(&b, `,"oauth":{"grant":%s,"client_metadata_url":%s,"redirect_url":%s`, str(o.Grant), str(o.ClientMetadataURL), str(o.RedirectURL))
+				if o.TokenEndpointAuthMethod != "" {
+					fmt.Fprintf(&b, `,"token_endpoint_auth_method":%s`, str(o.TokenEndpointAuthMethod))
+				}
+				if o.ClientID != "" {
+					fmt.Fprintf(&b, `,"clientId":%s,"clientSecret":%s`, str(o.ClientID), str(o.ClientSecret))
+				}
+				if o.CallbackPort != 0 {
+					fmt.Fprintf(&b, `,"callbackPort":%d`, o.CallbackPort)
+				}
+				if o.Scopes != nil {
+					fmt.Fprintf(&b, `,"scopes":%s`, list(o.Scopes))
+				}
+				b.WriteByte('}')
+			}
+		}
+		if s.Identity != "" {
+			fmt.Fprintf(&b, `,"identity":%q`, s.Identity)
 		}
 		if s.Description != "" {
 			fmt.Fprintf(&b, `,"description":%s`, str(s.Description))

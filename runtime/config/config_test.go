@@ -393,7 +393,12 @@ func TestLoadConfigExample(t *testing.T) {
 			{Name: "legacy", Type: "sse", URL: "http://127.0.0.1:9000/sse", BearerToken: "dev-token", Prefix: "legacy",
 				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true, Session: "per_client", MaxClientSessions: 8,
 				Description: "An HTTP+SSE (2024-11-05) server with a bearer token from the environment."},
+			{Name: "tracker", Type: "streamable-http", TypeInferred: true, URL: "https://mcp.tracker.example.com/mcp",
+				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true, Identity: "shared",
+				OAuth:       &OAuth{Grant: "authorization_code", ClientID: "edge-mcp", CallbackPort: 3118, Scopes: []string{"issues:read", "issues:write"}},
+				Description: "A hosted server that wants OAuth: the mcpServers form of other clients works unchanged; run `edge-mcp auth login tracker` once."},
 		},
+		OAuth: OAuthSettings{KeyFile: "/var/lib/edge-mcp/oauth.key", PendingWait: 30 * time.Second, RedirectURL: "https://gateway.example.com/oauth/callback"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("example config mismatch\n got: %+v\nwant: %+v", cfg, want)

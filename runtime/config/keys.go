@@ -98,6 +98,8 @@ var keys = []key{
 		doc: "metrics, compression, log format and readiness"},
 	{name: "cluster", field: in(func(c *Config) **Cluster { return &c.Cluster }), check: checkCluster,
 		doc: "join a fleet of replicas over NATS (see [Running a fleet](#running-a-fleet)); absent: one process"},
+	{name: "oauth", field: in(func(c *Config) *OAuthSettings { return &c.OAuth }), check: checkOAuthSettings,
+		doc: "the store of upstream OAuth tokens and the authorization callback (see [Fronting servers that need OAuth](#fronting-servers-that-need-oauth))"},
 }
 
 var (
@@ -162,7 +164,7 @@ func srv[F any](f func(*configRawServer) *F) func(any) any { return at(f) }
 // serverKeys are the keys of one mcpServers entry. Their values are
 // checked when the server is finished (servers.go): which keys apply
 // depends on its type, and an inactive server is checked for shape only.
-var serverKeys = []key{
+var serverKeys = append([]key{
 	{name: "mcpServers.*.type", def: "inferred", field: srv(func(s *configRawServer) *configString { return &s.typ }),
 		doc: "`streamable-http`, `sse`, `websocket`, `stdio`; `url` → streamable-http (falling back to legacy SSE when the server only speaks that), `command` → stdio"},
 	{name: "mcpServers.*.url", field: srv(func(s *configRawServer) *configString { return &s.url }),
@@ -205,7 +207,7 @@ var serverKeys = []key{
 		doc: "first reconnect delay; it doubles, ±50% jitter"},
 	{name: "mcpServers.*.retry_max", def: "300", field: srv(func(s *configRawServer) *time.Duration { return &s.retryMax }),
 		doc: "longest reconnect delay; not less than `retry_initial`"},
-}
+}, serverOAuthKeys...)
 
 // typeName is the type of k as the README shows it: string, bool, number,
 // "number (s)" (seconds), [string], object or [object].

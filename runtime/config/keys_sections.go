@@ -6,7 +6,7 @@ import "time"
 // access, limits, tool_rules, pinning, audit, telemetry, observability.
 // Every string in them expands ${VAR}. Defaults in def are the gateway's:
 // the Config holds zero values for absent keys.
-var sectionKeys = concat(adminKeys, authKeys, accessKeys, limitKeys, toolRuleKeys, observeKeys, clusterKeys)
+var sectionKeys = concat(adminKeys, authKeys, accessKeys, limitKeys, toolRuleKeys, observeKeys, clusterKeys, oauthKeys)
 
 func concat(tables ...[]key) []key {
 	var all []key

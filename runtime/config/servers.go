@@ -36,7 +36,7 @@ var configTypeAliases = map[string]string{
 }
 
 var (
-	configRemoteOnly = []string{"url", "headers", "bearer_token", "sse_read_timeout"}
+	configRemoteOnly = []string{"url", "headers", "bearer_token", "sse_read_timeout", "oauth"}
 	configStdioOnly  = []string{"command", "args", "env", "cwd"}
 	// configHeadersOwned are set by the transports themselves.
 	configHeadersOwned = []string{"Accept", "Connection", "Content-Length", "Content-Type", "Host", "Last-Event-Id", "Mcp-Protocol-Version", "Mcp-Session-Id", "Transfer-Encoding", "Upgrade"}
@@ -70,6 +70,8 @@ type configRawServer struct {
 	session                                      string
 	protocolVersion                              string
 	active                                       bool
+	oauth                                        *configRawOAuth
+	identity                                     string
 }
 
 // mark records that the entry has key; object calls it.
@@ -254,6 +256,11 @@ func (d *decoder) finishServer(rs *configRawServer) (Server, *Error) {
 	sc.RetryInitial, sc.RetryMax = rs.retryInitial, rs.retryMax
 	sc.Session, sc.MaxClientSessions = rs.session, rs.maxClientSessions
 	sc.ProtocolVersion = rs.protocolVersion
+	if sc.Type == configTypeStdio {
+		if cerr = d.finishOAuth(rs, &sc); cerr != nil { // identity only: oauth is remote-only
+			return sc, cerr
+		}
+	}
 	if rs.seen["retry_initial"] && rs.seen["retry_max"] && sc.RetryMax < sc.RetryInitial {
 		return sc, d.fail(configJoin(rs.path, "retry_max"), "must not be less than retry_initial")
 	}
@@ -322,7 +329,13 @@ func (d *decoder) finishRemote(rs *configRawServer, sc *Server) *Error {
 		}
 		sc.BearerToken = tok
 	}
-	return nil
+	if rs.oauth != nil && rs.bearer.set {
+		return d.fail(rs.bearer.path, `conflicts with "oauth": the token comes from the authorization server`)
+	}
+	if rs.oauth != nil && seen["Authorization"] != "" {
+		return d.fail(configJoin(configJoin(rs.path, "headers"), seen["Authorization"]), `conflicts with "oauth": the token comes from the authorization server`)
+	}
+	return d.finishOAuth(rs, sc)
 }
 
 // finishStdio validates the fields of a stdio server.

@@ -66,6 +66,9 @@ type Config struct {
 	// Cluster joins this process to a fleet of replicas over NATS
 	// ("cluster"); nil: one process, no NATS code runs.
 	Cluster *Cluster
+	// OAuth holds the upstream token store's key and the authorization
+	// callback ("oauth").
+	OAuth OAuthSettings
 }
 
 // Cluster is the "cluster" section: the fleet this replica belongs to.
@@ -167,6 +170,12 @@ type Server struct {
 	// MaxClientSessions bounds the upstream sessions open at once with
 	// per_client ("max_client_sessions"; default 16).
 	MaxClientSessions int
+	// OAuth makes the gateway an OAuth client of this server ("oauth");
+	// nil: none.
+	OAuth *OAuth
+	// Identity is "shared" (or "": one upstream token for the gateway) or
+	// "per_client" (one per downstream identity; needs OAuth).
+	Identity string
 }
 
 // ExposedName returns the name a server's tool or prompt has downstream:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -90,6 +91,7 @@ type Gateway struct {
 	tracer    *telemetry.Tracer // nil: tracing off
 	validator *schema.Validator // tool arguments against inputSchema
 	pins      *pinning.Store    // tool definitions first seen
+	oauth     *oauth.Manager    // upstream OAuth: handlers, tokens, pending authorizations (oauth.go)
 
 	reloadMu sync.Mutex  // serializes reloads
 	draining atomic.Bool // Drain was called: no new sessions
@@ -136,6 +138,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.bridge = bridge
+	if err := g.openOAuth(cfg); err != nil {
+		return nil, err
+	}
 	set := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
 	for _, sc := range cfg.Servers {
 		u, err := g.newUpstream(sc)
@@ -291,6 +296,7 @@ func (g *Gateway) Close() error {
 	g.wg.Wait()
 	g.closeFleet()
 	g.senders.close()
+	g.oauth.Close()
 	err = errors.Join(err, g.pol.close())
 	g.guard.Load().close()
 	return errors.Join(err, g.closeObservability())

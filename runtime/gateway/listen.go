@@ -7,6 +7,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/compress"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
 // This file is the listener: every HTTP surface of the gateway and what
@@ -29,6 +30,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /status", g.serveStatus)
 	mux.HandleFunc("GET /healthz", g.serveHealthz)
 	mux.HandleFunc("GET /readyz", g.serveReadyz)
+	mux.Handle("GET /oauth/callback", g.oauth.CallbackHandler())
 	if g.metrics != nil {
 		mux.Handle("GET /metrics", g.metrics.Handler())
 	}
@@ -92,6 +94,10 @@ type ServerStatus struct {
 	Retries         int       `json:"retries"`
 	NextRetry       time.Time `json:"next_retry,omitzero"`
 	LastError       string    `json:"last_error,omitempty"`
+	// Authorization is the upstream OAuth state of a server with an
+	// "oauth" section (no token: the state, validity, scopes, and the URL
+	// of a pending authorization).
+	Authorization *oauth.Status `json:"authorization,omitempty"`
 }
 
 // Status reports every upstream, in config order.
@@ -107,6 +113,10 @@ func (g *Gateway) Status() []ServerStatus {
 		u.mu.Unlock()
 		if l := u.current(); l != nil {
 			st.ProtocolVersion = l.protocolVersion
+		}
+		var needs bool
+		if st.Authorization, needs = u.authorizationState(); needs {
+			st.State = StateNeedsAuthorization
 		}
 		if o := offers[i]; o != nil {
 			st.Tools, st.Prompts, st.Resources, st.Templates = len(o[kindTools]), len(o[kindPrompts]), len(o[kindResources]), len(o[kindTemplates])

@@ -19,6 +19,9 @@ import (
 //   - the tool's server is down (it offered the name before it went):
 //     -32603 with data {"reason": "server_unavailable", "server", "state",
 //     "retry_at"} — the server's name and when it is retried next;
+//   - the tool's server needs an operator to authorize the gateway (OAuth):
+//     -32603 with data {"reason": "needs_authorization", "server", "state",
+//     "login_command"};
 //   - the tool changed its definition since it was pinned and is withheld
 //     until an operator approves it: -32603 with data {"reason":
 //     "pending_approval", "server", "tool", "approve_command",
@@ -33,6 +36,9 @@ import (
 const (
 	reasonServerUnavailable = "server_unavailable"
 	reasonPendingApproval   = "pending_approval"
+	// reasonNeedsAuthorization: the tool's server wants an OAuth token
+	// that an operator must obtain (edge-mcp auth login SERVER).
+	reasonNeedsAuthorization = "needs_authorization"
 )
 
 // codeUnavailable is the JSON-RPC code of a call whose tool or prompt
@@ -176,6 +182,13 @@ func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item) 
 		data["retry_at"] = next.UTC().Format(time.RFC3339Nano)
 	}
 	msg := fmt.Sprintf("edge-mcp: server %q is disconnected (%s); %s %q is unavailable until it is back", it.up.name, when, what, it.exposed)
+	if state == StateNeedsAuthorization {
+		// Not a reconnection matter: a person must authorize the gateway.
+		msg = fmt.Sprintf("edge-mcp: server %q needs authorization: an operator must run `edge-mcp auth login %s` (or POST /admin/oauth/%s/login); %s %q is unavailable until then",
+			it.up.name, it.up.name, it.up.name, what, it.exposed)
+		data["reason"], data["login_command"] = reasonNeedsAuthorization, "edge-mcp auth login "+it.up.name
+		delete(data, "retry_at")
+	}
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
 		s.g.recordToolCall(s, it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)

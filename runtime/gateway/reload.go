@@ -129,6 +129,9 @@ func restartNeeded(old, cfg *config.Config) []string {
 	if old.Admin.Listen != cfg.Admin.Listen || old.Admin.StateDir != cfg.Admin.StateDir {
 		out = append(out, "admin.listen/admin.state_dir")
 	}
+	if old.OAuth != cfg.OAuth {
+		out = append(out, "oauth")
+	}
 	if old.Audit != cfg.Audit || !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) || !reflect.DeepEqual(old.Observability.Metrics, cfg.Observability.Metrics) {
 		out = append(out, "audit/telemetry/metrics")
 	}
@@ -139,6 +142,7 @@ func restartNeeded(old, cfg *config.Config) []string {
 // kept (same connection), new and changed ones are prepared, not started.
 func (g *Gateway) prepareUpstreams(plan *reloadPlan) error {
 	cur := g.route.upstreams()
+	g.oauth.Configure(plan.cfg.Servers) // before newUpstream: the transports take their handlers
 	next := &upstreamSet{byName: make(map[string]*upstream, len(plan.cfg.Servers))}
 	res := &plan.res
 	for _, sc := range plan.cfg.Servers {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -110,6 +111,9 @@ func (u *upstream) run(ctx context.Context) {
 	maxBackoff = max(maxBackoff, minBackoff)
 	backoff := minBackoff
 	for ctx.Err() == nil {
+		if !u.awaitAuthorization(ctx) {
+			break
+		}
 		u.setState(StateConnecting, nil)
 		started := time.Now()
 		wasUp, err := u.serveOnce(ctx)
@@ -127,8 +131,13 @@ func (u *upstream) run(ctx context.Context) {
 		if wasUp && errors.Is(err, transports.ErrSessionExpired) {
 			delay = 0 // the server forgot the session: re-initialize now
 		}
+		state := StateFailed
+		if _, needs := u.authorizationState(); needs {
+			state = StateNeedsAuthorization
+		}
+		u.g.metrics.UpstreamNeedsAuthorization(u.name, state == StateNeedsAuthorization)
 		u.mu.Lock()
-		u.state = StateFailed
+		u.state = state
 		u.lastErr = err.Error()
 		u.retries++
 		u.nextRetry = time.Now().Add(delay)
@@ -165,7 +174,7 @@ func (u *upstream) open(ctx context.Context, t mcp.Transport, mode string) (*lin
 // fails or ctx ends. wasUp reports whether the server got connected.
 func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	l, offer, err := u.open(ctx, u.transport, u.versionMode(nil))
-	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && ctx.Err() == nil {
+	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && !oauth.IsNeedsAuthorization(err) && ctx.Err() == nil {
 		// A URL without a type: the server may speak only the legacy
 		// HTTP+SSE transport (2024-11-05).
 		u.log.Info("streamable HTTP failed; trying legacy HTTP+SSE", "err", err)
@@ -184,6 +193,8 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	transport := u.cfg.Type
 	u.mu.Unlock()
 	u.cur.Store(l)
+	u.g.oauth.Connected(u.name)
+	u.g.metrics.UpstreamNeedsAuthorization(u.name, false)
 	u.g.metrics.UpstreamUp(u.name, true)
 	go l.health(u.health)
 	u.g.route.setOffer(u, &offer)
@@ -295,11 +306,13 @@ func (g *Gateway) transportFor(sc config.Server) (mcp.Transport, error) {
 	}
 	switch sc.Type {
 	case "streamable-http":
-		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget}, nil
+		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget,
+			OAuthHandler: g.oauthHandler(sc)}, nil
 	case "sse":
-		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: sseHTTPClient(sc, header)}, nil
+		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: transports.WithOAuth(sseHTTPClient(sc, header), g.oauthHandler(sc))}, nil
 	case "websocket":
-		return &transports.WebSocketClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget}, nil
+		return &transports.WebSocketClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget,
+			OAuthHandler: g.oauthHandler(sc)}, nil
 	case "stdio":
 		env := os.Environ()
 		for k, v := range sc.Env {
