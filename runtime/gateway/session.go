@@ -276,10 +276,8 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 		reason, _ := wire.String(n.Params, "reason")
 		s.cancelCall(id, reason)
 	case "notifications/roots/list_changed":
-		for _, u := range s.g.route.upstreams().list {
-			if l := u.current(); l != nil {
-				l.notify(n.Method, n.Params)
-			}
+		for _, l := range s.sessionLinks() {
+			l.notify(n.Method, n.Params)
 		}
 	}
 }
@@ -396,21 +394,17 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 	}
 	s.logLevel.Store(int32(i))
 	var wg sync.WaitGroup
-	for _, u := range s.g.route.upstreams().list {
-		l := u.current()
-		if l == nil {
-			continue
-		}
+	for _, l := range s.sessionLinks() {
 		if _, ok := l.caps["logging"]; !ok {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
+			ctx, cancel := context.WithTimeout(s.ctx, l.u.cfg.Timeout)
 			defer cancel()
 			if _, err := l.call(ctx, "logging/setLevel", req.Params); err != nil {
-				u.log.Warn("passing logging/setLevel upstream", "err", err)
+				l.u.log.Warn("passing logging/setLevel upstream", "err", err)
 			}
 		}()
 	}
