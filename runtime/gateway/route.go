@@ -57,6 +57,8 @@ type router struct {
 	// relisting counts the list_changed notifications of upstreams whose
 	// lists are being fetched again: the catalogue is about to change.
 	relisting atomic.Int32
+	// tasks maps the task ids clients see to the tasks upstream (tasks.go).
+	tasks taskTable
 }
 
 // upstreamSet is the configured upstreams, in config order. It is immutable:
@@ -704,6 +706,8 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		go g.route.relist(l, []listKind{kindPrompts})
 	case "notifications/resources/list_changed":
 		go g.route.relist(l, []listKind{kindResources, kindTemplates})
+	case "notifications/tasks/status", "notifications/tasks":
+		l.taskNotification(n)
 	case "notifications/cancelled":
 		id, ok := requestID(n.Params)
 		if !ok {

@@ -131,6 +131,7 @@ func (s *session) close() {
 	s.cancel()
 	s.conn.Close()
 	s.g.removeSession(s)
+	s.g.route.tasks.forgetSession(s)
 }
 
 // reply answers the client's request id.
@@ -340,6 +341,8 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 		s.complete(req)
 	case "logging/setLevel":
 		go s.setLevel(req)
+	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
+		s.taskRequest(req)
 	default:
 		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 	}
@@ -373,7 +376,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 		Instructions    string         `json:"instructions,omitempty"`
 	}{
 		ProtocolVersion: version,
-		Capabilities:    serverCapabilities(version),
+		Capabilities:    s.g.capabilities(version),
 		ServerInfo:      serverInfo(),
 		Instructions:    s.g.instructions(),
 	}
