@@ -3,12 +3,14 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,6 +120,7 @@ func TestTasksThroughGateway(t *testing.T) {
 			if caps := decodeInto[struct{ Capabilities map[string]json.RawMessage }](t, init).Capabilities; caps["tasks"] == nil {
 				t.Errorf("initialize: no tasks capability although the upstream offers it: %s", init)
 			}
+			notesA, notesB := statusNotes(t, a), statusNotes(t, b)
 			idA, idB := createTask(t, a, "alpha", false), createTask(t, b, "beta", true)
 			for _, c := range []struct {
 				who  *rawClient
@@ -140,6 +143,7 @@ func TestTasksThroughGateway(t *testing.T) {
 			}
 			// A polls its task to the end and gets the result; B cancels its own
 			// (waiting for clarification: it never ends by itself).
+			waitTask(t, b, idB, "input_required")
 			cancelled := decodeInto[taskStatus](t, must(t)(b.rpc("tasks/cancel", `{"taskId":"`+idB+`"}`)))
 			if cancelled.TaskID != idB || cancelled.Status != "cancelled" {
 				t.Errorf("tasks/cancel: %+v, want %s cancelled", cancelled, idB)
@@ -156,6 +160,19 @@ func TestTasksThroughGateway(t *testing.T) {
 			}
 			if got := decodeInto[taskStatus](t, must(t)(b.rpc("tasks/get", `{"taskId":"`+idB+`"}`))); got.Status != "cancelled" {
 				t.Errorf("tasks/get after cancel: %+v", got)
+			}
+			// Status notifications: each session's own, under the gateway ids.
+			waitFor(t, "A's completed notification", func() bool { return slices.Contains(notesA.seen(), idA+" completed") })
+			waitFor(t, "B's input_required notification", func() bool { return slices.Contains(notesB.seen(), idB+" input_required") })
+			for _, n := range []struct {
+				seen []string
+				mine string
+			}{{notesA.seen(), idA}, {notesB.seen(), idB}} {
+				for _, s := range n.seen {
+					if !strings.HasPrefix(s, n.mine+" ") {
+						t.Errorf("a session got the status notification %q, not of its task %s", s, n.mine)
+					}
+				}
 			}
 		})
 	}
@@ -258,4 +275,55 @@ func FuzzTaskResult(f *testing.F) {
 			}
 		}
 	})
+}
+
+// notes collects the task status notifications of a session's GET stream
+// as "taskId status".
+type notes struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (n *notes) seen() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.list)
+}
+
+// statusNotes opens c's GET stream and collects its task status
+// notifications until the test ends.
+func statusNotes(t *testing.T, c *rawClient) *notes {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("opening the GET stream: %v %v", err, resp)
+	}
+	n := &notes{}
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data:")
+			if !ok {
+				continue
+			}
+			var m struct {
+				Method string
+				Params taskStatus
+			}
+			if json.Unmarshal([]byte(data), &m) == nil && m.Method == "notifications/tasks/status" {
+				n.mu.Lock()
+				n.list = append(n.list, m.Params.TaskID+" "+m.Params.Status)
+				n.mu.Unlock()
+			}
+		}
+	}()
+	return n
 }
