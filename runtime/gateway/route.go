@@ -616,6 +616,13 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 		return // asked by input_required (bridge.go)
 	}
 	s, rel, why := l.requestTarget(req)
+	if ts, trel, params, ok := l.taskTarget(req); ok { // a task's request goes to its owner (tasks.go)
+		if s != ts || trel.IsValid() {
+			rel = trel
+		}
+		s, why = ts, ""
+		req = &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params}
+	}
 	if s == nil {
 		l.refuse(req, why)
 		return

@@ -555,3 +555,50 @@ func (l *link) offersTasks() bool {
 	_, ok, _ = wire.Field(ext, extTasks)
 	return ok
 }
+
+// taskTarget returns the session that owns the task a server→client
+// request relates to (its _meta related-task, as a server sends while a
+// task waits for input), the owner's tasks/result call for the task in
+// flight on l if any (noID: none; the request then goes on the session's
+// own stream), and the request's params with the gateway's id for the
+// task; ok false when the request names no task of a 2025 session.
+func (l *link) taskTarget(req *jsonrpc.Request) (s *session, rel jsonrpc.ID, params json.RawMessage, ok bool) {
+	meta, ok, _ := wire.Field(req.Params, "_meta")
+	if !ok {
+		return nil, noID, nil, false
+	}
+	related, ok, _ := wire.Field(meta, metaRelatedTask)
+	if !ok {
+		return nil, noID, nil, false
+	}
+	upID, ok := wire.String(related, "taskId")
+	if !ok {
+		return nil, noID, nil, false
+	}
+	key := taskKey{u: l.u, upID: upID}
+	if l.owner != nil {
+		key.l = l
+	}
+	e := l.u.g.route.tasks.at(key)
+	if e == nil || e.owner.sess == nil {
+		return nil, noID, nil, false
+	}
+	return e.owner.sess, l.resultCall(e), rewriteNested(req.Params, []string{"_meta", metaRelatedTask}, upID, e.id), true
+}
+
+// resultCall returns the client id of the newest tasks/result call for
+// task e of its owner in flight on l (noID: none).
+func (l *link) resultCall(e *taskEntry) jsonrpc.ID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var found *call
+	for _, c := range l.pending {
+		if c.sess == e.owner.sess && c.method == "tasks/result" && c.upName == e.id && (found == nil || c.start.After(found.start)) {
+			found = c
+		}
+	}
+	if found == nil {
+		return noID
+	}
+	return found.origID
+}

@@ -327,3 +327,104 @@ func statusNotes(t *testing.T, c *rawClient) *notes {
 	}()
 	return n
 }
+
+// TestTaskInputReachesItsOwner: two sessions on one shared upstream
+// session wait in tasks/result at once for their tasks, each of which asks
+// its client for a clarification (an elicitation related to the task).
+// Nothing in the transport says which call each request belongs to; the
+// related task does: each session gets its own task's question, and its
+// answer shows in its own result.
+func TestTaskInputReachesItsOwner(t *testing.T) {
+	url := startTasksGateway(t, "shared")
+	type res struct {
+		who, text string
+		err       error
+	}
+	out := make(chan res, 2)
+	var ids []string
+	var clients []*rawClient
+	for _, who := range []string{"historical", "current"} {
+		c := &rawClient{t: t, url: url}
+		must(t)(c.rpc("initialize", `{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"`+who+`","version":"1"}}`))
+		c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		id := createTask(t, c, "topic-"+who, true)
+		waitTask(t, c, id, "input_required")
+		ids, clients = append(ids, id), append(clients, c)
+	}
+	for i, who := range []string{"historical", "current"} {
+		go func() {
+			text, err := clients[i].resultAnswering(ids[i], who)
+			out <- res{who, text, err}
+		}()
+	}
+	for range 2 {
+		r := <-out
+		if r.err != nil {
+			t.Errorf("%s: %v", r.who, r.err)
+		} else if !strings.Contains(r.text, "Clarification**: "+r.who) {
+			t.Errorf("%s: the result does not carry its own answer:\n%.600s", r.who, r.text)
+		}
+	}
+}
+
+// resultAnswering calls tasks/result for task id and answers every
+// elicitation that arrives on the call's stream with interpretation
+// answer; it checks each names task id and returns the result's text.
+func (c *rawClient) resultAnswering(id, answer string) (string, error) {
+	body := `{"jsonrpc":"2.0","id":"result-1","method":"tasks/result","params":{"taskId":"` + id + `"}}`
+	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok || strings.TrimSpace(data) == "" {
+			continue // not data, or a priming event
+		}
+		var m struct {
+			ID     json.RawMessage
+			Method string
+			Params struct {
+				Meta map[string]taskStatus `json:"_meta"`
+			}
+			Result json.RawMessage
+			Error  json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			return "", err
+		}
+		switch {
+		case m.Method == "elicitation/create":
+			if got := m.Params.Meta[metaRelatedTask].TaskID; got != id {
+				return "", fmt.Errorf("an elicitation related to task %q reached the owner of %s", got, id)
+			}
+			answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"accept","content":{"interpretation":%q}}}`, m.ID, answer)
+			go c.postQuiet(answer)
+		case string(m.ID) == `"result-1"` && m.Error != nil:
+			return "", fmt.Errorf("tasks/result: %s", m.Error)
+		case string(m.ID) == `"result-1"`:
+			return string(m.Result), nil
+		}
+	}
+	return "", fmt.Errorf("the stream ended without the result: %v", sc.Err())
+}
+
+// postQuiet posts a message from another goroutine than the test's.
+func (c *rawClient) postQuiet(body string) {
+	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
