@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -78,6 +79,63 @@ func (u *upstream) linkFor(s *session) (*link, error) {
 	return e.l, nil
 }
 
+// clientLink returns s's own open link to u when u is per_client and one
+// is open; nil otherwise (none is opened).
+func (u *upstream) clientLink(s *session) *link {
+	if !u.perClient() {
+		return nil
+	}
+	u.clients.mu.Lock()
+	e := u.clients.links[s]
+	u.clients.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.ready:
+		return e.l
+	default:
+		return nil // still opening: it is told when it opens (tellOpened)
+	}
+}
+
+// sessionLinks returns the links that carry what s says to every upstream
+// at once (logging/setLevel, roots/list_changed): each upstream's shared
+// link, and s's own per-client link where one is open.
+func (s *session) sessionLinks() []*link {
+	var out []*link
+	for _, u := range s.g.route.upstreams().list {
+		if l := u.current(); l != nil {
+			out = append(out, l)
+		}
+		if l := u.clientLink(s); l != nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// tellOpened tells s's new per-client link l what s said before it was
+// open: the log level s set, unless it is still told (already sent). It
+// returns the level it found. (Roots need no telling: the server asks for
+// them with roots/list, which reaches s.)
+func (s *session) tellOpened(ctx context.Context, l *link, told int32) int32 {
+	i := s.logLevel.Load()
+	if i < 0 || int(i) >= len(logLevels) || i == told || s.modern.Load() {
+		return i
+	}
+	if _, ok := l.caps["logging"]; !ok {
+		return i
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.u.cfg.Timeout)
+	defer cancel()
+	params := `{"level":"` + logLevels[i] + `"}`
+	if _, err := l.call(ctx, "logging/setLevel", json.RawMessage(params)); err != nil {
+		l.u.log.Warn("passing the client's logging/setLevel to its per-client upstream session", "err", err)
+	}
+	return i
+}
+
 func (u *upstream) maxClients() int {
 	if u.cfg.MaxClientSessions > 0 {
 		return u.cfg.MaxClientSessions
@@ -144,6 +202,10 @@ func (c *clientLinks) count() int {
 // background until it ends.
 func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
 	l, err := u.dial(ctx, s)
+	told := int32(-1)
+	if err == nil {
+		told = s.tellOpened(ctx, l, -1) // before the first call goes on it
+	}
 	e.l, e.err = l, err
 	close(e.ready)
 	if err != nil {
@@ -157,6 +219,10 @@ func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
 		"client_sessions", u.clients.count())
 	go l.health(u.health)
 	go u.serveClient(s, e)
+	if s.logLevel.Load() != told {
+		// Set meanwhile, while l was not ready to be told by setLevel.
+		go s.tellOpened(l.ctx, l, told)
+	}
 }
 
 // dial connects over u's transport and sets up a link owned by s.

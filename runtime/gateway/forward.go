@@ -191,7 +191,7 @@ func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.R
 // arguments to headers (x-mcp-header) gets them derived from its arguments
 // (paramheaders.go); schema is that tool's inputSchema (nil: unknown).
 func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params, schema json.RawMessage) *jsonrpc.Request {
-	up := &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stamp(params)}
+	up := &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stampFor(req, params)}
 	if !l.v2026.Load() {
 		return up
 	}

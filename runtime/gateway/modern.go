@@ -194,7 +194,7 @@ func (s *session) discover(req *jsonrpc.Request) {
 		Meta:              map[string]any{metaServerInfo: serverInfo()},
 		ResultType:        "complete",
 		SupportedVersions: slices.Clone(downstreamVersions),
-		Capabilities:      serverCapabilities(protocol2026),
+		Capabilities:      s.g.capabilities(protocol2026),
 		Instructions:      s.g.instructions(),
 		TTLMs:             hints.ttlMs,
 		CacheScope:        hints.scope,

@@ -68,9 +68,13 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		return // a bridged call: its retry got the answer (bridge_retry.go)
 	}
 	s.mu.Lock()
+	f := s.inflight[c.origID]
 	delete(s.inflight, c.origID)
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
+	if resp.Error == nil {
+		out.Result = s.taskResult(c, f.l, out.Result) // tasks.go
+	}
 	if c.tool != "" {
 		outcome, msg := metricsOK, ""
 		if e, ok := resp.Error.(*jsonrpc.Error); ok {

@@ -57,6 +57,8 @@ type router struct {
 	// relisting counts the list_changed notifications of upstreams whose
 	// lists are being fetched again: the catalogue is about to change.
 	relisting atomic.Int32
+	// tasks maps the task ids clients see to the tasks upstream (tasks.go).
+	tasks taskTable
 }
 
 // upstreamSet is the configured upstreams, in config order. It is immutable:
@@ -614,6 +616,13 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 		return // asked by input_required (bridge.go)
 	}
 	s, rel, why := l.requestTarget(req)
+	if ts, trel, params, ok := l.taskTarget(req); ok { // a task's request goes to its owner (tasks.go)
+		if s != ts || trel.IsValid() {
+			rel = trel
+		}
+		s, why = ts, ""
+		req = &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params}
+	}
 	if s == nil {
 		l.refuse(req, why)
 		return
@@ -704,6 +713,8 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		go g.route.relist(l, []listKind{kindPrompts})
 	case "notifications/resources/list_changed":
 		go g.route.relist(l, []listKind{kindResources, kindTemplates})
+	case "notifications/tasks/status", "notifications/tasks":
+		l.taskNotification(n)
 	case "notifications/cancelled":
 		id, ok := requestID(n.Params)
 		if !ok {

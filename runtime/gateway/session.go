@@ -131,6 +131,7 @@ func (s *session) close() {
 	s.cancel()
 	s.conn.Close()
 	s.g.removeSession(s)
+	s.g.route.tasks.forgetSession(s)
 }
 
 // reply answers the client's request id.
@@ -276,10 +277,8 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 		reason, _ := wire.String(n.Params, "reason")
 		s.cancelCall(id, reason)
 	case "notifications/roots/list_changed":
-		for _, u := range s.g.route.upstreams().list {
-			if l := u.current(); l != nil {
-				l.notify(n.Method, n.Params)
-			}
+		for _, l := range s.sessionLinks() {
+			l.notify(n.Method, n.Params)
 		}
 	}
 }
@@ -342,6 +341,8 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 		s.complete(req)
 	case "logging/setLevel":
 		go s.setLevel(req)
+	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
+		s.taskRequest(req)
 	default:
 		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 	}
@@ -375,7 +376,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 		Instructions    string         `json:"instructions,omitempty"`
 	}{
 		ProtocolVersion: version,
-		Capabilities:    serverCapabilities(version),
+		Capabilities:    s.g.capabilities(version),
 		ServerInfo:      serverInfo(),
 		Instructions:    s.g.instructions(),
 	}
@@ -396,21 +397,17 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 	}
 	s.logLevel.Store(int32(i))
 	var wg sync.WaitGroup
-	for _, u := range s.g.route.upstreams().list {
-		l := u.current()
-		if l == nil {
-			continue
-		}
+	for _, l := range s.sessionLinks() {
 		if _, ok := l.caps["logging"]; !ok {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
+			ctx, cancel := context.WithTimeout(s.ctx, l.u.cfg.Timeout)
 			defer cancel()
 			if _, err := l.call(ctx, "logging/setLevel", req.Params); err != nil {
-				u.log.Warn("passing logging/setLevel upstream", "err", err)
+				l.u.log.Warn("passing logging/setLevel upstream", "err", err)
 			}
 		}()
 	}

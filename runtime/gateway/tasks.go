@@ -1,0 +1,604 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/auth"
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+)
+
+// This file is tasks: a tools/call that an upstream answers with a task
+// (2025-11-25: `{"task":{"taskId":…}}` when the client asked with a `task`
+// param; the 2026-07-28 tasks extension, io.modelcontextprotocol/tasks:
+// `{"resultType":"task","taskId":…}` when the server chooses) is given a
+// task id of the gateway's own, random and unguessable, recorded with the
+// upstream (and the per-client link) that holds the task and the client
+// that owns it. tasks/get, tasks/result, tasks/cancel and tasks/update
+// name that id: the gateway finds the upstream, puts the upstream's id in
+// its place, forwards, and puts its own id back into the answer. A client
+// that names an id it does not own gets the same "unknown task" error as
+// for an id that never existed. tasks/list is answered here, from the
+// caller's own tasks only (a tasks/get upstream for each). Status
+// notifications reach the owner only.
+//
+// The owner of a task is the 2025 session that created it; for a
+// 2026-07-28 client, which has no session, the identity it authenticated
+// as (anonymous clients hold their ids as bearer capabilities: the ids are
+// 128-bit random).
+//
+// A forwarded tasks/* call carries its gateway task id in call.upName.
+
+// metaRelatedTask is the _meta key relating a message to a task.
+const metaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// extTasks is the 2026-07-28 tasks extension's capability key.
+const extTasks = "io.modelcontextprotocol/tasks"
+
+// Bounds of the task table.
+const (
+	maxTasksPerOwner = 1000
+	taskTTLDefault   = 24 * time.Hour  // a task whose server gives no ttl
+	taskTTLSlack     = time.Minute     // the server may round its expiry up
+	taskSweepEvery   = 5 * time.Minute // how often expired entries are dropped
+)
+
+// taskTable maps the gateway's task ids to the tasks upstream. Its zero
+// value is ready to use.
+type taskTable struct {
+	mu        sync.Mutex
+	byID      map[string]*taskEntry
+	byUp      map[taskKey]*taskEntry
+	perOwner  map[taskOwner]int
+	lastSweep time.Time
+}
+
+// taskKey is where a task lives: its upstream, the per-client link it was
+// created on (nil: the upstream's shared link) and its upstream id.
+type taskKey struct {
+	u    *upstream
+	l    *link
+	upID string
+}
+
+// taskOwner is who may see a task: a 2025 session, or a 2026-07-28
+// client's identity (sess nil).
+type taskOwner struct {
+	sess     *session
+	identity string
+}
+
+type taskEntry struct {
+	id      string // the gateway's id, the one the client sees
+	key     taskKey
+	owner   taskOwner
+	created time.Time
+	expires time.Time
+}
+
+// taskOwner returns who owns the tasks s creates.
+func (s *session) taskOwner() taskOwner {
+	if s.modern.Load() {
+		return taskOwner{identity: s.id.Method + "\x00" + s.id.Name}
+	}
+	return taskOwner{sess: s}
+}
+
+// add records a task created upstream and returns its gateway entry; a
+// task already recorded (the server answered with an id it gave before)
+// keeps its entry when the owner is the same, and gets none otherwise.
+func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration) *taskEntry {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID == nil {
+		t.byID, t.byUp, t.perOwner = map[string]*taskEntry{}, map[taskKey]*taskEntry{}, map[taskOwner]int{}
+	}
+	if now.Sub(t.lastSweep) > taskSweepEvery {
+		t.sweepLocked(now)
+	}
+	if e := t.byUp[key]; e != nil {
+		if e.owner == owner {
+			return e
+		}
+		return nil
+	}
+	if t.perOwner[owner] >= maxTasksPerOwner {
+		t.dropOldestLocked(owner)
+	}
+	e := &taskEntry{id: "edge-" + rand.Text(), key: key, owner: owner, created: now, expires: now.Add(ttl + taskTTLSlack)}
+	t.byID[e.id], t.byUp[key] = e, e
+	t.perOwner[owner]++
+	return e
+}
+
+// lookup returns the entry of id when owner owns it and it has not expired.
+func (t *taskTable) lookup(id string, owner taskOwner) *taskEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byID[id]
+	if e == nil || e.owner != owner {
+		return nil
+	}
+	if time.Now().After(e.expires) {
+		t.removeLocked(e)
+		return nil
+	}
+	return e
+}
+
+// at returns the entry of the task key names, if recorded.
+func (t *taskTable) at(key taskKey) *taskEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byUp[key]
+}
+
+// owned returns owner's live entries, oldest first.
+func (t *taskTable) owned(owner taskOwner) []*taskEntry {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*taskEntry
+	for _, e := range t.byID {
+		if e.owner == owner && now.Before(e.expires) {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *taskEntry) int { return a.created.Compare(b.created) })
+	return out
+}
+
+// remove forgets e.
+func (t *taskTable) remove(e *taskEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.removeLocked(e)
+}
+
+// forgetSession forgets the tasks of a 2025 session that ended: no other
+// client may reach them.
+func (t *taskTable) forgetSession(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.perOwner[taskOwner{sess: s}] == 0 {
+		return
+	}
+	for _, e := range t.byID {
+		if e.owner.sess == s {
+			t.removeLocked(e)
+		}
+	}
+}
+
+func (t *taskTable) removeLocked(e *taskEntry) {
+	if t.byID[e.id] != e {
+		return
+	}
+	delete(t.byID, e.id)
+	delete(t.byUp, e.key)
+	if t.perOwner[e.owner]--; t.perOwner[e.owner] <= 0 {
+		delete(t.perOwner, e.owner)
+	}
+}
+
+func (t *taskTable) sweepLocked(now time.Time) {
+	t.lastSweep = now
+	for _, e := range t.byID {
+		if now.After(e.expires) {
+			t.removeLocked(e)
+		}
+	}
+}
+
+func (t *taskTable) dropOldestLocked(owner taskOwner) {
+	var oldest *taskEntry
+	for _, e := range t.byID {
+		if e.owner == owner && (oldest == nil || e.created.Before(oldest.created)) {
+			oldest = e
+		}
+	}
+	if oldest != nil {
+		t.removeLocked(oldest)
+	}
+}
+
+// taskRequest routes tasks/get, tasks/result, tasks/cancel and
+// tasks/update by params.taskId to the upstream holding the task, and
+// answers tasks/list.
+func (s *session) taskRequest(req *jsonrpc.Request) {
+	modern := s.modern.Load()
+	switch {
+	case modern && (req.Method == "tasks/list" || req.Method == "tasks/result"):
+		s.replyError(req.ID, jsonrpc.CodeMethodNotFound,
+			"method not found: %s is not part of the tasks extension (%s); tasks/get carries the result", req.Method, extTasks)
+		return
+	case modern && !s.declaresTasks():
+		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{extTasks: map[string]any{}}}})
+		s.write(s.ctx, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: codeMissingCapability,
+			Message: req.Method + " needs the client capability extensions[\"" + extTasks + "\"]", Data: data}})
+		return
+	case req.Method == "tasks/list":
+		go s.listTasks(req)
+		return
+	}
+	id, ok := wire.String(req.Params, "taskId")
+	if !ok {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.taskId must be a string", req.Method)
+		return
+	}
+	e := s.g.route.tasks.lookup(id, s.taskOwner())
+	if e == nil {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: unknown task %q", req.Method, id)
+		return
+	}
+	params, err := wire.SetField(req.Params, "taskId", wire.AppendString(nil, e.key.upID))
+	if err != nil {
+		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
+		return
+	}
+	s.forward(req, e.key.u, params, forwardInfo{upName: e.id})
+}
+
+// declaresTasks reports whether a 2026-07-28 request declared the tasks
+// extension among its client capabilities.
+func (s *session) declaresTasks() bool {
+	s.mu.Lock()
+	declared := s.declared
+	s.mu.Unlock()
+	return declaresTasks(declared)
+}
+
+func declaresTasks(caps json.RawMessage) bool {
+	ext, ok, _ := wire.Field(caps, "extensions")
+	if !ok {
+		return false
+	}
+	_, ok, _ = wire.Field(ext, extTasks)
+	return ok
+}
+
+// taskResult is what the client gets for the result res of its forwarded
+// call c, which went on link l: a task created upstream gets a gateway id;
+// the answer to a tasks/* call gets the gateway id back in place of the
+// upstream's. Everything else passes untouched.
+func (s *session) taskResult(c *call, l *link, res json.RawMessage) json.RawMessage {
+	switch c.method {
+	case "tools/call":
+		if l == nil || !bytes.Contains(res, []byte(`"taskId"`)) {
+			return res
+		}
+		return s.taskCreated(l, res)
+	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/update":
+		e := s.g.route.tasks.lookup(c.upName, s.taskOwner())
+		if e == nil {
+			return res
+		}
+		return rewriteTaskID(res, e.key.upID, e.id)
+	}
+	return res
+}
+
+// taskCreated records the task a tools/call result res created on link l,
+// if it is one, and returns res with the gateway's id for it.
+func (s *session) taskCreated(l *link, res json.RawMessage) json.RawMessage {
+	upID, ttl, ok := createdTask(res)
+	if !ok {
+		return res
+	}
+	key := taskKey{u: l.u, upID: upID}
+	if l.owner != nil {
+		key.l = l
+	}
+	e := s.g.route.tasks.add(key, s.taskOwner(), ttl)
+	if e == nil {
+		// The server gave another client's task id again: never hand it on.
+		l.u.log.Warn("a server answered a tools/call with a task id it gave another client; withheld")
+		return toolError("edge-mcp: the server answered with a task that belongs to another client")
+	}
+	return rewriteTaskID(res, upID, e.id)
+}
+
+// createdTask decodes the task a tools/call result creates: the upstream's
+// task id and how long the server keeps it.
+func createdTask(res json.RawMessage) (upID string, ttl time.Duration, ok bool) {
+	task, isV1, _ := wire.Field(res, "task") // 2025-11-25: CreateTaskResult{task}
+	ttlKey := "ttl"
+	if !isV1 {
+		if rt, _ := wire.String(res, "resultType"); rt != "task" {
+			return "", 0, false
+		}
+		task, ttlKey = res, "ttlMs" // the tasks extension: flat Result & Task
+	}
+	upID, ok = wire.String(task, "taskId")
+	if !ok || upID == "" {
+		return "", 0, false
+	}
+	ttl = taskTTLDefault
+	if raw, ok, _ := wire.Field(task, ttlKey); ok {
+		if ms, err := strconv.ParseFloat(string(raw), 64); err == nil && ms > 0 && ms < float64(taskTTLDefault/time.Millisecond) {
+			ttl = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return upID, ttl, true
+}
+
+// rewriteTaskID replaces the task id from with to where a task result
+// names it: at the top (Task, DetailedTask, the extension's
+// CreateTaskResult), in task (2025-11-25's CreateTaskResult) and in
+// _meta's related-task. Every other byte passes unchanged.
+func rewriteTaskID(obj json.RawMessage, from, to string) json.RawMessage {
+	out := obj
+	if id, ok := wire.String(out, "taskId"); ok && id == from {
+		if next, err := wire.SetField(out, "taskId", wire.AppendString(nil, to)); err == nil {
+			out = next
+		}
+	}
+	for _, path := range [][]string{{"task"}, {"_meta", metaRelatedTask}} {
+		out = rewriteNested(out, path, from, to)
+	}
+	return out
+}
+
+// rewriteNested applies rewriteTaskID's top-level rule to the object at
+// path inside obj.
+func rewriteNested(obj json.RawMessage, path []string, from, to string) json.RawMessage {
+	inner, ok, err := wire.Field(obj, path[0])
+	if !ok || err != nil || len(inner) == 0 || inner[0] != '{' {
+		return obj
+	}
+	var next json.RawMessage
+	if len(path) > 1 {
+		next = rewriteNested(inner, path[1:], from, to)
+	} else if id, ok := wire.String(inner, "taskId"); ok && id == from {
+		next, err = wire.SetField(inner, "taskId", wire.AppendString(nil, to))
+		if err != nil {
+			return obj
+		}
+	}
+	if next == nil || bytes.Equal(next, inner) {
+		return obj
+	}
+	out, err := wire.SetField(obj, path[0], next)
+	if err != nil {
+		return obj
+	}
+	return out
+}
+
+// listTasks answers a 2025 session's tasks/list with its own tasks: each
+// asked for upstream with tasks/get, in the order they were created; a
+// task its server no longer knows is forgotten.
+func (s *session) listTasks(req *jsonrpc.Request) {
+	entries := s.g.route.tasks.owned(s.taskOwner())
+	tasks := make([]json.RawMessage, len(entries))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, e := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			tasks[i] = s.fetchTask(e)
+		}()
+	}
+	wg.Wait()
+	out := []byte(`{"tasks":[`)
+	n := 0
+	for _, t := range tasks {
+		if t == nil {
+			continue
+		}
+		if n++; n > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, t...)
+	}
+	s.reply(req.ID, append(out, "]}"...))
+}
+
+// fetchTask asks e's upstream for the task's state, with the gateway's id
+// in it; nil when it cannot be had.
+func (s *session) fetchTask(e *taskEntry) json.RawMessage {
+	l := e.key.l
+	if l == nil {
+		l = e.key.u.current()
+	} else if e.key.u.clientLink(s) != l {
+		l = nil // the per-client session it lived in is gone
+	}
+	if l == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, e.key.u.cfg.Timeout)
+	defer cancel()
+	params := append(append([]byte(`{"taskId":`), wire.AppendString(nil, e.key.upID)...), '}')
+	res, err := l.call(ctx, "tasks/get", params)
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeInvalidParams {
+		s.g.route.tasks.remove(e) // expired or unknown upstream
+		return nil
+	}
+	if err != nil || len(res) == 0 || res[0] != '{' {
+		return nil
+	}
+	if res, err = wire.DeleteField(res, "_meta"); err != nil {
+		return nil
+	}
+	return rewriteTaskID(res, e.key.upID, e.id)
+}
+
+// taskNotification routes a task status notification (2025-11-25:
+// notifications/tasks/status; the extension: notifications/tasks) to the
+// task's owner, with the gateway's id; a task the gateway does not know
+// is nobody's to see.
+func (l *link) taskNotification(n *jsonrpc.Request) {
+	upID, ok := wire.String(n.Params, "taskId")
+	if !ok {
+		return
+	}
+	key := taskKey{u: l.u, upID: upID}
+	if l.owner != nil {
+		key.l = l
+	}
+	e := l.u.g.route.tasks.at(key)
+	if e == nil {
+		l.u.log.Debug("dropping a status notification of a task no client owns", "method", n.Method)
+		return
+	}
+	params := rewriteTaskID(n.Params, upID, e.id)
+	if e.owner.sess != nil {
+		e.owner.sess.notify(noID, n.Method, params)
+		return
+	}
+	if e.owner.identity == auth.ModeNone+"\x00"+auth.AnonymousName {
+		return // anonymous 2026-07-28 clients cannot be told apart: poll with tasks/get
+	}
+	for _, s := range l.u.g.route.allSessions() {
+		if id, ok := s.subscription(""); ok && s.taskOwner() == e.owner {
+			s.notify(id, n.Method, s.tagSubscription(params, id))
+		}
+	}
+}
+
+// addTaskCapabilities adds to caps, the gateway's capabilities at version,
+// the tasks the connected upstreams support: for 2025-11-25 the tasks
+// capability (list is the gateway's own; cancel and tools/call as far as
+// some upstream offers them), for 2026-07-28 the tasks extension when some
+// upstream offers it.
+func (g *Gateway) addTaskCapabilities(caps map[string]any, version string) {
+	var v1, cancel, ext bool
+	for _, u := range g.route.upstreams().list {
+		l := u.current()
+		if l == nil {
+			continue
+		}
+		if t, ok := l.caps["tasks"]; ok {
+			req, _, _ := wire.Field(t, "requests")
+			tools, _, _ := wire.Field(req, "tools")
+			if _, call, _ := wire.Field(tools, "call"); call {
+				v1 = true
+				_, c, _ := wire.Field(t, "cancel")
+				cancel = cancel || c
+			}
+		}
+		if e, ok := l.caps["extensions"]; ok {
+			_, has, _ := wire.Field(e, extTasks)
+			ext = ext || has
+		}
+	}
+	switch {
+	case version == protocol2026 && ext:
+		caps["extensions"] = map[string]any{extTasks: map[string]any{}}
+	case version != protocol2026 && v1:
+		t := map[string]any{"list": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+		if cancel {
+			t["cancel"] = map[string]any{}
+		}
+		caps["tasks"] = t
+	}
+}
+
+// capabilities is what the gateway offers at version: serverCapabilities
+// and the tasks its upstreams support.
+func (g *Gateway) capabilities(version string) map[string]any {
+	caps := serverCapabilities(version)
+	g.addTaskCapabilities(caps, version)
+	return caps
+}
+
+// upstreamCapabilitiesTasks are upstreamCapabilities with the tasks
+// extension: declared upstream for a 2026-07-28 client that declared it.
+var upstreamCapabilitiesTasks = upstreamCapabilities[:len(upstreamCapabilities)-1] +
+	`,"extensions":{"` + extTasks + `":{}}}`
+
+// stampFor is stamp for the client's request req: a 2026-07-28 client that
+// declared the tasks extension has it declared to an upstream that offers
+// it (the server creates tasks only for clients that declare it); any
+// other request is stamped as the gateway's own.
+func (l *link) stampFor(req *jsonrpc.Request, params json.RawMessage) json.RawMessage {
+	if !l.v2026.Load() || !l.offersTasks() {
+		return l.stamp(params)
+	}
+	meta, _, _ := wire.Field(req.Params, "_meta")
+	caps, _, _ := wire.Field(meta, metaClientCapabilities)
+	if !declaresTasks(caps) {
+		return l.stamp(params)
+	}
+	out, err := stampMeta(params, []metaKey{
+		{metaProtocolVersion, json.RawMessage(`"` + protocolVersion2026 + `"`)},
+		{metaClientCapabilities, json.RawMessage(upstreamCapabilitiesTasks)},
+		{metaClientInfo, json.RawMessage(clientInfo())},
+	})
+	if err != nil {
+		l.u.log.Debug("params not stamped with _meta", "err", err)
+		return l.stamp(params)
+	}
+	return out
+}
+
+// offersTasks reports whether l's server offers the tasks extension.
+func (l *link) offersTasks() bool {
+	ext, ok := l.caps["extensions"]
+	if !ok {
+		return false
+	}
+	_, ok, _ = wire.Field(ext, extTasks)
+	return ok
+}
+
+// taskTarget returns the session that owns the task a server→client
+// request relates to (its _meta related-task, as a server sends while a
+// task waits for input), the owner's tasks/result call for the task in
+// flight on l if any (noID: none; the request then goes on the session's
+// own stream), and the request's params with the gateway's id for the
+// task; ok false when the request names no task of a 2025 session.
+func (l *link) taskTarget(req *jsonrpc.Request) (s *session, rel jsonrpc.ID, params json.RawMessage, ok bool) {
+	meta, ok, _ := wire.Field(req.Params, "_meta")
+	if !ok {
+		return nil, noID, nil, false
+	}
+	related, ok, _ := wire.Field(meta, metaRelatedTask)
+	if !ok {
+		return nil, noID, nil, false
+	}
+	upID, ok := wire.String(related, "taskId")
+	if !ok {
+		return nil, noID, nil, false
+	}
+	key := taskKey{u: l.u, upID: upID}
+	if l.owner != nil {
+		key.l = l
+	}
+	e := l.u.g.route.tasks.at(key)
+	if e == nil || e.owner.sess == nil {
+		return nil, noID, nil, false
+	}
+	return e.owner.sess, l.resultCall(e), rewriteNested(req.Params, []string{"_meta", metaRelatedTask}, upID, e.id), true
+}
+
+// resultCall returns the client id of the newest tasks/result call for
+// task e of its owner in flight on l (noID: none).
+func (l *link) resultCall(e *taskEntry) jsonrpc.ID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var found *call
+	for _, c := range l.pending {
+		if c.sess == e.owner.sess && c.method == "tasks/result" && c.upName == e.id && (found == nil || c.start.After(found.start)) {
+			found = c
+		}
+	}
+	if found == nil {
+		return noID
+	}
+	return found.origID
+}
