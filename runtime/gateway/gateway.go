@@ -303,7 +303,8 @@ func (g *Gateway) accept(conn transports.Connection) {
 // routing, policies and results take the same path as any session's, but
 // the request is dispatched on the caller's goroutine (dispatch does not
 // block: slow stages run on their own goroutines, as for a session's read
-// loop) and the session closes when the connection does.
+// loop; subscriptions/listen, which calls upstream first, gets one) and the
+// session closes when the connection does.
 func (g *Gateway) serveOne(conn transports.OneRequest) {
 	s := newSession(g, conn)
 	g.metrics.SessionOpened(s.transport)
@@ -315,6 +316,12 @@ func (g *Gateway) serveOne(conn transports.OneRequest) {
 		return
 	}
 	s.lastActive.Store(time.Now().UnixNano())
+	if req.Method == "subscriptions/listen" {
+		// It subscribes upstream before it answers: off the POST's
+		// goroutine, so the stream is served (and its end noticed) meanwhile.
+		go s.handleCall(req)
+		return
+	}
 	s.handleCall(req)
 }
 
