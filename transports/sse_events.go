@@ -71,7 +71,7 @@ type sseReader struct {
 	reconnect    time.Duration // last reconnection time set by the server
 	hasReconnect bool
 	scratch      []byte // value of an "id:" or "retry:" line
-	long         []byte // a data line longer than the read buffer
+	chunks       [][]byte // the pieces of a long data line, kept (longData)
 
 	meter budgetMeter // charges the budget for what is read; see charge
 }
@@ -79,9 +79,6 @@ type sseReader struct {
 // sseReaders recycles readers with their buffers: a stream per call is the
 // common case.
 var sseReaders = sync.Pool{New: func() any { return &sseReader{br: bufio.NewReaderSize(nil, sseBufSize)} }}
-
-// maxPooledLine is the largest long-line buffer kept by a pooled reader.
-const maxPooledLine = 4 << 20
 
 // newSSEReader returns a reader of the event stream r. maxEvent caps the
 // length of one line and of one event's data; zero or less means no cap.
@@ -94,12 +91,9 @@ func newSSEReader(r io.Reader, maxEvent int) *sseReader {
 
 // reset makes r a new reader of src, keeping its buffers.
 func (r *sseReader) reset(src io.Reader, maxEvent int) {
-	br, long := r.br, r.long
+	br := r.br
 	br.Reset(src)
-	if cap(long) > maxPooledLine {
-		long = nil
-	}
-	*r = sseReader{br: br, max: maxEvent, long: long[:0], name: r.name[:0], lastID: r.lastID[:0], scratch: r.scratch[:0],
+	*r = sseReader{br: br, max: maxEvent, chunks: r.chunks, name: r.name[:0], lastID: r.lastID[:0], scratch: r.scratch[:0],
 		meter: budgetMeter{r: src}}
 }
 
@@ -238,15 +232,7 @@ const (
 // as mode says. total is the length of the line read so far.
 func (r *sseReader) rest(dst, value []byte, eol bool, total int, mode int) ([]byte, error) {
 	if mode == keepData && !eol {
-		// A data line longer than the read buffer: gather it in the
-		// reader's own buffer, then copy it once into the event's data, so
-		// that the data of a one-line event is allocated at its exact size.
-		long, err := r.rest(r.long[:0], value, eol, total, keepValue)
-		r.long = long
-		if err != nil {
-			return dst, err
-		}
-		value, eol = long, true
+		return r.longData(dst, value, total)
 	}
 	piece := value
 	for {
@@ -270,6 +256,63 @@ func (r *sseReader) rest(dst, value []byte, eol bool, total int, mode int) ([]by
 		}
 		total += len(piece)
 	}
+}
+
+// sseChunkSize is the size of the pieces a long data line is gathered in.
+const sseChunkSize = 64 << 10
+
+// maxKeptChunks is how many pieces (4 MiB) a reader keeps for the next
+// long line, pooled with it.
+const maxKeptChunks = 64
+
+// longData appends a data line longer than the read buffer (its first piece
+// value, the line's length so far total) to the event's data dst. The line
+// is gathered in pieces the reader keeps for the next one, then copied
+// once into dst, which grows once (to its exact size when it was empty):
+// growing dst or one buffer as the pieces come would allocate and copy a
+// 1 MiB line about four times over.
+func (r *sseReader) longData(dst, value []byte, total int) ([]byte, error) {
+	used := 0 // pieces of r.chunks in use; the last one may have room
+	size := 0
+	piece, eol := value, false
+	for {
+		if r.max > 0 && total > r.max {
+			return dst, r.tooLarge("line")
+		}
+		size += len(piece)
+		for len(piece) > 0 {
+			if used == 0 || len(r.chunks[used-1]) == sseChunkSize {
+				if used == len(r.chunks) {
+					r.chunks = append(r.chunks, make([]byte, 0, sseChunkSize))
+				}
+				r.chunks[used] = r.chunks[used][:0]
+				used++
+			}
+			c := &r.chunks[used-1]
+			n := min(len(piece), sseChunkSize-len(*c))
+			*c = append(*c, piece[:n]...)
+			piece = piece[n:]
+		}
+		if eol {
+			break
+		}
+		var err error
+		if piece, eol, err = r.chunk(false); err != nil {
+			return dst, err
+		}
+		total += len(piece)
+	}
+	if r.max > 0 && len(dst)+size > r.max {
+		return dst, r.tooLarge("event")
+	}
+	dst = r.grow(dst, size)
+	for _, c := range r.chunks[:used] {
+		dst = append(dst, c...)
+	}
+	if len(r.chunks) > maxKeptChunks {
+		r.chunks = nil
+	}
+	return dst, nil
 }
 
 func (r *sseReader) tooLarge(what string) error {

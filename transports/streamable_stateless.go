@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -188,88 +189,162 @@ func (s *StreamableServer) serveStateless(w http.ResponseWriter, r *http.Request
 	if ph := paramHeaders(r.Header); ph != nil {
 		req.Extra = ph
 	}
-	c := &statelessConn{out: make(chan jsonrpc.Message, maxStreamQueue)}
-	c.init(PeerFromContext(r.Context()))
-	s.accept(c)
+	c := &statelessConn{peer: PeerFromContext(r.Context()), req: req, ready: make(chan struct{}, 1)}
+	c.init()
 	defer c.Close()
-	if err := c.deliver(r.Context(), req); err != nil {
-		writeJSONRPCError(w, http.StatusServiceUnavailable, req.ID, codeServerError, "request not delivered: "+err.Error(), nil)
-		return
-	}
+	s.accept(c)
 	o := streamOut{w: w, preferSSE: prefersSSE(r.Header["Accept"])}
 	c.pump(r.Context(), &o, req.ID, s.keepAlive)
 	o.finish()
 }
 
-// statelessConn is the [Connection] of one 2026-07-28 request: Read returns
-// that request, Write queues what the gateway answers, and the POST's
-// handler writes it; the connection ends with the response.
+// OneRequest is implemented by the [Connection] of a 2026-07-28 request
+// (one POST, one request, no session). Read returns that request once, as
+// from any connection; a gateway that wants to spare itself a read loop
+// takes it with TakeRequest instead and handles it at once, on the POST's
+// goroutine, without blocking (the response is written only after accept
+// returns), and gets told by OnClose when the connection ends.
+type OneRequest interface {
+	Connection
+	// TakeRequest returns the request, the first time it is called (and
+	// Read has not returned it); nil after.
+	TakeRequest() *jsonrpc.Request
+	// OnClose makes Close call f once, after the connection has ended.
+	// Call it at most once, before the connection can close (in accept).
+	OnClose(f func())
+}
+
+// statelessConn is the [Connection] of one 2026-07-28 request: Read
+// returns that request, Write queues what the gateway answers, and the
+// POST's handler writes it; the connection ends with the response. It
+// allocates as little as it can: no session id, no inbound queue, and an
+// outbound queue that grows only as messages arrive.
 type statelessConn struct {
-	serverSession
-	out chan jsonrpc.Message
+	ending
+	peer    any
+	onClose func()
+
+	mu    sync.Mutex
+	req   *jsonrpc.Request // the request, until Read or TakeRequest takes it
+	out   []jsonrpc.Message
+	ready chan struct{} // signalled (capacity 1) when out gains a message
 }
 
 // SessionID is empty: the request belongs to no session.
 func (c *statelessConn) SessionID() string { return "" }
 
-// Write queues msg for the POST's response; a message that does not fit
-// the bounded queue is dropped, unless it is the response.
-func (c *statelessConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if _, isResp := msg.(*jsonrpc.Response); !isResp {
-		select {
-		case c.out <- msg:
-		case <-c.done:
-			return fmt.Errorf("stateless request: %w", ErrClosed)
-		default: // the client does not keep up: progress and logs are best effort
-		}
-		return nil
+// PeerInfo returns who sent the request (see Peer).
+func (c *statelessConn) PeerInfo() any { return c.peer }
+
+// TakeRequest implements [OneRequest].
+func (c *statelessConn) TakeRequest() *jsonrpc.Request {
+	c.mu.Lock()
+	req := c.req
+	c.req = nil
+	c.mu.Unlock()
+	return req
+}
+
+// OnClose implements [OneRequest].
+func (c *statelessConn) OnClose(f func()) { c.onClose = f }
+
+// Read returns the request the first time, then waits for the end of the
+// connection (io.EOF) or of ctx.
+func (c *statelessConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-c.done:
+		return nil, io.EOF
+	default:
+	}
+	if req := c.TakeRequest(); req != nil {
+		return req, nil
 	}
 	select {
-	case c.out <- msg:
-		return nil
 	case <-c.done:
-		return fmt.Errorf("stateless request: %w", ErrClosed)
+		return nil, io.EOF
 	case <-ctx.Done():
-		return fmt.Errorf("stateless request: %w", ctx.Err())
+		return nil, ctx.Err()
 	}
 }
 
-// Close ends the connection; Read returns io.EOF.
-func (c *statelessConn) Close() error {
-	c.end(io.EOF, nil)
+// Write queues msg for the POST's response. Of other messages (progress,
+// logs) at most maxStreamQueue wait; more are dropped: the client does not
+// keep up, and they are best effort. The response is always queued.
+func (c *statelessConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	_, isResp := msg.(*jsonrpc.Response)
+	c.mu.Lock()
+	if c.ended() {
+		c.mu.Unlock()
+		return fmt.Errorf("stateless request: %w", ErrClosed)
+	}
+	if !isResp && len(c.out) >= maxStreamQueue {
+		c.mu.Unlock()
+		return nil
+	}
+	c.out = append(c.out, msg)
+	c.mu.Unlock()
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
 	return nil
 }
+
+// next takes the oldest queued message, if there is one.
+func (c *statelessConn) next() (jsonrpc.Message, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.out) == 0 {
+		return nil, false
+	}
+	msg := c.out[0]
+	c.out[0] = nil
+	c.out = c.out[1:]
+	return msg, true
+}
+
+// Close ends the connection; Read returns io.EOF. The first call runs the
+// function given to OnClose.
+func (c *statelessConn) Close() error {
+	if c.end(io.EOF, nil) && c.onClose != nil {
+		c.onClose()
+	}
+	return nil
+}
+
+// keepAliveTimers recycles the keep-alive timers of one-request streams.
+var keepAliveTimers sync.Pool
 
 // pump writes what the gateway sends until the response to id, the end of
 // the connection or the client's departure.
 func (c *statelessConn) pump(ctx context.Context, o *streamOut, id jsonrpc.ID, ka time.Duration) {
-	var kaC <-chan time.Time
+	var (
+		kaC <-chan time.Time
+		t   *time.Timer
+	)
 	if ka > 0 {
-		t := time.NewTicker(ka)
-		defer t.Stop()
+		if t, _ = keepAliveTimers.Get().(*time.Timer); t == nil {
+			t = time.NewTimer(ka)
+		} else {
+			t.Reset(ka)
+		}
+		defer func() { t.Stop(); keepAliveTimers.Put(t) }()
 		kaC = t.C
 	}
 	for {
-		select {
-		case msg := <-c.out:
-			resp, final := msg.(*jsonrpc.Response)
-			final = final && resp.ID == id
-			if final && !o.started {
-				o.status = statelessStatus(msg)
-			}
-			bp, err := encodePooled(msg)
-			if err != nil {
-				continue
-			}
-			err = o.writeBatch([]*[]byte{bp}, final)
-			putEncodeBuf(bp)
-			if err != nil || final {
+		if msg, ok := c.next(); ok {
+			if c.writeOne(o, msg, id) {
 				return
 			}
+			continue
+		}
+		select {
+		case <-c.ready:
 		case <-kaC:
 			if o.keepAlive() != nil {
 				return
 			}
+			t.Reset(ka)
 		case <-c.done:
 			if !o.started {
 				writeJSONRPCError(o.w, http.StatusServiceUnavailable, id, codeServerError, "request ended without a response", nil)
@@ -279,6 +354,23 @@ func (c *statelessConn) pump(ctx context.Context, o *streamOut, id jsonrpc.ID, k
 			return
 		}
 	}
+}
+
+// writeOne writes msg and reports whether the stream is over: msg was the
+// response to id, or writing failed.
+func (c *statelessConn) writeOne(o *streamOut, msg jsonrpc.Message, id jsonrpc.ID) bool {
+	resp, final := msg.(*jsonrpc.Response)
+	final = final && resp.ID == id
+	if final && !o.started {
+		o.status = statelessStatus(msg)
+	}
+	bp, err := encodePooled(msg)
+	if err != nil {
+		return false
+	}
+	err = o.writeBatch([]*[]byte{bp}, final)
+	putEncodeBuf(bp)
+	return err != nil || final
 }
 
 // unsupportedVersion is the message and data of an UnsupportedProtocolVersion

@@ -234,6 +234,8 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	if adminLn != nil {
 		fmt.Fprintf(stdout, "  admin API: http://%s/admin/modules\n", adminLn.Addr())
 	}
+	// Likewise the pages of the binary that only start-up ran (trim_linux.go).
+	log.Debug("start-up pages of the binary dropped", "KiB", dropStartupPages(log))
 
 	select {
 	case err := <-errc:

@@ -84,7 +84,18 @@ type encoder interface {
 type compressor struct {
 	minSize int
 	pools   [3]sync.Pool // indexed by coding
+	// kept holds a few encoders per coding that, unlike the pool's, survive
+	// garbage collection: a new gzip or zstd encoder allocates about 1 MB,
+	// and under load GC empties the pool between two large responses.
+	kept [3]chan encoder
 }
+
+// keptEncoders is how many encoders per coding survive garbage collection.
+const keptEncoders = 2
+
+// holdBufs recycles the buffers that hold the start of a body (MinSize
+// bytes) while the middleware decides.
+var holdBufs sync.Pool
 
 // Middleware returns next wrapped with response compression.
 func Middleware(next http.Handler, opts Options) http.Handler {
@@ -109,6 +120,9 @@ func newCompressor(opts Options) *compressor {
 	c := &compressor{minSize: opts.MinSize}
 	if c.minSize <= 0 {
 		c.minSize = DefaultMinSize
+	}
+	for i := range c.kept {
+		c.kept[i] = make(chan encoder, keptEncoders)
 	}
 	gzipLevel := gzip.DefaultCompression
 	zstdLevel := zstd.SpeedDefault
@@ -141,20 +155,32 @@ func newCompressor(opts Options) *compressor {
 }
 
 func (c *compressor) get(cd coding, w io.Writer) encoder {
-	e := c.pools[cd].Get().(encoder)
+	var e encoder
+	select {
+	case e = <-c.kept[cd]:
+	default:
+		e = c.pools[cd].Get().(encoder)
+	}
 	e.Reset(w)
 	return e
 }
 
 func (c *compressor) put(cd coding, e encoder) {
 	e.Reset(io.Discard) // drop the reference to the response
-	c.pools[cd].Put(e)
+	select {
+	case c.kept[cd] <- e:
+	default:
+		c.pools[cd].Put(e)
+	}
 }
 
 // compressible reports whether the media type of contentType is JSON.
 func compressible(contentType string) bool {
-	if contentType == "" {
+	switch contentType {
+	case "":
 		return false
+	case "application/json", "application/json; charset=utf-8":
+		return true // the common case, without parsing
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
@@ -234,6 +260,7 @@ type responseWriter struct {
 	wroteHeader bool // the handler has set the final status
 	status      int
 	buf         []byte
+	hold        *[]byte // where buf came from (holdBufs), to give it back
 	enc         encoder
 }
 
@@ -267,13 +294,19 @@ func (w *responseWriter) WriteHeader(code int) {
 		return
 	}
 	// The body's encoding now depends on Accept-Encoding.
-	h.Add("Vary", "Accept-Encoding")
+	if len(h["Vary"]) == 0 {
+		h["Vary"] = varyAcceptEncoding // shared: len == cap, so an append copies
+	} else {
+		h.Add("Vary", "Accept-Encoding")
+	}
 	if cl := h.Get("Content-Length"); cl != "" {
 		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n < int64(w.c.minSize) {
 			w.startPassthrough()
 		}
 	}
 }
+
+var varyAcceptEncoding = []string{"Accept-Encoding"}
 
 func bodyAllowed(code int) bool {
 	return code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
@@ -292,7 +325,12 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	if len(w.buf)+len(p) < w.c.minSize {
 		if w.buf == nil {
-			w.buf = make([]byte, 0, w.c.minSize)
+			w.hold, _ = holdBufs.Get().(*[]byte)
+			if w.hold == nil || cap(*w.hold) < w.c.minSize {
+				b := make([]byte, 0, w.c.minSize)
+				w.hold = &b
+			}
+			w.buf = (*w.hold)[:0]
 		}
 		w.buf = append(w.buf, p...)
 		return len(p), nil
@@ -337,7 +375,18 @@ func (w *responseWriter) startPassthrough() error {
 	buf := w.buf
 	w.buf = nil
 	_, err := w.rw.Write(buf)
+	w.putHold()
 	return err
+}
+
+// putHold recycles the buffer of Write once its bytes have been written.
+func (w *responseWriter) putHold() {
+	if w.hold == nil || cap(*w.hold) > 64<<10 {
+		return
+	}
+	*w.hold = (*w.hold)[:0]
+	holdBufs.Put(w.hold)
+	w.hold = nil
 }
 
 // startCompressing sends the header for a compressed body and the held
@@ -360,8 +409,14 @@ func (w *responseWriter) startCompressing() error {
 	buf := w.buf
 	w.buf = nil
 	_, err := w.enc.Write(buf)
+	w.putHold()
 	return err
 }
+
+// autoContentLength: net/http gives a body shorter than this, written
+// before the handler returns, a Content-Length itself (its chunking
+// writer buffers 2048 bytes).
+const autoContentLength = 2048
 
 // finish completes the response after the handler returns.
 func (w *responseWriter) finish() {
@@ -370,7 +425,7 @@ func (w *responseWriter) finish() {
 		if !w.wroteHeader {
 			return // nothing written: net/http sends an empty 200
 		}
-		if h := w.rw.Header(); h.Get("Content-Length") == "" {
+		if h := w.rw.Header(); h.Get("Content-Length") == "" && len(w.buf) >= autoContentLength {
 			h.Set("Content-Length", strconv.Itoa(len(w.buf)))
 		}
 		_ = w.startPassthrough() // a failed write means the client is gone

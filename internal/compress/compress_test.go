@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -554,3 +555,20 @@ func benchmarkEncoding(b *testing.B, acceptEncoding string) {
 
 func BenchmarkGzip1MiB(b *testing.B) { benchmarkEncoding(b, "gzip") }
 func BenchmarkZstd1MiB(b *testing.B) { benchmarkEncoding(b, "zstd") }
+
+// TestEncodersSurviveGC checks that a used encoder is reused after garbage
+// collection (which empties a sync.Pool): a new one costs about 1 MB.
+func TestEncodersSurviveGC(t *testing.T) {
+	for _, cd := range []coding{codingGzip, codingZstd} {
+		t.Run(cd.String(), func(t *testing.T) {
+			c := newCompressor(Options{})
+			e := c.get(cd, io.Discard)
+			c.put(cd, e)
+			runtime.GC()
+			runtime.GC()
+			if got := c.get(cd, io.Discard); got != e {
+				t.Fatal("a new encoder after GC; want the one put back")
+			}
+		})
+	}
+}

@@ -158,24 +158,22 @@ func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.R
 	if err != nil || !ok {
 		return params, err
 	}
-	changed := false
+	var set []wire.Member
 	if tok, ok, _ := wire.Field(meta, "progressToken"); ok {
 		c.progressToken = append(json.RawMessage(nil), tok...)
-		if meta, err = wire.SetField(meta, "progressToken", strconv.AppendInt(nil, id, 10)); err != nil {
-			return nil, err
-		}
-		changed = true
+		set = []wire.Member{{Key: "progressToken", Value: strconv.AppendInt(nil, id, 10)}}
 	}
+	changed := set != nil
 	for _, k := range connectionMetaKeys {
-		if _, ok, _ := wire.Field(meta, k); ok {
-			if meta, err = wire.DeleteField(meta, k); err != nil {
-				return nil, err
-			}
-			changed = true
+		if !changed {
+			_, changed, _ = wire.Field(meta, k)
 		}
 	}
 	if !changed {
 		return params, nil
+	}
+	if meta, err = wire.EditFields(meta, connectionMetaKeys, set); err != nil {
+		return nil, err
 	}
 	return wire.SetField(params, "_meta", meta)
 }

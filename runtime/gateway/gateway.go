@@ -303,7 +303,41 @@ func (g *Gateway) Close() error {
 }
 
 // accept is called by the server transports for every new client session.
-func (g *Gateway) accept(conn transports.Connection) { go g.ServeConn(conn) }
+// The one request of a 2026-07-28 POST is served at once (serveOne).
+func (g *Gateway) accept(conn transports.Connection) {
+	if one, ok := conn.(transports.OneRequest); ok {
+		g.serveOne(one)
+		return
+	}
+	go g.ServeConn(conn)
+}
+
+// serveOne serves a one-request connection (2026-07-28 over streamable
+// HTTP) without a read loop: its session is the ordinary one, so admission,
+// routing, policies and results take the same path as any session's, but
+// the request is dispatched on the caller's goroutine (dispatch does not
+// block: slow stages run on their own goroutines, as for a session's read
+// loop; subscriptions/listen, which calls upstream first, gets one) and the
+// session closes when the connection does.
+func (g *Gateway) serveOne(conn transports.OneRequest) {
+	s := newSession(g, conn)
+	g.metrics.SessionOpened(s.transport)
+	g.route.addSession(s)
+	conn.OnClose(s.close)
+	req := conn.TakeRequest()
+	if req == nil {
+		conn.Close()
+		return
+	}
+	s.lastActive.Store(time.Now().UnixNano())
+	if req.Method == "subscriptions/listen" {
+		// It subscribes upstream before it answers: off the POST's
+		// goroutine, so the stream is served (and its end noticed) meanwhile.
+		go s.handleCall(req)
+		return
+	}
+	s.handleCall(req)
+}
 
 // ServeConn serves one downstream client session over conn (for example
 // stdin/stdout) and returns when the session ends. Start must have been

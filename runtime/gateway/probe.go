@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -171,11 +172,7 @@ func (l *link) stamp(params json.RawMessage) json.RawMessage {
 	if !l.v2026.Load() {
 		return params
 	}
-	out, err := stampMeta(params, []metaKey{
-		{metaProtocolVersion, json.RawMessage(`"` + protocolVersion2026 + `"`)},
-		{metaClientCapabilities, json.RawMessage(upstreamCapabilities)},
-		{metaClientInfo, json.RawMessage(clientInfo())},
-	})
+	out, err := stampMeta(params, linkMeta())
 	if err != nil {
 		l.u.log.Debug("params not stamped with _meta", "err", err)
 		return params
@@ -197,10 +194,8 @@ func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) 
 	if !ok || string(meta) == "null" {
 		meta = json.RawMessage(`{}`)
 	}
-	for _, k := range keys {
-		if meta, err = wire.SetField(meta, k.name, k.value); err != nil {
-			return nil, fmt.Errorf("params._meta: %w", err)
-		}
+	if meta, err = wire.EditFields(meta, nil, keys); err != nil {
+		return nil, fmt.Errorf("params._meta: %w", err)
 	}
 	out, err := wire.SetField(params, "_meta", meta)
 	if err != nil {
@@ -210,10 +205,17 @@ func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) 
 }
 
 // metaKey is one _meta member stampMeta sets.
-type metaKey struct {
-	name  string
-	value json.RawMessage
-}
+type metaKey = wire.Member
+
+// linkMeta is what a 2026-07-28 link stamps into every request's _meta:
+// the same for every request, so made once.
+var linkMeta = sync.OnceValue(func() []metaKey {
+	return []metaKey{
+		{Key: metaProtocolVersion, Value: json.RawMessage(`"` + protocolVersion2026 + `"`)},
+		{Key: metaClientCapabilities, Value: json.RawMessage(upstreamCapabilities)},
+		{Key: metaClientInfo, Value: json.RawMessage(clientInfo())},
+	}
+})
 
 // pingMethod is the method of health checks: 2026-07-28 has no ping.
 func (l *link) pingMethod() string {

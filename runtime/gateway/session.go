@@ -56,7 +56,7 @@ type session struct {
 	reads     map[jsonrpc.ID]struct{}          // 2026-07-28 resources/read in flight: their results get caching hints
 	listening *listening                       // 2026-07-28: the open subscriptions/listen, if any
 	inflight  map[jsonrpc.ID]inflight          // downstream id → upstream call
-	out       map[int64]chan *jsonrpc.Response // our requests to the client
+	out       map[int64]chan *jsonrpc.Response // our requests to the client (made on first use)
 	closed    bool
 }
 
@@ -71,7 +71,6 @@ func newSession(g *Gateway, conn transports.Connection) *session {
 	s := &session{
 		g: g, conn: conn, ctx: ctx, cancel: cancel,
 		inflight: make(map[jsonrpc.ID]inflight),
-		out:      make(map[int64]chan *jsonrpc.Response),
 	}
 	s.logLevel.Store(-1)
 	s.id, s.transport = anonymous, "stdio"
@@ -112,9 +111,8 @@ func (s *session) close() {
 	s.mu.Lock()
 	s.closed = true
 	pending := s.inflight
-	s.inflight = map[jsonrpc.ID]inflight{}
 	out := s.out
-	s.out = map[int64]chan *jsonrpc.Response{}
+	s.inflight, s.out = nil, nil // nothing is added once closed
 	s.mu.Unlock()
 	for _, f := range pending {
 		if c := f.l.take(f.id); c != nil {
@@ -217,6 +215,9 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 	if s.closed {
 		s.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: the downstream client disconnected"}
+	}
+	if s.out == nil {
+		s.out = make(map[int64]chan *jsonrpc.Response)
 	}
 	s.out[id] = ch
 	s.mu.Unlock()

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package main
+
+import "log/slog"
+
+// dropStartupPages does nothing outside Linux.
+func dropStartupPages(*slog.Logger) int { return 0 }
