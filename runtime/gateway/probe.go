@@ -168,12 +168,23 @@ func (l *link) setVersion(v string) {
 // params unchanged. The downstream client's own per-connection keys were
 // dropped before (rewriteMeta), and the gateway's overwrite any left.
 func (l *link) stamp(params json.RawMessage) json.RawMessage {
+	return l.stampFor(params, nil)
+}
+
+// stampFor is stamp for a request made on behalf of a client whose
+// capabilities (relayedCapabilities) are caps; nil: the gateway's own
+// request, stamped with upstreamCapabilities. The upstream must not ask,
+// by an input_required result, for what the client cannot answer.
+func (l *link) stampFor(params, caps json.RawMessage) json.RawMessage {
 	if !l.v2026.Load() {
 		return params
 	}
+	if caps == nil {
+		caps = json.RawMessage(upstreamCapabilities)
+	}
 	out, err := stampMeta(params, []metaKey{
 		{metaProtocolVersion, json.RawMessage(`"` + protocolVersion2026 + `"`)},
-		{metaClientCapabilities, json.RawMessage(upstreamCapabilities)},
+		{metaClientCapabilities, caps},
 		{metaClientInfo, json.RawMessage(clientInfo())},
 	})
 	if err != nil {
