@@ -135,6 +135,13 @@ func (l *link) probeKilled(err error) bool {
 func (l *link) discoverServer(ctx context.Context) ([]string, error) {
 	l.setVersion(protocolVersion2026)
 	res, err := l.call(ctx, "server/discover", json.RawMessage(`{}`))
+	if retryDiscover(err) {
+		// UnsupportedProtocolVersion naming 2026-07-28 among the
+		// supported versions: the revision says to retry with one of
+		// them, and that is the one asked for.
+		l.u.log.Debug("server/discover refused with " + protocolVersion2026 + " among the supported versions; retrying once")
+		res, err = l.call(ctx, "server/discover", json.RawMessage(`{}`))
+	}
 	if err != nil {
 		return nil, err // named by call
 	}
@@ -151,6 +158,19 @@ func (l *link) discoverServer(ctx context.Context) ([]string, error) {
 	}
 	l.protocolVersion, l.caps, l.instructions = protocolVersion2026, r.Capabilities, r.Instructions
 	return r.SupportedVersions, nil
+}
+
+// retryDiscover reports whether err is an UnsupportedProtocolVersion error
+// (-32022) whose data.supported names 2026-07-28.
+func retryDiscover(err error) bool {
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != codeUnsupportedVersion {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(rpcErr.Data, &data) == nil && slices.Contains(data.Supported, protocolVersion2026)
 }
 
 // setVersion makes the link's requests speak v ("" until initialize
