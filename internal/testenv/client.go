@@ -104,3 +104,13 @@ func failedList(names []string) string {
 	}
 	return " (failing: " + strings.Join(names, ", ") + ")"
 }
+
+// ClientScenarios reads every scenario's result line of a client run:
+// scenario name → whether it passed (no failed check).
+func ClientScenarios(output string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range scenarioRE.FindAllStringSubmatch(output, -1) {
+		out[m[2]] = m[1] == "✓"
+	}
+	return out
+}

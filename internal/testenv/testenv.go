@@ -160,10 +160,25 @@ func goTool(t testing.TB) string {
 // shown only when the test failed.
 func StartEverythingServerHTTP(t testing.TB) string {
 	t.Helper()
+	return startEverythingServerHTTP(t, "-stateless=false")
+}
+
+// StartEverythingServerStateless is StartEverythingServerHTTP with the
+// server in its default, stateless mode: it speaks protocol 2026-07-28
+// (server/discover, input_required results, subscriptions/listen) and
+// serves 2025 clients without sessions. It is the reference upstream of
+// the 2026-07-28 conformance scenarios.
+func StartEverythingServerStateless(t testing.TB) string {
+	t.Helper()
+	return startEverythingServerHTTP(t)
+}
+
+func startEverythingServerHTTP(t testing.TB, args ...string) string {
+	t.Helper()
 	bin := EverythingServer(t)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // the free port may be taken before the server binds it
-		url, err := startEverythingServer(t, bin)
+		url, err := startEverythingServer(t, bin, args...)
 		if err == nil {
 			return url
 		}
@@ -174,13 +189,13 @@ func StartEverythingServerHTTP(t testing.TB) string {
 }
 
 // startEverythingServer makes one attempt at starting the server.
-func startEverythingServer(t testing.TB, bin string) (string, error) {
+func startEverythingServer(t testing.TB, bin string, args ...string) (string, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return "", err
 	}
 	logs := &syncBuffer{}
-	cmd := exec.Command(bin, "-http="+addr, "-stateless=false")
+	cmd := exec.Command(bin, append([]string{"-http=" + addr}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("running %s: %w", bin, err)

@@ -374,7 +374,7 @@ func TestBodyTooLarge(t *testing.T) {
 // zipServer offers a tool whose inputSchema nests an integer.
 func zipServer(t *testing.T, reached *atomic.Int32) string {
 	s := mcp.NewServer(&mcp.Implementation{Name: "zip", Version: "1"}, nil)
-	schema := json.RawMessage(`{"type":"object","properties":{"location":{"type":"object","properties":{"zip":{"type":"integer"}},"required":["zip"]}},"required":["location"]}`)
+	schema := json.RawMessage(`{"type":"object","properties":{"location":{"type":"object","properties":{"zip":{"type":"integer"}},"required":["zip"]},"units":{"type":"string"}},"required":["location"]}`)
 	s.AddTool(&mcp.Tool{Name: "weather", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		reached.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sunny"}}}, nil
@@ -401,6 +401,14 @@ func TestArgumentValidation(t *testing.T) {
 	}
 	if txt, _ := callText(t, cs, "s_weather", map[string]any{"location": map[string]any{"zip": 90210}}); txt != "sunny" || strictHits.Load() != 1 {
 		t.Errorf("valid arguments: %q", txt)
+	}
+	// null for an optional argument is taken as not provided (SEP-2243's
+	// "null or not provided"); the upstream decides. Not for a required one.
+	if txt, isErr := callText(t, cs, "s_weather", map[string]any{"location": map[string]any{"zip": 1}, "units": nil}); isErr || txt != "sunny" || strictHits.Load() != 2 {
+		t.Errorf("null optional argument: %q (isError %v)", txt, isErr)
+	}
+	if txt, isErr := callText(t, cs, "s_weather", map[string]any{"location": nil}); !isErr || !strings.Contains(txt, "location") || strictHits.Load() != 2 {
+		t.Errorf("null required argument: %q (isError %v)", txt, isErr)
 	}
 	callText(t, cs, "l_weather", bad)
 	if laxHits.Load() != 1 {

@@ -183,7 +183,7 @@ func TestUnknownMethodAndBadParams(t *testing.T) {
 		{"unknown method", `{"jsonrpc":"2.0","id":7,"method":"no/such","params":{}}`, jsonrpc.CodeMethodNotFound},
 		{"tools/call without name", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"arguments":{}}}`, jsonrpc.CodeInvalidParams},
 		{"bad cursor", `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"cursor":"%%%"}}`, jsonrpc.CodeInvalidParams},
-		{"unknown resource", `{"jsonrpc":"2.0","id":10,"method":"resources/read","params":{"uri":"x://y"}}`, codeResourceNotFound},
+		{"unknown resource", `{"jsonrpc":"2.0","id":10,"method":"resources/read","params":{"uri":"x://y"}}`, jsonrpc.CodeInvalidParams}, // SEP-2164
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := c.post(tc.body)

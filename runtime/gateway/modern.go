@@ -87,6 +87,10 @@ func (s *session) modernRequest(req *jsonrpc.Request, version string) bool {
 	s.mu.Lock()
 	s.declared, _, _ = wire.Field(meta, metaClientCapabilities)
 	s.mu.Unlock()
+	// Passed through whole: input_required results and everything else
+	// reach this client unchanged, extensions included.
+	caps, _, _ := wire.Field(meta, metaClientCapabilities)
+	s.relayed.Store(&caps)
 	// Log messages reach the client only at the level its request asks
 	// for; a request that names none gets none.
 	level, _ := wire.String(meta, metaLogLevel)
@@ -244,4 +248,54 @@ func (s *session) lacksCapability(tc *toolCall, capability string) bool {
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{capability: map[string]any{}}})
 	s.write(s.ctx, &jsonrpc.Response{ID: tc.req.ID, Error: &jsonrpc.Error{Code: codeMissingCapability, Message: reason, Data: data}})
 	return true
+}
+
+// relayedKinds are the client capabilities through which a server asks the
+// client for something (2025: server→client requests; 2026-07-28:
+// inputRequests of an input_required result). The gateway relays them, so
+// what it declares upstream for a client is what that client declared.
+var relayedKinds = []string{"sampling", "elicitation", "roots"}
+
+// setRelayed takes the capabilities a 2025 client declared (the member key
+// of obj: initialize's params.capabilities) as those the gateway declares
+// upstream on its behalf: only the relayed kinds, each with its own
+// sub-capabilities (elicitation form/url, sampling tools…). A 2026-07-28
+// client's are passed whole (modernRequest). Either way a 2026-07-28
+// upstream asks in an input_required result only for what this client can
+// answer, and refuses with -32021 a call that needs what it cannot.
+func (s *session) setRelayed(obj []byte, key string) {
+	declared, _, _ := wire.Field(obj, key)
+	out := json.RawMessage(`{}`)
+	for _, k := range relayedKinds {
+		v, ok, err := wire.Field(declared, k)
+		if err != nil || !ok || string(v) == "null" {
+			continue
+		}
+		if next, err := wire.SetField(out, k, v); err == nil {
+			out = next
+		}
+	}
+	s.relayed.Store(&out)
+}
+
+// relayedCapabilities are the client capabilities a 2026-07-28 upstream is
+// told for this session's requests; nil (the gateway's own, for a session
+// that declared none, e.g. a 2025 stdio client that never initialized).
+func (s *session) relayedCapabilities() json.RawMessage {
+	if p := s.relayed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// resourceNotFound answers a request for a URI no upstream serves as
+// SEP-2164 (2026-07-28) says and go-sdk (since v1.7.0) answers every
+// revision: -32602 with the URI in data. (-32002 was the code of earlier
+// revisions' examples; clients must accept either.)
+func (s *session) resourceNotFound(id jsonrpc.ID, uri string) {
+	data, _ := json.Marshal(struct {
+		URI string `json:"uri"`
+	}{uri})
+	s.write(s.ctx, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+		Message: "Resource not found: " + uri, Data: data}})
 }

@@ -136,6 +136,13 @@ func (l *link) probeKilled(err error) bool {
 func (l *link) discoverServer(ctx context.Context) ([]string, error) {
 	l.setVersion(protocolVersion2026)
 	res, err := l.call(ctx, "server/discover", json.RawMessage(`{}`))
+	if retryDiscover(err) {
+		// UnsupportedProtocolVersion naming 2026-07-28 among the
+		// supported versions: the revision says to retry with one of
+		// them, and that is the one asked for.
+		l.u.log.Debug("server/discover refused with " + protocolVersion2026 + " among the supported versions; retrying once")
+		res, err = l.call(ctx, "server/discover", json.RawMessage(`{}`))
+	}
 	if err != nil {
 		return nil, err // named by call
 	}
@@ -154,6 +161,19 @@ func (l *link) discoverServer(ctx context.Context) ([]string, error) {
 	return r.SupportedVersions, nil
 }
 
+// retryDiscover reports whether err is an UnsupportedProtocolVersion error
+// (-32022) whose data.supported names 2026-07-28.
+func retryDiscover(err error) bool {
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != codeUnsupportedVersion {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(rpcErr.Data, &data) == nil && slices.Contains(data.Supported, protocolVersion2026)
+}
+
 // setVersion makes the link's requests speak v ("" until initialize
 // answers): the _meta keys of 2026-07-28, and the transport's headers.
 func (l *link) setVersion(v string) {
@@ -169,10 +189,26 @@ func (l *link) setVersion(v string) {
 // params unchanged. The downstream client's own per-connection keys were
 // dropped before (rewriteMeta), and the gateway's overwrite any left.
 func (l *link) stamp(params json.RawMessage) json.RawMessage {
+	return l.stampFor(params, nil)
+}
+
+// stampFor is stamp for a request made on behalf of a client whose
+// capabilities (relayedCapabilities) are caps; nil: the gateway's own
+// request, stamped with upstreamCapabilities. The upstream must not ask,
+// by an input_required result, for what the client cannot answer.
+func (l *link) stampFor(params, caps json.RawMessage) json.RawMessage {
 	if !l.v2026.Load() {
 		return params
 	}
-	out, err := stampMeta(params, linkMeta())
+	keys := linkMeta()
+	if caps != nil {
+		keys = []metaKey{
+			{Key: metaProtocolVersion, Value: json.RawMessage(`"` + protocolVersion2026 + `"`)},
+			{Key: metaClientCapabilities, Value: caps},
+			{Key: metaClientInfo, Value: json.RawMessage(clientInfo())},
+		}
+	}
+	out, err := stampMeta(params, keys)
 	if err != nil {
 		l.u.log.Debug("params not stamped with _meta", "err", err)
 		return params

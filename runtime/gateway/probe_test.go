@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,6 +148,28 @@ func refuseDiscover(status int, next http.Handler) http.Handler {
 	})
 }
 
+// unsupportedOnce answers the first server/discover with HTTP 400 and
+// UnsupportedProtocolVersion (-32022) naming supported (a JSON array);
+// everything else goes to next.
+func unsupportedOnce(supported string, next http.Handler) http.Handler {
+	var refused atomic.Bool
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" && refused.CompareAndSwap(false, true) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":%s,"requested":"2026-07-28"}}}`, msg.ID, supported)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // fixtureServer is a go-sdk server with a tool, a prompt and a resource.
 func fixtureServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "fixture", Version: "1"}, nil)
@@ -187,6 +210,15 @@ func TestUpstreamProtocolProbe(t *testing.T) {
 		{"go-sdk stateful (offers 2025 only)", stateful, "", "2025-11-25"},
 		{"server/discover is -32601", func(s *mcp.Server) http.Handler { return refuseDiscover(0, stateful(s)) }, "", "2025-11-25"},
 		{"server/discover is HTTP 400", func(s *mcp.Server) http.Handler { return refuseDiscover(http.StatusBadRequest, stateful(s)) }, "", "2025-11-25"},
+		// The request-metadata client scenario: the first request is
+		// refused with UnsupportedProtocolVersion listing 2026-07-28; the
+		// client retries with it instead of falling back to initialize.
+		{"first server/discover is -32022 listing 2026-07-28", func(s *mcp.Server) http.Handler {
+			return unsupportedOnce(`["2026-07-28"]`, stateless(s))
+		}, "", "2026-07-28"},
+		{"server/discover is -32022 listing 2025-11-25 only", func(s *mcp.Server) http.Handler {
+			return unsupportedOnce(`["2025-11-25"]`, stateful(s))
+		}, "", "2025-11-25"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &probeRecorder{next: tc.handler(fixtureServer())}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,9 +98,18 @@ func (r *router) setOffer(u *upstream, offer *upstreamLists) {
 	})
 }
 
-// updateOffer replaces the lists named by kinds of upstream u.
+// updateOffer replaces the lists named by kinds of upstream u, after its
+// list_changed: the sessions are told that those lists changed even when
+// the merged catalogue reads the same (the upstream re-added a tool it
+// had, say), as they would be by the upstream directly.
 func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists) {
-	r.publish(func() {
+	var notify []string
+	for _, k := range kinds {
+		if m := listKinds[k].changed; !slices.Contains(notify, m) {
+			notify = append(notify, m)
+		}
+	}
+	r.publishNotifying(notify, func() {
 		next := &upstreamLists{}
 		if cur := u.offer; cur != nil {
 			*next = *cur
@@ -127,16 +137,21 @@ func (r *router) replace(set *upstreamSet, reserved [numKinds]map[string]string)
 
 // publish applies change (nil: none) under mu, builds and swaps in a new
 // snapshot, then tells every session which lists changed.
-func (r *router) publish(change func()) {
+func (r *router) publish(change func()) { r.publishNotifying(nil, change) }
+
+// publishNotifying is publish that also tells the sessions the list_changed
+// methods in always, whether or not their lists changed.
+func (r *router) publishNotifying(always []string, change func()) {
 	old, next, sessions := r.rebuild(change)
-	var changed []string
+	changed := slices.Clone(always)
 	for _, k := range []listKind{kindTools, kindPrompts} {
-		if !sameList(old, next, k) {
-			changed = append(changed, listKinds[k].changed)
+		if m := listKinds[k].changed; !sameList(old, next, k) && !slices.Contains(changed, m) {
+			changed = append(changed, m)
 		}
 	}
-	if !sameList(old, next, kindResources) || !sameList(old, next, kindTemplates) {
-		changed = append(changed, listKinds[kindResources].changed)
+	if m := listKinds[kindResources].changed; (!sameList(old, next, kindResources) || !sameList(old, next, kindTemplates)) &&
+		!slices.Contains(changed, m) {
+		changed = append(changed, m)
 	}
 	for _, s := range sessions {
 		for _, m := range changed {
@@ -447,7 +462,7 @@ func (s *session) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok 
 		return "", nil, false
 	}
 	if u = s.catalogue().resource(uri); u == nil {
-		s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
+		s.resourceNotFound(req.ID, uri)
 		return "", nil, false
 	}
 	return uri, u, true

@@ -44,6 +44,7 @@ type session struct {
 	lastActive  atomic.Int64
 	logLevel    atomic.Int32 // index into logLevels; -1: not set
 	caps        struct{ sampling, elicitation, roots bool }
+	relayed     atomic.Pointer[json.RawMessage] // client capabilities declared upstream for this client (modern.go)
 
 	nextOut   atomic.Int64
 	client    policy.Client // who is calling, as policy modules see it
@@ -369,6 +370,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	s.caps.sampling = p.Capabilities.Sampling != nil
 	s.caps.elicitation = p.Capabilities.Elicitation != nil
 	s.caps.roots = p.Capabilities.Roots != nil
+	s.setRelayed(req.Params, "capabilities")
 	version := supportedVersion(p.ProtocolVersion)
 	res := struct {
 		ProtocolVersion string         `json:"protocolVersion"`

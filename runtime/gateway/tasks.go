@@ -516,46 +516,6 @@ func (g *Gateway) capabilities(version string) map[string]any {
 	return caps
 }
 
-// upstreamCapabilitiesTasks are upstreamCapabilities with the tasks
-// extension: declared upstream for a 2026-07-28 client that declared it.
-var upstreamCapabilitiesTasks = upstreamCapabilities[:len(upstreamCapabilities)-1] +
-	`,"extensions":{"` + extTasks + `":{}}}`
-
-// stampFor is stamp for the client's request req: a 2026-07-28 client that
-// declared the tasks extension has it declared to an upstream that offers
-// it (the server creates tasks only for clients that declare it); any
-// other request is stamped as the gateway's own.
-func (l *link) stampFor(req *jsonrpc.Request, params json.RawMessage) json.RawMessage {
-	if !l.v2026.Load() || !l.offersTasks() {
-		return l.stamp(params)
-	}
-	meta, _, _ := wire.Field(req.Params, "_meta")
-	caps, _, _ := wire.Field(meta, metaClientCapabilities)
-	if !declaresTasks(caps) {
-		return l.stamp(params)
-	}
-	out, err := stampMeta(params, []metaKey{
-		{metaProtocolVersion, json.RawMessage(`"` + protocolVersion2026 + `"`)},
-		{metaClientCapabilities, json.RawMessage(upstreamCapabilitiesTasks)},
-		{metaClientInfo, json.RawMessage(clientInfo())},
-	})
-	if err != nil {
-		l.u.log.Debug("params not stamped with _meta", "err", err)
-		return l.stamp(params)
-	}
-	return out
-}
-
-// offersTasks reports whether l's server offers the tasks extension.
-func (l *link) offersTasks() bool {
-	ext, ok := l.caps["extensions"]
-	if !ok {
-		return false
-	}
-	_, ok, _ = wire.Field(ext, extTasks)
-	return ok
-}
-
 // taskTarget returns the session that owns the task a server→client
 // request relates to (its _meta related-task, as a server sends while a
 // task waits for input), the owner's tasks/result call for the task in

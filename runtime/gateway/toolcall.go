@@ -202,7 +202,9 @@ func (g *Gateway) validateArguments(it *item, args json.RawMessage) error {
 	if !ok {
 		return nil
 	}
-	err := g.validator.Validate(sch, args)
+	// A null optional argument is checked as absent (see
+	// schema.WithoutOptionalNulls); the arguments go upstream unchanged.
+	err := g.validator.Validate(sch, schema.WithoutOptionalNulls(sch, args))
 	if errors.Is(err, schema.ErrBadSchema) {
 		g.log.Debug("tool input schema does not compile; arguments not checked", "server", it.up.name, "tool", it.exposed, "err", err)
 		return nil
