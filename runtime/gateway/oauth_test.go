@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,6 +279,30 @@ func TestOAuthLegacySSEUpstream(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "over sse"}})
 	if err != nil || res.IsError || textOf(res) != "over sse" {
 		t.Fatalf("echo over SSE: %v %+v", err, res)
+	}
+	og.noTokens(t, as, dir)
+}
+
+// TestOAuthWebSocketUpstream: a WebSocket upstream behind the bearer
+// check (a reverse proxy to a gateway serving /ws): the handshake gets
+// 401, the handler authorizes, the handshake is tried again with the token.
+func TestOAuthWebSocketUpstream(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
+	front, _ := startGateway(t, serversJSON(fmt.Sprintf(`"e": {"url": %q}`, testenvEverything(t))), Options{})
+	target, err := neturl.Parse(strings.TrimSuffix(front, "/mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsURL := "ws" + strings.TrimPrefix(as.Mount("/ws", httputil.NewSingleHostReverseProxy(target)), "http")
+	dir := t.TempDir()
+	og := startOAuthGateway(t, fmt.Sprintf(`{"type": "websocket", "url": %q, "oauth": {}}`, wsURL), dir)
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	cs := connect(t, og.base+"/mcp", nil)
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text"})
+	if err != nil || res.IsError {
+		t.Fatalf("a tool over the protected WebSocket: %v %+v", err, res)
 	}
 	og.noTokens(t, as, dir)
 }
