@@ -306,3 +306,34 @@ func TestOAuthWebSocketUpstream(t *testing.T) {
 	}
 	og.noTokens(t, as, dir)
 }
+
+// TestOAuthClientCredentialsUpstream: no person: the first request gets
+// 401, the client's own credentials fetch a token, the upstream connects;
+// neither the token nor the client secret shows anywhere.
+func TestOAuthClientCredentialsUpstream(t *testing.T) {
+	const secret = "cc-secret-0123456789"
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Clients: map[string]string{"svc": secret}})
+	dir := t.TempDir()
+	t.Setenv("EDGE_MCP_TEST_CC_SECRET", secret)
+	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {"grant": "client_credentials", "clientId": "svc", "clientSecret": "${EDGE_MCP_TEST_CC_SECRET}"}}`, as.MCPURL), dir)
+	og.waitState(t, StateConnected)
+	cs := connect(t, og.base+"/mcp", nil)
+	defer cs.Close()
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "cc"}}); err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	if as.Grants("client_credentials") == 0 {
+		t.Fatal("no client credentials grant")
+	}
+	_, status := og.status(t)
+	for where, text := range map[string]string{"log": og.logs.String(), "/status": status} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the client secret appears in the %s", where)
+		}
+		for _, tok := range as.Issued() {
+			if strings.Contains(text, tok) {
+				t.Errorf("a token appears in the %s", where)
+			}
+		}
+	}
+}
