@@ -133,6 +133,14 @@ func (s *OAuthServer) Mount(path string, h http.Handler) string {
 	return s.URL + path
 }
 
+// Revoke forgets every access and refresh token issued so far.
+func (s *OAuthServer) Revoke() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.access)
+	clear(s.refresh)
+}
+
 // Issued returns every access and refresh token issued so far.
 func (s *OAuthServer) Issued() []string {
 	s.mu.Lock()

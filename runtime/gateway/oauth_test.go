@@ -337,3 +337,33 @@ func TestOAuthClientCredentialsUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthRevokedTokenReauthorizedDuringACall: the authorization server
+// forgets the tokens; the next call meets a 401, the server shows
+// needs_authorization with a pending URL, and the call completes once an
+// operator approves within oauth.pending_wait.
+func TestOAuthRevokedTokenReauthorizedDuringACall(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true})
+	dir := t.TempDir()
+	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "health_interval": 3600}`, as.MCPURL), dir)
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	cs := connect(t, og.base+"/mcp", nil)
+	defer cs.Close()
+	as.Revoke()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitFor(t, "needs_authorization after the revocation", func() bool {
+			st, _ := og.status(t)
+			return st.State == StateNeedsAuthorization
+		})
+		og.approvePending(t)
+	}()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "re-authorized"}})
+	<-done
+	if err != nil || res.IsError || textOf(res) != "re-authorized" {
+		t.Fatalf("call after the revocation: %v %+v", err, res)
+	}
+	og.waitState(t, StateConnected)
+}
