@@ -562,12 +562,6 @@ func (h *Handler) Status() Status {
 	return st
 }
 
-// NeedsAuthorization reports whether the handler has no usable token and
-// a person must authorize.
-func (h *Handler) NeedsAuthorization() bool {
-	return h.Status().State == StateNeedsAuthorization
-}
-
 // bearerOf returns the bearer token a request carried.
 func bearerOf(req *http.Request) string {
 	if req == nil {
