@@ -32,14 +32,15 @@ type oauthRoundTripper struct {
 }
 
 func (t *oauthRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.send(req)
+	sent, resp, err := t.send(req)
 	if err != nil || !wantsAuthorization(resp) {
 		return resp, err
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return resp, nil
 	}
-	if err := t.h.Authorize(req.Context(), req, resp); err != nil { // it closes resp.Body
+	// The handler sees the request as sent: with the token it refused.
+	if err := t.h.Authorize(req.Context(), sent, resp); err != nil { // it closes resp.Body
 		return nil, err
 	}
 	retry := req.Clone(req.Context())
@@ -50,11 +51,13 @@ func (t *oauthRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		retry.Body = body
 	}
-	return t.send(retry)
+	_, resp, err = t.send(retry)
+	return resp, err
 }
 
-// send sends req with the handler's current token, if any.
-func (t *oauthRoundTripper) send(req *http.Request) (*http.Response, error) {
+// send sends req with the handler's current token, if any, and returns
+// the request as sent.
+func (t *oauthRoundTripper) send(req *http.Request) (*http.Request, *http.Response, error) {
 	ts, err := t.h.TokenSource(req.Context())
 	if err == nil && ts != nil {
 		if tok, err := ts.Token(); err == nil && tok.AccessToken != "" {
@@ -62,7 +65,8 @@ func (t *oauthRoundTripper) send(req *http.Request) (*http.Response, error) {
 			req.Header.Set("Authorization", tok.Type()+" "+tok.AccessToken)
 		}
 	}
-	return t.next.RoundTrip(req)
+	resp, err := t.next.RoundTrip(req)
+	return req, resp, err
 }
 
 // wantsAuthorization: a 401, or a 403 whose challenge names

@@ -148,6 +148,16 @@ func TestAuthLoginThroughGateway(t *testing.T) {
 	if err != nil || !strings.Contains(out, "authorized") {
 		t.Fatalf("auth status: %v\n%s", err, out)
 	}
+	if out, err := runCLI(t, "auth", "logout", "up", "--admin", "http://"+adminAddr); err != nil {
+		t.Fatalf("auth logout: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, "auth", "status", "--admin", "http://"+adminAddr)
+	if err != nil || !strings.Contains(out, "needs_authorization") {
+		t.Fatalf("auth status after logout: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, "auth", "logout", "nosuch", "--admin", "http://"+adminAddr); err == nil || !strings.Contains(out+err.Error(), "no \"oauth\" section") {
+		t.Fatalf("logout of an unknown server: %v\n%s", err, out)
+	}
 }
 
 func serverState(t *testing.T, base string) string {

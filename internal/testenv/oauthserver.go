@@ -53,6 +53,7 @@ type OAuthServer struct {
 	// bearer check (its resource is SSEURL).
 	SSEURL string
 	opts   OAuthServerOptions
+	mux    *http.ServeMux
 
 	mu      sync.Mutex
 	clients map[string]oauthClient
@@ -93,6 +94,7 @@ func StartOAuthServer(t testing.TB, opts OAuthServerOptions) *OAuthServer {
 		s.clients[id] = oauthClient{secret: secret}
 	}
 	mux := http.NewServeMux()
+	s.mux = mux
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", s.serveResourceMeta)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.serveAuthMeta)
 	mux.HandleFunc("POST /register", s.serveRegister)
@@ -120,6 +122,23 @@ func (s *OAuthServer) mcpServer() *mcp.Server {
 		mcp.AddTool(server, &mcp.Tool{Name: s.opts.StepUpTool, Description: "needs " + s.opts.StepUpScope}, echo)
 	}
 	return server
+}
+
+// Mount serves h at path behind the same bearer check, with its own
+// protected resource metadata, and returns its URL (for example a
+// WebSocket endpoint through httputil.ReverseProxy).
+func (s *OAuthServer) Mount(path string, h http.Handler) string {
+	s.mux.Handle("GET /.well-known/oauth-protected-resource"+path, http.HandlerFunc(s.serveResourceMeta))
+	s.mux.Handle(path, s.protect(h))
+	return s.URL + path
+}
+
+// Revoke forgets every access and refresh token issued so far.
+func (s *OAuthServer) Revoke() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.access)
+	clear(s.refresh)
 }
 
 // Issued returns every access and refresh token issued so far.
@@ -191,8 +210,8 @@ func (s *OAuthServer) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	case q.Get("code_challenge") == "" || q.Get("code_challenge_method") != "S256":
 		http.Error(w, "PKCE S256 required", http.StatusBadRequest)
 		return
-	case q.Get("resource") != s.MCPURL && q.Get("resource") != s.SSEURL:
-		http.Error(w, "resource must be "+s.MCPURL+" or "+s.SSEURL, http.StatusBadRequest)
+	case !strings.HasPrefix(q.Get("resource"), s.URL+"/"):
+		http.Error(w, "resource must be one of "+s.URL, http.StatusBadRequest)
 		return
 	}
 	code := rand.Text()

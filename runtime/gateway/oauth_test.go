@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -279,4 +281,89 @@ func TestOAuthLegacySSEUpstream(t *testing.T) {
 		t.Fatalf("echo over SSE: %v %+v", err, res)
 	}
 	og.noTokens(t, as, dir)
+}
+
+// TestOAuthWebSocketUpstream: a WebSocket upstream behind the bearer
+// check (a reverse proxy to a gateway serving /ws): the handshake gets
+// 401, the handler authorizes, the handshake is tried again with the token.
+func TestOAuthWebSocketUpstream(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
+	front, _ := startGateway(t, serversJSON(fmt.Sprintf(`"e": {"url": %q}`, testenvEverything(t))), Options{})
+	target, err := neturl.Parse(strings.TrimSuffix(front, "/mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsURL := "ws" + strings.TrimPrefix(as.Mount("/ws", httputil.NewSingleHostReverseProxy(target)), "http")
+	dir := t.TempDir()
+	og := startOAuthGateway(t, fmt.Sprintf(`{"type": "websocket", "url": %q, "oauth": {}}`, wsURL), dir)
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	cs := connect(t, og.base+"/mcp", nil)
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text"})
+	if err != nil || res.IsError {
+		t.Fatalf("a tool over the protected WebSocket: %v %+v", err, res)
+	}
+	og.noTokens(t, as, dir)
+}
+
+// TestOAuthClientCredentialsUpstream: no person: the first request gets
+// 401, the client's own credentials fetch a token, the upstream connects;
+// neither the token nor the client secret shows anywhere.
+func TestOAuthClientCredentialsUpstream(t *testing.T) {
+	const secret = "cc-secret-0123456789"
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Clients: map[string]string{"svc": secret}})
+	dir := t.TempDir()
+	t.Setenv("EDGE_MCP_TEST_CC_SECRET", secret)
+	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {"grant": "client_credentials", "clientId": "svc", "clientSecret": "${EDGE_MCP_TEST_CC_SECRET}"}}`, as.MCPURL), dir)
+	og.waitState(t, StateConnected)
+	cs := connect(t, og.base+"/mcp", nil)
+	defer cs.Close()
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "cc"}}); err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	if as.Grants("client_credentials") == 0 {
+		t.Fatal("no client credentials grant")
+	}
+	_, status := og.status(t)
+	for where, text := range map[string]string{"log": og.logs.String(), "/status": status} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the client secret appears in the %s", where)
+		}
+		for _, tok := range as.Issued() {
+			if strings.Contains(text, tok) {
+				t.Errorf("a token appears in the %s", where)
+			}
+		}
+	}
+}
+
+// TestOAuthRevokedTokenReauthorizedDuringACall: the authorization server
+// forgets the tokens; the next call meets a 401, the server shows
+// needs_authorization with a pending URL, and the call completes once an
+// operator approves within oauth.pending_wait.
+func TestOAuthRevokedTokenReauthorizedDuringACall(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true})
+	dir := t.TempDir()
+	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "health_interval": 3600}`, as.MCPURL), dir)
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	cs := connect(t, og.base+"/mcp", nil)
+	defer cs.Close()
+	as.Revoke()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waitFor(t, "needs_authorization after the revocation", func() bool {
+			st, _ := og.status(t)
+			return st.State == StateNeedsAuthorization
+		})
+		og.approvePending(t)
+	}()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "re-authorized"}})
+	<-done
+	if err != nil || res.IsError || textOf(res) != "re-authorized" {
+		t.Fatalf("call after the revocation: %v %+v", err, res)
+	}
+	og.waitState(t, StateConnected)
 }

@@ -112,7 +112,8 @@ func (u *upstream) run(ctx context.Context) {
 	backoff := minBackoff
 	for ctx.Err() == nil {
 		if !u.awaitAuthorization(ctx) {
-			break
+			u.setState(StateDisconnected, nil)
+			return
 		}
 		u.setState(StateConnecting, nil)
 		started := time.Now()

@@ -361,6 +361,9 @@ func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 		drain(resp)
 		return nil
 	}
+	if !stepUp {
+		h.refused(sent)
+	}
 	if stepUp && !h.allowStepUp() {
 		drain(resp)
 		return fmt.Errorf("server %q still answers insufficient_scope after %d step-up authorizations in %s; giving up", h.server, maxStepUps, stepUpWindow)
@@ -395,6 +398,16 @@ func (h *Handler) reloadStored(sent string) bool {
 	h.adoptLocked(rec)
 	h.loaded = true
 	return h.ts != nil
+}
+
+// refused drops the current token when the server answered 401 to it
+// (revoked, or expired early): the server needs authorization.
+func (h *Handler) refused(sent string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sent != "" && h.rec != nil && h.rec.Token.AccessToken == sent {
+		h.ts, h.needs, h.lastErr = nil, true, "the server refused the token (HTTP 401)"
+	}
 }
 
 // allowStepUp counts a step-up; false when there were too many lately.
@@ -547,12 +560,6 @@ func (h *Handler) Status() Status {
 		st.PendingURL, st.PendingExpires = f.pendingURL()
 	}
 	return st
-}
-
-// NeedsAuthorization reports whether the handler has no usable token and
-// a person must authorize.
-func (h *Handler) NeedsAuthorization() bool {
-	return h.Status().State == StateNeedsAuthorization
 }
 
 // bearerOf returns the bearer token a request carried.
