@@ -217,6 +217,15 @@ func (t *taskTable) dropOldestLocked(owner taskOwner) {
 // answers tasks/list.
 func (s *session) taskRequest(req *jsonrpc.Request) {
 	modern := s.modern.Load()
+	v1, _, ext := s.g.taskSupport()
+	offered := v1 && !modern || ext && modern
+	id, named := wire.String(req.Params, "taskId")
+	if !offered && (!named || s.g.route.tasks.lookup(id, s.taskOwner()) == nil) {
+		// No upstream offers tasks (and the caller has none left): as a
+		// server without tasks would answer.
+		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "method not found: %s (no server offers tasks)", req.Method)
+		return
+	}
 	switch {
 	case modern && (req.Method == "tasks/list" || req.Method == "tasks/result"):
 		s.replyError(req.ID, jsonrpc.CodeMethodNotFound,
@@ -231,8 +240,7 @@ func (s *session) taskRequest(req *jsonrpc.Request) {
 		go s.listTasks(req)
 		return
 	}
-	id, ok := wire.String(req.Params, "taskId")
-	if !ok {
+	if !named {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.taskId must be a string", req.Method)
 		return
 	}
@@ -476,7 +484,23 @@ func (l *link) taskNotification(n *jsonrpc.Request) {
 // some upstream offers them), for 2026-07-28 the tasks extension when some
 // upstream offers it.
 func (g *Gateway) addTaskCapabilities(caps map[string]any, version string) {
-	var v1, cancel, ext bool
+	v1, cancel, ext := g.taskSupport()
+	switch {
+	case version == protocol2026 && ext:
+		caps["extensions"] = map[string]any{extTasks: map[string]any{}}
+	case version != protocol2026 && v1:
+		t := map[string]any{"list": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+		if cancel {
+			t["cancel"] = map[string]any{}
+		}
+		caps["tasks"] = t
+	}
+}
+
+// taskSupport reports what the connected upstreams offer of tasks: the
+// 2025-11-25 tasks for tools/call (v1) and tasks/cancel, and the
+// 2026-07-28 tasks extension (ext).
+func (g *Gateway) taskSupport() (v1, cancel, ext bool) {
 	for _, u := range g.route.upstreams().list {
 		l := u.current()
 		if l == nil {
@@ -491,21 +515,9 @@ func (g *Gateway) addTaskCapabilities(caps map[string]any, version string) {
 				cancel = cancel || c
 			}
 		}
-		if e, ok := l.caps["extensions"]; ok {
-			_, has, _ := wire.Field(e, extTasks)
-			ext = ext || has
-		}
+		ext = ext || l.offersTasks()
 	}
-	switch {
-	case version == protocol2026 && ext:
-		caps["extensions"] = map[string]any{extTasks: map[string]any{}}
-	case version != protocol2026 && v1:
-		t := map[string]any{"list": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
-		if cancel {
-			t["cancel"] = map[string]any{}
-		}
-		caps["tasks"] = t
-	}
+	return v1, cancel, ext
 }
 
 // capabilities is what the gateway offers at version: serverCapabilities
