@@ -36,7 +36,8 @@ import (
 // as (anonymous clients hold their ids as bearer capabilities: the ids are
 // 128-bit random).
 //
-// A forwarded tasks/* call carries its gateway task id in call.upName.
+// A task's result (tasks/result; the extension's tasks/get inlines it)
+// passes the result policies of the tool that created the task.
 
 // metaRelatedTask is the _meta key relating a message to a task.
 const metaRelatedTask = "io.modelcontextprotocol/related-task"
@@ -60,6 +61,9 @@ type taskTable struct {
 	byUp      map[taskKey]*taskEntry
 	perOwner  map[taskOwner]int
 	lastSweep time.Time
+	// calls are the tasks/* calls in flight, by session and client id:
+	// their answers get the gateway's task id back.
+	calls map[*session]map[jsonrpc.ID]*taskEntry
 }
 
 // taskKey is where a task lives: its upstream, the per-client link it was
@@ -83,6 +87,11 @@ type taskEntry struct {
 	owner   taskOwner
 	created time.Time
 	expires time.Time
+	// tool is the upstream name of the tool whose call created the task
+	// and args its arguments when result policies saw them: the task's
+	// result passes the tool's result policies.
+	tool string
+	args json.RawMessage
 }
 
 // taskOwner returns who owns the tasks s creates.
@@ -96,7 +105,7 @@ func (s *session) taskOwner() taskOwner {
 // add records a task created upstream and returns its gateway entry; a
 // task already recorded (the server answered with an id it gave before)
 // keeps its entry when the owner is the same, and gets none otherwise.
-func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration) *taskEntry {
+func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration, c *call) *taskEntry {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -115,7 +124,8 @@ func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration) *taskEn
 	if t.perOwner[owner] >= maxTasksPerOwner {
 		t.dropOldestLocked(owner)
 	}
-	e := &taskEntry{id: "edge-" + rand.Text(), key: key, owner: owner, created: now, expires: now.Add(ttl + taskTTLSlack)}
+	e := &taskEntry{id: "edge-" + rand.Text(), key: key, owner: owner, created: now, expires: now.Add(ttl + taskTTLSlack),
+		tool: c.upName, args: c.args}
 	t.byID[e.id], t.byUp[key] = e, e
 	t.perOwner[owner]++
 	return e
@@ -165,11 +175,45 @@ func (t *taskTable) remove(e *taskEntry) {
 	t.removeLocked(e)
 }
 
-// forgetSession forgets the tasks of a 2025 session that ended: no other
-// client may reach them.
+// track records the tasks/* call id of s about task e.
+func (t *taskTable) track(s *session, id jsonrpc.ID, e *taskEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.calls == nil {
+		t.calls = map[*session]map[jsonrpc.ID]*taskEntry{}
+	}
+	if t.calls[s] == nil {
+		t.calls[s] = map[jsonrpc.ID]*taskEntry{}
+	}
+	t.calls[s][id] = e
+}
+
+// tracked returns the task of the tasks/* call id of s in flight.
+func (t *taskTable) tracked(s *session, id jsonrpc.ID) *taskEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.calls[s][id]
+}
+
+// untrack forgets the tasks/* call id of s and returns its task.
+func (t *taskTable) untrack(s *session, id jsonrpc.ID) *taskEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.calls[s][id]
+	if e != nil {
+		if delete(t.calls[s], id); len(t.calls[s]) == 0 {
+			delete(t.calls, s)
+		}
+	}
+	return e
+}
+
+// forgetSession forgets what an ended session left: its tasks/* calls
+// and, of a 2025 session, its tasks: no other client may reach them.
 func (t *taskTable) forgetSession(s *session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.calls, s)
 	if t.perOwner[taskOwner{sess: s}] == 0 {
 		return
 	}
@@ -254,7 +298,19 @@ func (s *session) taskRequest(req *jsonrpc.Request) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 		return
 	}
-	s.forward(req, e.key.u, params, forwardInfo{upName: e.id})
+	s.g.route.tasks.track(s, req.ID, e)
+	info := forwardInfo{kind: kindTools, upName: e.tool}
+	var sc callScope
+	if req.Method == "tasks/result" || req.Method == "tasks/get" {
+		// The tool's result arrives here: it passes the tool's result
+		// policies as a tools/call result would (filterResult).
+		sc = s.g.pol.scope(kindTools, e.key.u.name, e.tool)
+		if pg := sc.pg; pg != nil && resultPolicy(pg.chain, kindTools, e.key.u.name, e.tool) {
+			info.pg, info.args = pg, e.args
+		}
+		info.waited = sc.held()
+	}
+	s.forwardScoped(sc, req, e.key.u, params, info)
 }
 
 // declaresTasks reports whether a 2026-07-28 request declared the tasks
@@ -275,30 +331,28 @@ func declaresTasks(caps json.RawMessage) bool {
 	return ok
 }
 
-// taskResult is what the client gets for the result res of its forwarded
-// call c, which went on link l: a task created upstream gets a gateway id;
-// the answer to a tasks/* call gets the gateway id back in place of the
+// taskAnswer completes the answer out to the client's forwarded call c,
+// which went on link l: a task created upstream gets a gateway id; the
+// answer to a tasks/* call gets the gateway id back in place of the
 // upstream's. Everything else passes untouched.
-func (s *session) taskResult(c *call, l *link, res json.RawMessage) json.RawMessage {
+func (s *session) taskAnswer(c *call, l *link, out *jsonrpc.Response) {
 	switch c.method {
 	case "tools/call":
-		if l == nil || !bytes.Contains(res, []byte(`"taskId"`)) {
-			return res
+		if out.Error != nil || l == nil || !bytes.Contains(out.Result, []byte(`"taskId"`)) {
+			return
 		}
-		return s.taskCreated(l, res)
+		out.Result = s.taskCreated(c, l, out.Result)
 	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/update":
-		e := s.g.route.tasks.lookup(c.upName, s.taskOwner())
-		if e == nil {
-			return res
+		e := s.g.route.tasks.untrack(s, c.origID)
+		if e != nil && out.Error == nil {
+			out.Result = rewriteTaskID(out.Result, e.key.upID, e.id)
 		}
-		return rewriteTaskID(res, e.key.upID, e.id)
 	}
-	return res
 }
 
 // taskCreated records the task a tools/call result res created on link l,
 // if it is one, and returns res with the gateway's id for it.
-func (s *session) taskCreated(l *link, res json.RawMessage) json.RawMessage {
+func (s *session) taskCreated(c *call, l *link, res json.RawMessage) json.RawMessage {
 	upID, ttl, ok := createdTask(res)
 	if !ok {
 		return res
@@ -307,7 +361,7 @@ func (s *session) taskCreated(l *link, res json.RawMessage) json.RawMessage {
 	if l.owner != nil {
 		key.l = l
 	}
-	e := s.g.route.tasks.add(key, s.taskOwner(), ttl)
+	e := s.g.route.tasks.add(key, s.taskOwner(), ttl, c)
 	if e == nil {
 		// The server gave another client's task id again: never hand it on.
 		l.u.log.Warn("a server answered a tools/call with a task id it gave another client; withheld")
@@ -601,11 +655,17 @@ func (l *link) taskTarget(req *jsonrpc.Request) (s *session, rel jsonrpc.ID, par
 // resultCall returns the client id of the newest tasks/result call for
 // task e of its owner in flight on l (noID: none).
 func (l *link) resultCall(e *taskEntry) jsonrpc.ID {
+	var candidates []*call
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	var found *call
 	for _, c := range l.pending {
-		if c.sess == e.owner.sess && c.method == "tasks/result" && c.upName == e.id && (found == nil || c.start.After(found.start)) {
+		if c.sess == e.owner.sess && c.method == "tasks/result" {
+			candidates = append(candidates, c)
+		}
+	}
+	l.mu.Unlock()
+	var found *call
+	for _, c := range candidates {
+		if l.u.g.route.tasks.tracked(c.sess, c.origID) == e && (found == nil || c.start.After(found.start)) {
 			found = c
 		}
 	}
@@ -613,4 +673,23 @@ func (l *link) resultCall(e *taskEntry) jsonrpc.ID {
 		return noID
 	}
 	return found.origID
+}
+
+// filterInlined runs the result policies of a task's tool on the result a
+// tasks/get answer inlines (the tasks extension's DetailedTask), if any.
+func (s *session) filterInlined(c *call, resp *jsonrpc.Response) *jsonrpc.Response {
+	inner, ok, err := wire.Field(resp.Result, "result")
+	if err != nil || !ok || len(inner) == 0 || inner[0] != '{' {
+		return resp
+	}
+	tc := &call{method: "tools/call", kind: c.kind, server: c.server, upName: c.upName, args: c.args, pg: c.pg}
+	filtered := s.filterResult(tc, &jsonrpc.Response{ID: resp.ID, Result: inner})
+	if filtered.Error != nil {
+		return filtered
+	}
+	res, err := wire.SetField(resp.Result, "result", filtered.Result)
+	if err != nil {
+		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: policy check ended: " + err.Error()}}
+	}
+	return &jsonrpc.Response{ID: resp.ID, Result: res}
 }
