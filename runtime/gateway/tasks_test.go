@@ -122,25 +122,7 @@ func TestTasksThroughGateway(t *testing.T) {
 			}
 			notesA, notesB := statusNotes(t, a), statusNotes(t, b)
 			idA, idB := createTask(t, a, "alpha", false), createTask(t, b, "beta", true)
-			for _, c := range []struct {
-				who  *rawClient
-				mine string
-				not  string
-			}{{a, idA, idB}, {b, idB, idA}} {
-				got := decodeInto[taskStatus](t, must(t)(c.who.rpc("tasks/get", `{"taskId":"`+c.mine+`"}`)))
-				if got.TaskID != c.mine || got.Status == "" {
-					t.Errorf("tasks/get of its own task: %+v, want id %s", got, c.mine)
-				}
-				for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
-					if _, rerr := c.who.rpc(m, `{"taskId":"`+c.not+`"}`); rerr == nil || rerr.Code != jsonrpc.CodeInvalidParams {
-						t.Errorf("%s of the other session's task %s: %v, want invalid params (unknown task)", m, c.not, rerr)
-					}
-				}
-				list := decodeInto[struct{ Tasks []taskStatus }](t, must(t)(c.who.rpc("tasks/list", `{}`)))
-				if len(list.Tasks) != 1 || list.Tasks[0].TaskID != c.mine {
-					t.Errorf("tasks/list: %+v, want only its own task %s", list.Tasks, c.mine)
-				}
-			}
+			checkIsolation(t, a, b, idA, idB)
 			// A polls its task to the end and gets the result; B cancels its own
 			// (waiting for clarification: it never ends by itself).
 			waitTask(t, b, idB, "input_required")
@@ -175,6 +157,31 @@ func TestTasksThroughGateway(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkIsolation: each of two sessions gets its own task, and the other's
+// id, replayed, is unknown to it for get, result, cancel and list.
+func checkIsolation(t *testing.T, a, b *rawClient, idA, idB string) {
+	t.Helper()
+	for _, c := range []struct {
+		who  *rawClient
+		mine string
+		not  string
+	}{{a, idA, idB}, {b, idB, idA}} {
+		got := decodeInto[taskStatus](t, must(t)(c.who.rpc("tasks/get", `{"taskId":"`+c.mine+`"}`)))
+		if got.TaskID != c.mine || got.Status == "" {
+			t.Errorf("tasks/get of its own task: %+v, want id %s", got, c.mine)
+		}
+		for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+			if _, rerr := c.who.rpc(m, `{"taskId":"`+c.not+`"}`); rerr == nil || rerr.Code != jsonrpc.CodeInvalidParams {
+				t.Errorf("%s of the other session's task %s: %v, want invalid params (unknown task)", m, c.not, rerr)
+			}
+		}
+		list := decodeInto[struct{ Tasks []taskStatus }](t, must(t)(c.who.rpc("tasks/list", `{}`)))
+		if len(list.Tasks) != 1 || list.Tasks[0].TaskID != c.mine {
+			t.Errorf("tasks/list: %+v, want only its own task %s", list.Tasks, c.mine)
+		}
 	}
 }
 
