@@ -51,6 +51,11 @@ const (
 	taskTTLDefault   = 24 * time.Hour  // a task whose server gives no ttl
 	taskTTLSlack     = time.Minute     // the server may round its expiry up
 	taskSweepEvery   = 5 * time.Minute // how often expired entries are dropped
+	// Status notifications of a task not recorded yet are held this long,
+	// at most heldTasks tasks and heldPerTask notifications each.
+	heldFor     = 10 * time.Second
+	heldTasks   = 256
+	heldPerTask = 8
 )
 
 // taskTable maps the gateway's task ids to the tasks upstream. Its zero
@@ -64,6 +69,10 @@ type taskTable struct {
 	// calls are the tasks/* calls in flight, by session and client id:
 	// their answers get the gateway's task id back.
 	calls map[*session]map[jsonrpc.ID]*taskEntry
+	// held are status notifications of tasks not recorded yet, by
+	// where the task lives, with when the first arrived.
+	held   map[taskKey][]*jsonrpc.Request
+	heldAt map[taskKey]time.Time
 }
 
 // taskKey is where a task lives: its upstream, the per-client link it was
@@ -173,6 +182,50 @@ func (t *taskTable) remove(e *taskEntry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.removeLocked(e)
+}
+
+// hold keeps the status notification n of a task not recorded yet, and
+// reports whether it did (not when the bounds are reached).
+func (t *taskTable) hold(key taskKey, n *jsonrpc.Request) bool {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held == nil {
+		t.held, t.heldAt = map[taskKey][]*jsonrpc.Request{}, map[taskKey]time.Time{}
+	}
+	if _, ok := t.held[key]; !ok && len(t.held) >= heldTasks {
+		for k, at := range t.heldAt {
+			if now.Sub(at) > heldFor {
+				delete(t.held, k)
+				delete(t.heldAt, k)
+			}
+		}
+		if len(t.held) >= heldTasks {
+			return false
+		}
+	}
+	if len(t.held[key]) >= heldPerTask {
+		return false
+	}
+	if _, ok := t.heldAt[key]; !ok {
+		t.heldAt[key] = now
+	}
+	t.held[key] = append(t.held[key], n)
+	return true
+}
+
+// takeHeld returns and forgets the notifications held for key, unless
+// they are older than heldFor.
+func (t *taskTable) takeHeld(key taskKey) []*jsonrpc.Request {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	notes, at := t.held[key], t.heldAt[key]
+	delete(t.held, key)
+	delete(t.heldAt, key)
+	if time.Since(at) > heldFor {
+		return nil
+	}
+	return notes
 }
 
 // track records the tasks/* call id of s about task e.
@@ -367,6 +420,10 @@ func (s *session) taskCreated(c *call, l *link, res json.RawMessage) json.RawMes
 		l.u.log.Warn("a server answered a tools/call with a task id it gave another client; withheld")
 		return toolError("edge-mcp: the server answered with a task that belongs to another client")
 	}
+	for _, n := range s.g.route.tasks.takeHeld(key) {
+		// Sent before the result upstream: so downstream, on its stream.
+		s.g.deliverTaskNote(e, n, c.origID)
+	}
 	return rewriteTaskID(res, upID, e.id)
 }
 
@@ -514,18 +571,29 @@ func (l *link) taskNotification(n *jsonrpc.Request) {
 	}
 	e := l.u.g.route.tasks.at(key)
 	if e == nil {
-		l.u.log.Debug("dropping a status notification of a task no client owns", "method", n.Method)
+		// Maybe its tools/call result is on its way (the server sent the
+		// status first): held until then, briefly (taskCreated).
+		if !l.u.g.route.tasks.hold(key, n) {
+			l.u.log.Debug("dropping a status notification of a task no client owns", "method", n.Method)
+		}
 		return
 	}
-	params := rewriteTaskID(n.Params, upID, e.id)
+	l.u.g.deliverTaskNote(e, n, noID)
+}
+
+// deliverTaskNote sends the status notification n of task e to its owner,
+// with the gateway's id; rel is the owner's request it relates to (noID:
+// none).
+func (g *Gateway) deliverTaskNote(e *taskEntry, n *jsonrpc.Request, rel jsonrpc.ID) {
+	params := rewriteTaskID(n.Params, e.key.upID, e.id)
 	if e.owner.sess != nil {
-		e.owner.sess.notify(noID, n.Method, params)
+		e.owner.sess.notify(rel, n.Method, params)
 		return
 	}
 	if e.owner.identity == auth.ModeNone+"\x00"+auth.AnonymousName {
 		return // anonymous 2026-07-28 clients cannot be told apart: poll with tasks/get
 	}
-	for _, s := range l.u.g.route.allSessions() {
+	for _, s := range g.route.allSessions() {
 		if id, ok := s.subscription(""); ok && s.taskOwner() == e.owner {
 			s.notify(id, n.Method, s.tagSubscription(params, id))
 		}
