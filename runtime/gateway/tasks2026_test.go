@@ -29,6 +29,9 @@ type extUpstream struct {
 	tasks map[string]string // id → status
 	saw   []string
 	n     int
+	// badNames are tasks/* requests whose Mcp-Name header did not name
+	// their taskId (the extension requires it).
+	badNames []string
 }
 
 func startExtUpstream(t *testing.T) (*extUpstream, string) {
@@ -49,6 +52,11 @@ func startExtUpstream(t *testing.T) (*extUpstream, string) {
 			Params json.RawMessage
 		}
 		json.Unmarshal(body, &req)
+		if id, ok := wire.String(req.Params, "taskId"); ok && r.Header.Get("Mcp-Name") != id {
+			up.mu.Lock()
+			up.badNames = append(up.badNames, req.Method+" Mcp-Name "+r.Header.Get("Mcp-Name")+" for "+id)
+			up.mu.Unlock()
+		}
 		if result, rerr, ok := up.answer(req.Method, req.Params); ok {
 			w.Header().Set("Content-Type", "application/json")
 			if rerr != "" {
@@ -132,6 +140,9 @@ func modernCall(t *testing.T, url, key, method, params string, declare bool) (re
 	if name, ok := wire.String(json.RawMessage(params+meta+"}"), "name"); ok {
 		h.Set("Mcp-Name", name)
 	}
+	if id, ok := wire.String(json.RawMessage(params+meta+"}"), "taskId"); ok && strings.HasPrefix(method, "tasks/") {
+		h.Set("Mcp-Name", id)
+	}
 	resp := rawPost(t, url, h, `{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":`+params+meta+`}}`)
 	body, _ := io.ReadAll(resp.Body)
 	if i := bytes.LastIndex(body, []byte("data:")); i >= 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -199,8 +210,19 @@ func TestTasksExtension2026(t *testing.T) {
 	if res, code := modernCall(t, url, alice, "tasks/cancel", id, true); code != 0 || string(res) != `{"resultType":"complete"}` {
 		t.Errorf("tasks/cancel: %s (%d)", res, code)
 	}
+	h := bearer(alice)
+	h.Set("MCP-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", "tasks/get")
+	h.Set("Mcp-Name", "edge-not-this-one")
+	body := `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"` + created.TaskID + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"` + extTasks + `":{}}}}}}`
+	if resp := rawPost(t, url, h, body); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("tasks/get with an Mcp-Name header naming another task: HTTP %d, want 400 (HeaderMismatch)", resp.StatusCode)
+	}
 	up.mu.Lock()
 	defer up.mu.Unlock()
+	if len(up.badNames) > 0 {
+		t.Errorf("the upstream got tasks/* requests without their Mcp-Name: %v", up.badNames)
+	}
 	for _, s := range up.saw {
 		if s != "up-1" {
 			t.Errorf("the upstream was asked for task %q; only up-1 is alice's", s)
