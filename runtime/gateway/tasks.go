@@ -33,8 +33,8 @@ import (
 //
 // The owner of a task is the 2025 session that created it; for a
 // 2026-07-28 client, which has no session, the identity it authenticated
-// as (anonymous clients hold their ids as bearer capabilities: the ids are
-// 128-bit random).
+// as (anonymous clients hold their ids as bearer capabilities: the ids
+// carry 130 random bits).
 //
 // A task's result (tasks/result; the extension's tasks/get inlines it)
 // passes the result policies of the tool that created the task.
