@@ -69,18 +69,28 @@ func methodHeaders(hdr http.Header, msg jsonrpc.Message) http.Header {
 }
 
 // mcpName is the value of the Mcp-Name header of req: the tool or prompt
-// name, or the resource URI.
+// name, the resource URI, or the task id (the tasks extension).
 func mcpName(req *jsonrpc.Request) (string, bool) {
-	var key string
-	switch req.Method {
-	case "tools/call", "prompts/get":
-		key = "name"
-	case "resources/read":
-		key = "uri"
-	default:
+	key := nameParam(req.Method)
+	if key == "" {
 		return "", false
 	}
 	return wire.String(req.Params, key)
+}
+
+// nameParam is the params member a method's Mcp-Name header mirrors ("":
+// none). The tasks extension (SEP-2663) adds taskId for tasks/get,
+// tasks/update and tasks/cancel.
+func nameParam(method string) string {
+	switch method {
+	case "tools/call", "prompts/get":
+		return "name"
+	case "resources/read":
+		return "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return "taskId"
+	}
+	return ""
 }
 
 // trackCall, on a stateless connection, keeps how to end the POST of call

@@ -21,6 +21,8 @@ func TestMethodHeaders(t *testing.T) {
 		{"tools/call", &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"echo","arguments":{}}`)}, "tools/call", "echo"},
 		{"prompts/get", &jsonrpc.Request{ID: id, Method: "prompts/get", Params: json.RawMessage(`{"name":"greet"}`)}, "prompts/get", "greet"},
 		{"resources/read", &jsonrpc.Request{ID: id, Method: "resources/read", Params: json.RawMessage(`{"uri":"test://doc"}`)}, "resources/read", "test://doc"},
+		{"tasks/get", &jsonrpc.Request{ID: id, Method: "tasks/get", Params: json.RawMessage(`{"taskId":"t-1"}`)}, "tasks/get", "t-1"},
+		{"tasks/cancel", &jsonrpc.Request{ID: id, Method: "tasks/cancel", Params: json.RawMessage(`{"taskId":"t-2"}`)}, "tasks/cancel", "t-2"},
 		{"tools/list", &jsonrpc.Request{ID: id, Method: "tools/list"}, "tools/list", ""},
 		{"notification", &jsonrpc.Request{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":1}`)}, "notifications/cancelled", ""},
 		{"response", &jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)}, "", ""},

@@ -111,14 +111,12 @@ func checkStateless(h http.Header, req *jsonrpc.Request) *rejectedPOST {
 	if method != req.Method {
 		return mismatch("%s header %q does not match the method %q", hdrMcpMethod, method, req.Method)
 	}
-	key := ""
-	switch req.Method {
-	case "tools/call", "prompts/get":
-		key = "name"
-	case "resources/read":
-		key = "uri"
-	default:
+	key := nameParam(req.Method)
+	if key == "" {
 		return nil
+	}
+	if key == "taskId" && h.Get(hdrMcpName) == "" {
+		return nil // the tasks extension's header: checked when sent
 	}
 	name, ok := wire.String(req.Params, key)
 	if !ok {

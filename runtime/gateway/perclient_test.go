@@ -187,7 +187,9 @@ func TestPerClientStdioChildrenReaped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "idle" {
 				oldIdle, oldCheck := clientIdle, clientIdleCheck
-				clientIdle, clientIdleCheck = 100*time.Millisecond, 20*time.Millisecond
+				// Long enough for three sessions to connect and call under
+				// load (-race, CI) before the first one idles out.
+				clientIdle, clientIdleCheck = 3*time.Second, 20*time.Millisecond
 				t.Cleanup(func() { clientIdle, clientIdleCheck = oldIdle, oldCheck })
 			}
 			url, g := startGateway(t, serversJSON(fmt.Sprintf(`"e": {"command": %q, "session": "per_client"}`, bin)), Options{})

@@ -38,6 +38,9 @@ func resultPolicy(ch *policy.Chain, kind listKind, server, name string) bool {
 // filterResult runs the result policies of a finished call and returns the
 // response to send downstream.
 func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Response {
+	if c.method == "tasks/get" {
+		return s.filterInlined(c, resp) // tasks.go
+	}
 	var (
 		res json.RawMessage
 		err error
@@ -72,9 +75,7 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 	delete(s.inflight, c.origID)
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
-	if resp.Error == nil {
-		out.Result = s.taskResult(c, f.l, out.Result) // tasks.go
-	}
+	s.taskAnswer(c, f.l, out) // tasks.go
 	if c.tool != "" {
 		outcome, msg := metricsOK, ""
 		if e, ok := resp.Error.(*jsonrpc.Error); ok {

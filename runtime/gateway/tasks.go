@@ -33,10 +33,11 @@ import (
 //
 // The owner of a task is the 2025 session that created it; for a
 // 2026-07-28 client, which has no session, the identity it authenticated
-// as (anonymous clients hold their ids as bearer capabilities: the ids are
-// 128-bit random).
+// as (anonymous clients hold their ids as bearer capabilities: the ids
+// carry 130 random bits).
 //
-// A forwarded tasks/* call carries its gateway task id in call.upName.
+// A task's result (tasks/result; the extension's tasks/get inlines it)
+// passes the result policies of the tool that created the task.
 
 // metaRelatedTask is the _meta key relating a message to a task.
 const metaRelatedTask = "io.modelcontextprotocol/related-task"
@@ -50,6 +51,11 @@ const (
 	taskTTLDefault   = 24 * time.Hour  // a task whose server gives no ttl
 	taskTTLSlack     = time.Minute     // the server may round its expiry up
 	taskSweepEvery   = 5 * time.Minute // how often expired entries are dropped
+	// Status notifications of a task not recorded yet are held this long,
+	// at most heldTasks tasks and heldPerTask notifications each.
+	heldFor     = 10 * time.Second
+	heldTasks   = 256
+	heldPerTask = 8
 )
 
 // taskTable maps the gateway's task ids to the tasks upstream. Its zero
@@ -60,6 +66,13 @@ type taskTable struct {
 	byUp      map[taskKey]*taskEntry
 	perOwner  map[taskOwner]int
 	lastSweep time.Time
+	// calls are the tasks/* calls in flight, by session and client id:
+	// their answers get the gateway's task id back.
+	calls map[*session]map[jsonrpc.ID]*taskEntry
+	// held are status notifications of tasks not recorded yet, by
+	// where the task lives, with when the first arrived.
+	held   map[taskKey][]*jsonrpc.Request
+	heldAt map[taskKey]time.Time
 }
 
 // taskKey is where a task lives: its upstream, the per-client link it was
@@ -83,6 +96,11 @@ type taskEntry struct {
 	owner   taskOwner
 	created time.Time
 	expires time.Time
+	// tool is the upstream name of the tool whose call created the task
+	// and args its arguments when result policies saw them: the task's
+	// result passes the tool's result policies.
+	tool string
+	args json.RawMessage
 }
 
 // taskOwner returns who owns the tasks s creates.
@@ -96,7 +114,7 @@ func (s *session) taskOwner() taskOwner {
 // add records a task created upstream and returns its gateway entry; a
 // task already recorded (the server answered with an id it gave before)
 // keeps its entry when the owner is the same, and gets none otherwise.
-func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration) *taskEntry {
+func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration, c *call) *taskEntry {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -115,7 +133,8 @@ func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration) *taskEn
 	if t.perOwner[owner] >= maxTasksPerOwner {
 		t.dropOldestLocked(owner)
 	}
-	e := &taskEntry{id: "edge-" + rand.Text(), key: key, owner: owner, created: now, expires: now.Add(ttl + taskTTLSlack)}
+	e := &taskEntry{id: "edge-" + rand.Text(), key: key, owner: owner, created: now, expires: now.Add(ttl + taskTTLSlack),
+		tool: c.upName, args: c.args}
 	t.byID[e.id], t.byUp[key] = e, e
 	t.perOwner[owner]++
 	return e
@@ -165,11 +184,89 @@ func (t *taskTable) remove(e *taskEntry) {
 	t.removeLocked(e)
 }
 
-// forgetSession forgets the tasks of a 2025 session that ended: no other
-// client may reach them.
+// hold keeps the status notification n of a task not recorded yet, and
+// reports whether it did (not when the bounds are reached).
+func (t *taskTable) hold(key taskKey, n *jsonrpc.Request) bool {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held == nil {
+		t.held, t.heldAt = map[taskKey][]*jsonrpc.Request{}, map[taskKey]time.Time{}
+	}
+	if _, ok := t.held[key]; !ok && len(t.held) >= heldTasks {
+		for k, at := range t.heldAt {
+			if now.Sub(at) > heldFor {
+				delete(t.held, k)
+				delete(t.heldAt, k)
+			}
+		}
+		if len(t.held) >= heldTasks {
+			return false
+		}
+	}
+	if len(t.held[key]) >= heldPerTask {
+		return false
+	}
+	if _, ok := t.heldAt[key]; !ok {
+		t.heldAt[key] = now
+	}
+	t.held[key] = append(t.held[key], n)
+	return true
+}
+
+// takeHeld returns and forgets the notifications held for key, unless
+// they are older than heldFor.
+func (t *taskTable) takeHeld(key taskKey) []*jsonrpc.Request {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	notes, at := t.held[key], t.heldAt[key]
+	delete(t.held, key)
+	delete(t.heldAt, key)
+	if time.Since(at) > heldFor {
+		return nil
+	}
+	return notes
+}
+
+// track records the tasks/* call id of s about task e.
+func (t *taskTable) track(s *session, id jsonrpc.ID, e *taskEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.calls == nil {
+		t.calls = map[*session]map[jsonrpc.ID]*taskEntry{}
+	}
+	if t.calls[s] == nil {
+		t.calls[s] = map[jsonrpc.ID]*taskEntry{}
+	}
+	t.calls[s][id] = e
+}
+
+// tracked returns the task of the tasks/* call id of s in flight.
+func (t *taskTable) tracked(s *session, id jsonrpc.ID) *taskEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.calls[s][id]
+}
+
+// untrack forgets the tasks/* call id of s and returns its task.
+func (t *taskTable) untrack(s *session, id jsonrpc.ID) *taskEntry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.calls[s][id]
+	if e != nil {
+		if delete(t.calls[s], id); len(t.calls[s]) == 0 {
+			delete(t.calls, s)
+		}
+	}
+	return e
+}
+
+// forgetSession forgets what an ended session left: its tasks/* calls
+// and, of a 2025 session, its tasks: no other client may reach them.
 func (t *taskTable) forgetSession(s *session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.calls, s)
 	if t.perOwner[taskOwner{sess: s}] == 0 {
 		return
 	}
@@ -217,6 +314,15 @@ func (t *taskTable) dropOldestLocked(owner taskOwner) {
 // answers tasks/list.
 func (s *session) taskRequest(req *jsonrpc.Request) {
 	modern := s.modern.Load()
+	v1, _, ext := s.g.taskSupport()
+	offered := v1 && !modern || ext && modern
+	id, named := wire.String(req.Params, "taskId")
+	if !offered && (!named || s.g.route.tasks.lookup(id, s.taskOwner()) == nil) {
+		// No upstream offers tasks (and the caller has none left): as a
+		// server without tasks would answer.
+		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "method not found: %s (no server offers tasks)", req.Method)
+		return
+	}
 	switch {
 	case modern && (req.Method == "tasks/list" || req.Method == "tasks/result"):
 		s.replyError(req.ID, jsonrpc.CodeMethodNotFound,
@@ -231,8 +337,7 @@ func (s *session) taskRequest(req *jsonrpc.Request) {
 		go s.listTasks(req)
 		return
 	}
-	id, ok := wire.String(req.Params, "taskId")
-	if !ok {
+	if !named {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.taskId must be a string", req.Method)
 		return
 	}
@@ -246,7 +351,19 @@ func (s *session) taskRequest(req *jsonrpc.Request) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 		return
 	}
-	s.forward(req, e.key.u, params, forwardInfo{upName: e.id})
+	s.g.route.tasks.track(s, req.ID, e)
+	info := forwardInfo{kind: kindTools, upName: e.tool}
+	var sc callScope
+	if req.Method == "tasks/result" || req.Method == "tasks/get" {
+		// The tool's result arrives here: it passes the tool's result
+		// policies as a tools/call result would (filterResult).
+		sc = s.g.pol.scope(kindTools, e.key.u.name, e.tool)
+		if pg := sc.pg; pg != nil && resultPolicy(pg.chain, kindTools, e.key.u.name, e.tool) {
+			info.pg, info.args = pg, e.args
+		}
+		info.waited = sc.held()
+	}
+	s.forwardScoped(sc, req, e.key.u, params, info)
 }
 
 // declaresTasks reports whether a 2026-07-28 request declared the tasks
@@ -267,30 +384,28 @@ func declaresTasks(caps json.RawMessage) bool {
 	return ok
 }
 
-// taskResult is what the client gets for the result res of its forwarded
-// call c, which went on link l: a task created upstream gets a gateway id;
-// the answer to a tasks/* call gets the gateway id back in place of the
+// taskAnswer completes the answer out to the client's forwarded call c,
+// which went on link l: a task created upstream gets a gateway id; the
+// answer to a tasks/* call gets the gateway id back in place of the
 // upstream's. Everything else passes untouched.
-func (s *session) taskResult(c *call, l *link, res json.RawMessage) json.RawMessage {
+func (s *session) taskAnswer(c *call, l *link, out *jsonrpc.Response) {
 	switch c.method {
 	case "tools/call":
-		if l == nil || !bytes.Contains(res, []byte(`"taskId"`)) {
-			return res
+		if out.Error != nil || l == nil || !bytes.Contains(out.Result, []byte(`"taskId"`)) {
+			return
 		}
-		return s.taskCreated(l, res)
+		out.Result = s.taskCreated(c, l, out.Result)
 	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/update":
-		e := s.g.route.tasks.lookup(c.upName, s.taskOwner())
-		if e == nil {
-			return res
+		e := s.g.route.tasks.untrack(s, c.origID)
+		if e != nil && out.Error == nil {
+			out.Result = rewriteTaskID(out.Result, e.key.upID, e.id)
 		}
-		return rewriteTaskID(res, e.key.upID, e.id)
 	}
-	return res
 }
 
 // taskCreated records the task a tools/call result res created on link l,
 // if it is one, and returns res with the gateway's id for it.
-func (s *session) taskCreated(l *link, res json.RawMessage) json.RawMessage {
+func (s *session) taskCreated(c *call, l *link, res json.RawMessage) json.RawMessage {
 	upID, ttl, ok := createdTask(res)
 	if !ok {
 		return res
@@ -299,11 +414,15 @@ func (s *session) taskCreated(l *link, res json.RawMessage) json.RawMessage {
 	if l.owner != nil {
 		key.l = l
 	}
-	e := s.g.route.tasks.add(key, s.taskOwner(), ttl)
+	e := s.g.route.tasks.add(key, s.taskOwner(), ttl, c)
 	if e == nil {
 		// The server gave another client's task id again: never hand it on.
 		l.u.log.Warn("a server answered a tools/call with a task id it gave another client; withheld")
 		return toolError("edge-mcp: the server answered with a task that belongs to another client")
+	}
+	for _, n := range s.g.route.tasks.takeHeld(key) {
+		// Sent before the result upstream: so downstream, on its stream.
+		s.g.deliverTaskNote(e, n, c.origID)
 	}
 	return rewriteTaskID(res, upID, e.id)
 }
@@ -452,18 +571,29 @@ func (l *link) taskNotification(n *jsonrpc.Request) {
 	}
 	e := l.u.g.route.tasks.at(key)
 	if e == nil {
-		l.u.log.Debug("dropping a status notification of a task no client owns", "method", n.Method)
+		// Maybe its tools/call result is on its way (the server sent the
+		// status first): held until then, briefly (taskCreated).
+		if !l.u.g.route.tasks.hold(key, n) {
+			l.u.log.Debug("dropping a status notification of a task no client owns", "method", n.Method)
+		}
 		return
 	}
-	params := rewriteTaskID(n.Params, upID, e.id)
+	l.u.g.deliverTaskNote(e, n, noID)
+}
+
+// deliverTaskNote sends the status notification n of task e to its owner,
+// with the gateway's id; rel is the owner's request it relates to (noID:
+// none).
+func (g *Gateway) deliverTaskNote(e *taskEntry, n *jsonrpc.Request, rel jsonrpc.ID) {
+	params := rewriteTaskID(n.Params, e.key.upID, e.id)
 	if e.owner.sess != nil {
-		e.owner.sess.notify(noID, n.Method, params)
+		e.owner.sess.notify(rel, n.Method, params)
 		return
 	}
 	if e.owner.identity == auth.ModeNone+"\x00"+auth.AnonymousName {
 		return // anonymous 2026-07-28 clients cannot be told apart: poll with tasks/get
 	}
-	for _, s := range l.u.g.route.allSessions() {
+	for _, s := range g.route.allSessions() {
 		if id, ok := s.subscription(""); ok && s.taskOwner() == e.owner {
 			s.notify(id, n.Method, s.tagSubscription(params, id))
 		}
@@ -476,7 +606,23 @@ func (l *link) taskNotification(n *jsonrpc.Request) {
 // some upstream offers them), for 2026-07-28 the tasks extension when some
 // upstream offers it.
 func (g *Gateway) addTaskCapabilities(caps map[string]any, version string) {
-	var v1, cancel, ext bool
+	v1, cancel, ext := g.taskSupport()
+	switch {
+	case version == protocol2026 && ext:
+		caps["extensions"] = map[string]any{extTasks: map[string]any{}}
+	case version != protocol2026 && v1:
+		t := map[string]any{"list": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+		if cancel {
+			t["cancel"] = map[string]any{}
+		}
+		caps["tasks"] = t
+	}
+}
+
+// taskSupport reports what the connected upstreams offer of tasks: the
+// 2025-11-25 tasks for tools/call (v1) and tasks/cancel, and the
+// 2026-07-28 tasks extension (ext).
+func (g *Gateway) taskSupport() (v1, cancel, ext bool) {
 	for _, u := range g.route.upstreams().list {
 		l := u.current()
 		if l == nil {
@@ -491,21 +637,9 @@ func (g *Gateway) addTaskCapabilities(caps map[string]any, version string) {
 				cancel = cancel || c
 			}
 		}
-		if e, ok := l.caps["extensions"]; ok {
-			_, has, _ := wire.Field(e, extTasks)
-			ext = ext || has
-		}
+		ext = ext || l.offersTasks()
 	}
-	switch {
-	case version == protocol2026 && ext:
-		caps["extensions"] = map[string]any{extTasks: map[string]any{}}
-	case version != protocol2026 && v1:
-		t := map[string]any{"list": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
-		if cancel {
-			t["cancel"] = map[string]any{}
-		}
-		caps["tasks"] = t
-	}
+	return v1, cancel, ext
 }
 
 // capabilities is what the gateway offers at version: serverCapabilities
@@ -549,11 +683,17 @@ func (l *link) taskTarget(req *jsonrpc.Request) (s *session, rel jsonrpc.ID, par
 // resultCall returns the client id of the newest tasks/result call for
 // task e of its owner in flight on l (noID: none).
 func (l *link) resultCall(e *taskEntry) jsonrpc.ID {
+	var candidates []*call
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	var found *call
 	for _, c := range l.pending {
-		if c.sess == e.owner.sess && c.method == "tasks/result" && c.upName == e.id && (found == nil || c.start.After(found.start)) {
+		if c.sess == e.owner.sess && c.method == "tasks/result" {
+			candidates = append(candidates, c)
+		}
+	}
+	l.mu.Unlock()
+	var found *call
+	for _, c := range candidates {
+		if l.u.g.route.tasks.tracked(c.sess, c.origID) == e && (found == nil || c.start.After(found.start)) {
 			found = c
 		}
 	}
@@ -561,4 +701,23 @@ func (l *link) resultCall(e *taskEntry) jsonrpc.ID {
 		return noID
 	}
 	return found.origID
+}
+
+// filterInlined runs the result policies of a task's tool on the result a
+// tasks/get answer inlines (the tasks extension's DetailedTask), if any.
+func (s *session) filterInlined(c *call, resp *jsonrpc.Response) *jsonrpc.Response {
+	inner, ok, err := wire.Field(resp.Result, "result")
+	if err != nil || !ok || len(inner) == 0 || inner[0] != '{' {
+		return resp
+	}
+	tc := &call{method: "tools/call", kind: c.kind, server: c.server, upName: c.upName, args: c.args, pg: c.pg}
+	filtered := s.filterResult(tc, &jsonrpc.Response{ID: resp.ID, Result: inner})
+	if filtered.Error != nil {
+		return filtered
+	}
+	res, err := wire.SetField(resp.Result, "result", filtered.Result)
+	if err != nil {
+		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: policy check ended: " + err.Error()}}
+	}
+	return &jsonrpc.Response{ID: resp.ID, Result: res}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 )
 
 // extUpstream serves a go-sdk server (2026-07-28, stateless) that offers
@@ -28,6 +29,9 @@ type extUpstream struct {
 	tasks map[string]string // id → status
 	saw   []string
 	n     int
+	// badNames are tasks/* requests whose Mcp-Name header did not name
+	// their taskId (the extension requires it).
+	badNames []string
 }
 
 func startExtUpstream(t *testing.T) (*extUpstream, string) {
@@ -48,6 +52,11 @@ func startExtUpstream(t *testing.T) (*extUpstream, string) {
 			Params json.RawMessage
 		}
 		json.Unmarshal(body, &req)
+		if id, ok := wire.String(req.Params, "taskId"); ok && r.Header.Get("Mcp-Name") != id {
+			up.mu.Lock()
+			up.badNames = append(up.badNames, req.Method+" Mcp-Name "+r.Header.Get("Mcp-Name")+" for "+id)
+			up.mu.Unlock()
+		}
 		if result, rerr, ok := up.answer(req.Method, req.Params); ok {
 			w.Header().Set("Content-Type", "application/json")
 			if rerr != "" {
@@ -72,14 +81,18 @@ func (up *extUpstream) answer(method string, params json.RawMessage) (result, re
 	case "tools/call":
 		meta, _, _ := wire.Field(params, "_meta")
 		caps, _, _ := wire.Field(meta, metaClientCapabilities)
-		if name, _ := wire.String(params, "name"); name != "slow" || !declaresTasks(caps) {
+		_, v1, _ := wire.Field(params, "task")
+		if name, _ := wire.String(params, "name"); name != "slow" || !v1 && !declaresTasks(caps) {
 			return "", "", false
 		}
 		up.n++
 		id = "up-" + strconv.Itoa(up.n)
 		up.tasks[id] = "working"
+		if v1 { // 2025-11-25: the client asked for a task
+			return `{"task":{"taskId":"` + id + `","status":"working","ttl":60000}}`, "", true
+		}
 		return `{"resultType":"task","taskId":"` + id + `","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`, "", true
-	case "tasks/get", "tasks/cancel", "tasks/update":
+	case "tasks/get", "tasks/cancel", "tasks/update", "tasks/result":
 		up.saw = append(up.saw, id)
 		status, known := up.tasks[id]
 		if !known {
@@ -92,12 +105,15 @@ func (up *extUpstream) answer(method string, params json.RawMessage) (result, re
 		if method == "tasks/update" {
 			return `{"resultType":"complete"}`, "", true
 		}
+		if method == "tasks/result" {
+			return `{"content":[{"type":"text","text":"slow done, key ` + secretKey + `"}]}`, "", true
+		}
 		if status == "working" {
 			up.tasks[id] = "completed" // done by the next look
 		}
 		res := `{"resultType":"complete","taskId":"` + id + `","status":"` + status + `"`
 		if status == "completed" {
-			res += `,"result":{"content":[{"type":"text","text":"slow done"}],"isError":false}`
+			res += `,"result":{"content":[{"type":"text","text":"slow done, key ` + secretKey + `"}],"isError":false}`
 		}
 		return res + "}", "", true
 	}
@@ -123,6 +139,9 @@ func modernCall(t *testing.T, url, key, method, params string, declare bool) (re
 	h.Set("Mcp-Method", method)
 	if name, ok := wire.String(json.RawMessage(params+meta+"}"), "name"); ok {
 		h.Set("Mcp-Name", name)
+	}
+	if id, ok := wire.String(json.RawMessage(params+meta+"}"), "taskId"); ok && strings.HasPrefix(method, "tasks/") {
+		h.Set("Mcp-Name", id)
 	}
 	resp := rawPost(t, url, h, `{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":`+params+meta+`}}`)
 	body, _ := io.ReadAll(resp.Body)
@@ -191,8 +210,19 @@ func TestTasksExtension2026(t *testing.T) {
 	if res, code := modernCall(t, url, alice, "tasks/cancel", id, true); code != 0 || string(res) != `{"resultType":"complete"}` {
 		t.Errorf("tasks/cancel: %s (%d)", res, code)
 	}
+	h := bearer(alice)
+	h.Set("MCP-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", "tasks/get")
+	h.Set("Mcp-Name", "edge-not-this-one")
+	body := `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"` + created.TaskID + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"` + extTasks + `":{}}}}}}`
+	if resp := rawPost(t, url, h, body); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("tasks/get with an Mcp-Name header naming another task: HTTP %d, want 400 (HeaderMismatch)", resp.StatusCode)
+	}
 	up.mu.Lock()
 	defer up.mu.Unlock()
+	if len(up.badNames) > 0 {
+		t.Errorf("the upstream got tasks/* requests without their Mcp-Name: %v", up.badNames)
+	}
 	for _, s := range up.saw {
 		if s != "up-1" {
 			t.Errorf("the upstream was asked for task %q; only up-1 is alice's", s)
@@ -233,4 +263,34 @@ func TestTasksCapabilityFollowsUpstreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTaskResultsPassPolicies: a task's result, fetched later (2025-11-25
+// tasks/result; the extension's tasks/get inlines it), passes the result
+// policies of the tool that created the task, as the tools/call result
+// would have: the redact-secrets example masks the key in both.
+func TestTaskResultsPassPolicies(t *testing.T) {
+	_, upURL := startExtUpstream(t)
+	mod := writeModule(t, wasmtest.Example(t, "redact-secrets"))
+	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"ext": {"url": %q}},
+		"policies": [{"name": "redact", "module": %q, "tools": ["*"], "config": {"replacement": "[REDACTED]"}}]}`, upURL, mod), policyOptions(t))
+	check := func(how string, res json.RawMessage) {
+		t.Helper()
+		if strings.Contains(string(res), secretKey) || !strings.Contains(string(res), "slow done, key [REDACTED]") {
+			t.Errorf("%s: %s; want the key redacted", how, res)
+		}
+	}
+
+	c := newRawClient(t, url)
+	created := decodeInto[struct{ Task taskStatus }](t, must(t)(c.rpc("tools/call", `{"name":"slow","arguments":{},"task":{"ttl":60000}}`)))
+	check("2025-11-25 tasks/result", must(t)(c.rpc("tasks/result", `{"taskId":"`+created.Task.TaskID+`"}`)))
+
+	res, _ := modernCall(t, url, "", "tools/call", `{"name":"slow","arguments":{}}`, true)
+	id := `{"taskId":"` + decodeInto[taskStatus](t, res).TaskID + `"}`
+	modernCall(t, url, "", "tasks/get", id, true) // working
+	res, code := modernCall(t, url, "", "tasks/get", id, true)
+	if code != 0 || decodeInto[taskStatus](t, res).Status != "completed" {
+		t.Fatalf("tasks/get: %s (%d), want completed", res, code)
+	}
+	check("extension tasks/get", res)
 }

@@ -23,7 +23,15 @@ import (
 // rpc sends one request over c's session and returns its result or error.
 func (c *rawClient) rpc(method, params string) (json.RawMessage, *jsonrpc.Error) {
 	c.t.Helper()
+	res, rerr, _ := c.rpcEvents(method, params)
+	return res, rerr
+}
+
+// rpcEvents is rpc that also returns every message of the response stream.
+func (c *rawClient) rpcEvents(method, params string) (json.RawMessage, *jsonrpc.Error, []string) {
+	c.t.Helper()
 	c.id++
+	var events []string
 	resp, body := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params))
 	if resp.StatusCode != http.StatusOK {
 		c.t.Fatalf("%s: HTTP %d: %s", method, resp.StatusCode, body)
@@ -34,8 +42,9 @@ func (c *rawClient) rpc(method, params string) (json.RawMessage, *jsonrpc.Error)
 		sc := bufio.NewScanner(bytes.NewReader(body))
 		sc.Buffer(nil, 64<<20)
 		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), "data:"); ok {
+			if line, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(line) != "" {
 				data = []byte(strings.TrimSpace(line))
+				events = append(events, string(data))
 			}
 		}
 	}
@@ -52,9 +61,9 @@ func (c *rawClient) rpc(method, params string) (json.RawMessage, *jsonrpc.Error)
 		if e == nil {
 			e = &jsonrpc.Error{Message: r.Error.Error()}
 		}
-		return nil, e
+		return nil, e, events
 	}
-	return r.Result, nil
+	return r.Result, nil, events
 }
 
 // taskStatus is the part of a Task the tests read.
@@ -92,7 +101,15 @@ func startTasksGateway(t *testing.T, session string) string {
 // calls tasks/result (the server's elicitation waits there).
 func createTask(t *testing.T, c *rawClient, topic string, ambiguous bool) string {
 	t.Helper()
-	res, rerr := c.rpc("tools/call", fmt.Sprintf(`{"name":"simulate-research-query","arguments":{"topic":%q,"ambiguous":%v},"task":{"ttl":60000}}`, topic, ambiguous))
+	id, _ := createTaskEvents(t, c, topic, ambiguous)
+	return id
+}
+
+// createTaskEvents is createTask that also returns the notifications that
+// came on the call's stream.
+func createTaskEvents(t *testing.T, c *rawClient, topic string, ambiguous bool) (string, []string) {
+	t.Helper()
+	res, rerr, events := c.rpcEvents("tools/call", fmt.Sprintf(`{"name":"simulate-research-query","arguments":{"topic":%q,"ambiguous":%v},"task":{"ttl":60000}}`, topic, ambiguous))
 	if rerr != nil {
 		t.Fatalf("creating a task: %v", rerr)
 	}
@@ -100,7 +117,7 @@ func createTask(t *testing.T, c *rawClient, topic string, ambiguous bool) string
 	if !strings.HasPrefix(created.Task.TaskID, "edge-") || created.Task.Status != "working" {
 		t.Fatalf("CreateTaskResult %s: want a gateway task id (edge-…) in status working", res)
 	}
-	return created.Task.TaskID
+	return created.Task.TaskID, events
 }
 
 // TestTasksThroughGateway creates, polls, lists, fetches and cancels tasks
@@ -122,25 +139,7 @@ func TestTasksThroughGateway(t *testing.T) {
 			}
 			notesA, notesB := statusNotes(t, a), statusNotes(t, b)
 			idA, idB := createTask(t, a, "alpha", false), createTask(t, b, "beta", true)
-			for _, c := range []struct {
-				who  *rawClient
-				mine string
-				not  string
-			}{{a, idA, idB}, {b, idB, idA}} {
-				got := decodeInto[taskStatus](t, must(t)(c.who.rpc("tasks/get", `{"taskId":"`+c.mine+`"}`)))
-				if got.TaskID != c.mine || got.Status == "" {
-					t.Errorf("tasks/get of its own task: %+v, want id %s", got, c.mine)
-				}
-				for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
-					if _, rerr := c.who.rpc(m, `{"taskId":"`+c.not+`"}`); rerr == nil || rerr.Code != jsonrpc.CodeInvalidParams {
-						t.Errorf("%s of the other session's task %s: %v, want invalid params (unknown task)", m, c.not, rerr)
-					}
-				}
-				list := decodeInto[struct{ Tasks []taskStatus }](t, must(t)(c.who.rpc("tasks/list", `{}`)))
-				if len(list.Tasks) != 1 || list.Tasks[0].TaskID != c.mine {
-					t.Errorf("tasks/list: %+v, want only its own task %s", list.Tasks, c.mine)
-				}
-			}
+			checkIsolation(t, a, b, idA, idB)
 			// A polls its task to the end and gets the result; B cancels its own
 			// (waiting for clarification: it never ends by itself).
 			waitTask(t, b, idB, "input_required")
@@ -175,6 +174,31 @@ func TestTasksThroughGateway(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkIsolation: each of two sessions gets its own task, and the other's
+// id, replayed, is unknown to it for get, result, cancel and list.
+func checkIsolation(t *testing.T, a, b *rawClient, idA, idB string) {
+	t.Helper()
+	for _, c := range []struct {
+		who  *rawClient
+		mine string
+		not  string
+	}{{a, idA, idB}, {b, idB, idA}} {
+		got := decodeInto[taskStatus](t, must(t)(c.who.rpc("tasks/get", `{"taskId":"`+c.mine+`"}`)))
+		if got.TaskID != c.mine || got.Status == "" {
+			t.Errorf("tasks/get of its own task: %+v, want id %s", got, c.mine)
+		}
+		for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+			if _, rerr := c.who.rpc(m, `{"taskId":"`+c.not+`"}`); rerr == nil || rerr.Code != jsonrpc.CodeInvalidParams {
+				t.Errorf("%s of the other session's task %s: %v, want invalid params (unknown task)", m, c.not, rerr)
+			}
+		}
+		list := decodeInto[struct{ Tasks []taskStatus }](t, must(t)(c.who.rpc("tasks/list", `{}`)))
+		if len(list.Tasks) != 1 || list.Tasks[0].TaskID != c.mine {
+			t.Errorf("tasks/list: %+v, want only its own task %s", list.Tasks, c.mine)
+		}
 	}
 }
 
@@ -282,6 +306,7 @@ func FuzzTaskResult(f *testing.F) {
 type notes struct {
 	mu   sync.Mutex
 	list []string
+	msgs []string // "taskId statusMessage"
 }
 
 func (n *notes) seen() []string {
@@ -314,15 +339,7 @@ func statusNotes(t *testing.T, c *rawClient) *notes {
 			if !ok {
 				continue
 			}
-			var m struct {
-				Method string
-				Params taskStatus
-			}
-			if json.Unmarshal([]byte(data), &m) == nil && m.Method == "notifications/tasks/status" {
-				n.mu.Lock()
-				n.list = append(n.list, m.Params.TaskID+" "+m.Params.Status)
-				n.mu.Unlock()
-			}
+			n.add(data)
 		}
 	}()
 	return n
@@ -427,4 +444,45 @@ func (c *rawClient) postQuiet(body string) {
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
+}
+
+// add records data when it is a task status notification.
+func (n *notes) add(data string) {
+	var m struct {
+		Method string
+		Params struct {
+			taskStatus
+			StatusMessage string
+		}
+	}
+	if json.Unmarshal([]byte(data), &m) == nil && m.Method == "notifications/tasks/status" {
+		n.mu.Lock()
+		n.list = append(n.list, m.Params.TaskID+" "+m.Params.Status)
+		n.msgs = append(n.msgs, m.Params.TaskID+" "+m.Params.StatusMessage)
+		n.mu.Unlock()
+	}
+}
+
+func (n *notes) messages() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.msgs)
+}
+
+// TestTaskFirstStatusNotLost: a server that sends a task's first status
+// before its tools/call result (the TypeScript SDK does) has it reach the
+// client, not dropped as a task no one owns: on the call's stream (before
+// the result, as the server sent it) or, when it comes after, on the
+// session's stream.
+func TestTaskFirstStatusNotLost(t *testing.T) {
+	url := startTasksGateway(t, "shared")
+	c := newRawClient(t, url)
+	n := statusNotes(t, c)
+	id, events := createTaskEvents(t, c, "first", false)
+	for _, e := range events {
+		n.add(e)
+	}
+	waitFor(t, "the task's first status (Gathering sources)", func() bool {
+		return slices.Contains(n.messages(), id+" Gathering sources...")
+	})
 }
