@@ -333,6 +333,7 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 		if _, ok := l.caps[kindCapability[k]]; !ok {
 			continue
 		}
+		var hint listHint
 		cursor := ""
 		for page := 0; ; page++ {
 			params := json.RawMessage(`{}`)
@@ -351,12 +352,14 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 			if err != nil {
 				return out, err
 			}
+			hint.add(res)
 			out[k] = append(out[k], items...)
 			if next == "" || next == cursor || page > 10000 {
 				break
 			}
 			cursor = next
 		}
+		l.recordHint(k, hint)
 	}
 	return out, nil
 }

@@ -100,9 +100,15 @@ func (r *router) setOffer(u *upstream, offer *upstreamLists) {
 // list_changed: the sessions are told that those lists changed even when
 // the merged catalogue reads the same (the upstream re-added a tool it
 // had, say), as they would be by the upstream directly.
-func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists) {
+//
+// Unless announce is set (a re-listing of its own, e.g. for an expired
+// caching hint), only lists that changed are announced.
+func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists, announce bool) {
 	var notify []string
 	for _, k := range kinds {
+		if !announce {
+			break
+		}
 		if m := listKinds[k].changed; !slices.Contains(notify, m) {
 			notify = append(notify, m)
 		}
@@ -386,7 +392,7 @@ func (r *router) resourceUpdated(params json.RawMessage, uri string) {
 func (r *router) relist(l *link, kinds []listKind) {
 	r.relisting.Add(1)
 	defer r.relisting.Add(-1)
-	l.u.refresh(l, kinds)
+	l.u.refresh(l, kinds, true)
 }
 
 func (s *session) list(req *jsonrpc.Request, k listKind) {
@@ -398,7 +404,7 @@ func (s *session) list(req *jsonrpc.Request, k listKind) {
 		return
 	}
 	if s.modern.Load() {
-		if page, err = s.cacheHints().apply(page); err != nil {
+		if page, err = s.cacheHintsFor(k).apply(page); err != nil {
 			s.replyError(req.ID, jsonrpc.CodeInternalError, "%s: adding caching hints: %v", req.Method, err)
 			return
 		}
