@@ -81,6 +81,8 @@ type link struct {
 	serverCalls map[jsonrpc.ID]context.CancelFunc
 	err         error
 	closed      bool
+
+	resListens resourceListens // 2026-07-28: subscriptions/listen per subscribed URI (resourcelisten.go)
 }
 
 func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner *session) *link {

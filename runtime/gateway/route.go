@@ -493,6 +493,10 @@ func (s *session) subscribe(req *jsonrpc.Request) {
 		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
 		return
 	}
+	if l := u.current(); l != nil && l.v2026.Load() && !u.perClient() {
+		go s.subscribe2026(req, u, l, uri)
+		return
+	}
 	s.forward(req, u, req.Params, forwardInfo{})
 }
 
@@ -504,6 +508,11 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 	}
 	u := s.catalogue().resource(uri)
 	if u == nil || (!s.g.route.unsubscribe(s, uri) && !u.perClient()) {
+		s.reply(req.ID, json.RawMessage(`{}`))
+		return
+	}
+	if l := u.current(); l != nil && l.v2026.Load() && !u.perClient() {
+		l.unsubscribeResource(uri)
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
 	}
@@ -719,6 +728,8 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		} else if g.route.subscribedTo(l.owner, uri) {
 			l.owner.notify(noID, n.Method, n.Params)
 		}
+	case "notifications/subscriptions/acknowledged":
+		l.resourcesAcknowledged(n.Params)
 	case "notifications/tools/list_changed":
 		go g.route.relist(l, []listKind{kindTools})
 	case "notifications/prompts/list_changed":

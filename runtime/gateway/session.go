@@ -403,8 +403,8 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 		if l == nil {
 			continue
 		}
-		if _, ok := l.caps["logging"]; !ok {
-			continue
+		if _, ok := l.caps["logging"]; !ok || l.v2026.Load() {
+			continue // 2026-07-28: the level goes in each request's _meta (clientMeta)
 		}
 		wg.Add(1)
 		go func() {
