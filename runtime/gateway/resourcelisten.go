@@ -143,3 +143,26 @@ func (s *session) subscribe2026(req *jsonrpc.Request, u *upstream, l *link, uri 
 	}
 	s.reply(req.ID, json.RawMessage(`{}`))
 }
+
+// withoutSubscriptionID drops the upstream's _meta subscriptionId from a
+// notification of its listen: it names that connection's request, not
+// anything of the client's (a 2026-07-28 listener gets its own id in its
+// place). Other params pass unchanged.
+func withoutSubscriptionID(params json.RawMessage) json.RawMessage {
+	meta, ok, err := wire.Field(params, "_meta")
+	if err != nil || !ok {
+		return params
+	}
+	if _, ok, _ := wire.Field(meta, metaSubscriptionID); !ok {
+		return params
+	}
+	meta, err = wire.DeleteField(meta, metaSubscriptionID)
+	if err != nil {
+		return params
+	}
+	out, err := wire.SetField(params, "_meta", meta)
+	if err != nil {
+		return params
+	}
+	return out
+}

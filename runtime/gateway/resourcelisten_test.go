@@ -55,7 +55,13 @@ func TestLegacyClientModernUpstream(t *testing.T) {
 		logs []string
 	)
 	cs := connect(t, url, &mcp.ClientOptions{
-		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			if _, leaked := r.Params.GetMeta()[metaSubscriptionID]; leaked {
+				updated <- "the upstream's subscriptionId leaked"
+				return
+			}
+			updated <- r.Params.URI
+		},
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			mu.Lock()
 			logs = append(logs, fmt.Sprint(r.Params.Data))

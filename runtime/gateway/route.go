@@ -724,7 +724,7 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/resources/updated":
 		uri, _ := wire.String(n.Params, "uri")
 		if l.owner == nil {
-			g.route.resourceUpdated(n.Params, uri)
+			g.route.resourceUpdated(withoutSubscriptionID(n.Params), uri)
 		} else if g.route.subscribedTo(l.owner, uri) {
 			l.owner.notify(noID, n.Method, n.Params)
 		}
