@@ -131,15 +131,40 @@ func (l *link) resourcesAcknowledged(params json.RawMessage) {
 	}
 }
 
+// speaks2026 reports whether u's links speak 2026-07-28 (the shared
+// link's probe decides for per-client links too).
+func (u *upstream) speaks2026() bool {
+	if !u.perClient() {
+		l := u.current()
+		return l != nil && l.v2026.Load()
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.probed == protocolVersion2026
+}
+
 // subscribe2026 answers a client's resources/subscribe for uri of a
-// 2026-07-28 upstream once the link's listen for it is acknowledged.
-func (s *session) subscribe2026(req *jsonrpc.Request, u *upstream, l *link, uri string) {
+// 2026-07-28 upstream once the listen for it on the session's link (the
+// shared one, or its own for a per_client upstream) is acknowledged.
+func (s *session) subscribe2026(req *jsonrpc.Request, u *upstream, uri string) {
 	ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
 	defer cancel()
-	if err := l.subscribeResource(ctx, uri); err != nil {
+	l, err := u.linkFor(s)
+	if err == nil {
+		err = l.subscribeResource(ctx, uri)
+	}
+	if err != nil {
 		s.g.route.unsubscribe(s, uri)
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: subscribing to %s on server %q: %v", uri, u.name, err)
 		return
+	}
+	s.reply(req.ID, json.RawMessage(`{}`))
+}
+
+// unsubscribe2026 ends the listen for uri on the session's link to u.
+func (s *session) unsubscribe2026(req *jsonrpc.Request, u *upstream, uri string) {
+	if l, err := u.linkFor(s); err == nil {
+		l.unsubscribeResource(uri)
 	}
 	s.reply(req.ID, json.RawMessage(`{}`))
 }

@@ -45,10 +45,21 @@ func legacyFeaturesUpstream(t *testing.T) string {
 // notifications/resources/updated reach the client's session, and the
 // level is stamped into the _meta of the session's forwarded requests.
 func TestLegacyClientModernUpstream(t *testing.T) {
-	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, legacyFeaturesUpstream(t))), Options{})
-	if st := g.Status()[0]; st.ProtocolVersion != protocolVersion2026 {
-		t.Fatalf("upstream link speaks %q, want %s", st.ProtocolVersion, protocolVersion2026)
+	for _, tc := range []struct{ name, extra string }{
+		{"shared link", ""},
+		{"per_client links", `, "session": "per_client"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, g := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q%s}`, legacyFeaturesUpstream(t), tc.extra)), Options{})
+			if st := g.Status()[0]; st.ProtocolVersion != protocolVersion2026 {
+				t.Fatalf("upstream link speaks %q, want %s", st.ProtocolVersion, protocolVersion2026)
+			}
+			legacyClientModernUpstream(t, url)
+		})
 	}
+}
+
+func legacyClientModernUpstream(t *testing.T, url string) {
 	updated := make(chan string, 10)
 	var (
 		mu   sync.Mutex

@@ -493,8 +493,8 @@ func (s *session) subscribe(req *jsonrpc.Request) {
 		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
 		return
 	}
-	if l := u.current(); l != nil && l.v2026.Load() && !u.perClient() {
-		go s.subscribe2026(req, u, l, uri)
+	if u.speaks2026() {
+		go s.subscribe2026(req, u, uri)
 		return
 	}
 	s.forward(req, u, req.Params, forwardInfo{})
@@ -511,9 +511,8 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
 	}
-	if l := u.current(); l != nil && l.v2026.Load() && !u.perClient() {
-		l.unsubscribeResource(uri)
-		s.reply(req.ID, json.RawMessage(`{}`))
+	if u.speaks2026() {
+		go s.unsubscribe2026(req, u, uri)
 		return
 	}
 	s.forward(req, u, req.Params, forwardInfo{})
@@ -726,7 +725,7 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		if l.owner == nil {
 			g.route.resourceUpdated(withoutSubscriptionID(n.Params), uri)
 		} else if g.route.subscribedTo(l.owner, uri) {
-			l.owner.notify(noID, n.Method, n.Params)
+			l.owner.notify(noID, n.Method, withoutSubscriptionID(n.Params))
 		}
 	case "notifications/subscriptions/acknowledged":
 		l.resourcesAcknowledged(n.Params)
