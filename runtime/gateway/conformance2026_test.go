@@ -33,6 +33,7 @@ func TestConformance2026ThroughGateway(t *testing.T) {
 		same         bool // every check's status equal; else: what passes directly passes through
 	}{
 		{"2026-07-28", true},
+		{"2025-11-25", false},
 	} {
 		t.Run(tc.requirements, func(t *testing.T) {
 			direct := testenv.RunConformanceNextServer(t, testenv.StartEverythingServerStateless(t), tc.requirements)

@@ -137,9 +137,9 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
 		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
 	}))
-	schema, caps := s.toolSchema(l, u, &info), s.relayedCapabilities()
+	schema, cm := s.toolSchema(l, u, &info), s.clientMeta()
 	s.g.senders.submit(func() {
-		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params, schema, caps))
+		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params, schema, cm))
 		if err != nil {
 			if c := l.take(id); c != nil {
 				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))
@@ -188,10 +188,10 @@ func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.R
 // When the client sent none, a tools/call of a tool whose inputSchema maps
 // arguments to headers (x-mcp-header) gets them derived from its arguments
 // (paramheaders.go); schema is that tool's inputSchema (nil: unknown).
-// caps are the client capabilities a 2026-07-28 link declares for it
-// (session.relayedCapabilities).
-func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params, schema, caps json.RawMessage) *jsonrpc.Request {
-	up := &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stampFor(params, caps)}
+// cm is what a 2026-07-28 link says of the client in _meta
+// (session.clientMeta).
+func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params, schema json.RawMessage, cm clientMeta) *jsonrpc.Request {
+	up := &jsonrpc.Request{ID: intID(id), Method: req.Method, Params: l.stampFor(params, cm)}
 	if !l.v2026.Load() {
 		return up
 	}

@@ -360,7 +360,7 @@ func (g *Gateway) removeSession(s *session) {
 	for _, uri := range g.route.removeSession(s) {
 		if u := g.route.catalogue().resource(uri); u != nil {
 			if l := u.current(); l != nil {
-				go l.call(l.ctx, "resources/unsubscribe", uriParams(uri)) //nolint:errcheck // best effort
+				l.unsubscribeResource(uri) // best effort
 			}
 		}
 	}

@@ -81,6 +81,8 @@ type link struct {
 	serverCalls map[jsonrpc.ID]context.CancelFunc
 	err         error
 	closed      bool
+
+	resListens resourceListens // 2026-07-28: subscriptions/listen per subscribed URI (resourcelisten.go)
 }
 
 func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner *session) *link {
@@ -333,6 +335,7 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 		if _, ok := l.caps[kindCapability[k]]; !ok {
 			continue
 		}
+		var hint listHint
 		cursor := ""
 		for page := 0; ; page++ {
 			params := json.RawMessage(`{}`)
@@ -351,12 +354,14 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 			if err != nil {
 				return out, err
 			}
+			hint.add(res)
 			out[k] = append(out[k], items...)
 			if next == "" || next == cursor || page > 10000 {
 				break
 			}
 			cursor = next
 		}
+		l.recordHint(k, hint)
 	}
 	return out, nil
 }

@@ -278,14 +278,30 @@ func (s *session) setRelayed(obj []byte, key string) {
 	s.relayed.Store(&out)
 }
 
-// relayedCapabilities are the client capabilities a 2026-07-28 upstream is
-// told for this session's requests; nil (the gateway's own, for a session
-// that declared none, e.g. a 2025 stdio client that never initialized).
-func (s *session) relayedCapabilities() json.RawMessage {
+// clientMeta is what a 2026-07-28 link's request says of the client in
+// _meta beyond the protocol version (probe.go's stampFor).
+type clientMeta struct {
+	caps     json.RawMessage // nil: the gateway's own (upstreamCapabilities)
+	logLevel string          // "": none
+}
+
+// clientMeta is what a 2026-07-28 upstream is told of this session's
+// client: the capabilities it declared (nil for a session that declared
+// none, e.g. a 2025 stdio client that never initialized) and, for a 2025
+// client, the level it set with logging/setLevel: the revision has no
+// setLevel, a request names its level in _meta. A 2026-07-28 client's own
+// logLevel passes in its request's _meta unchanged.
+func (s *session) clientMeta() clientMeta {
+	var cm clientMeta
 	if p := s.relayed.Load(); p != nil {
-		return *p
+		cm.caps = *p
 	}
-	return nil
+	if !s.modern.Load() {
+		if i := int(s.logLevel.Load()); i >= 0 && i < len(logLevels) {
+			cm.logLevel = logLevels[i]
+		}
+	}
+	return cm
 }
 
 // resourceNotFound answers a request for a URI no upstream serves as

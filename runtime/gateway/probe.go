@@ -189,23 +189,31 @@ func (l *link) setVersion(v string) {
 // params unchanged. The downstream client's own per-connection keys were
 // dropped before (rewriteMeta), and the gateway's overwrite any left.
 func (l *link) stamp(params json.RawMessage) json.RawMessage {
-	return l.stampFor(params, nil)
+	return l.stampFor(params, clientMeta{})
 }
 
-// stampFor is stamp for a request made on behalf of a client whose
-// capabilities (relayedCapabilities) are caps; nil: the gateway's own
-// request, stamped with upstreamCapabilities. The upstream must not ask,
-// by an input_required result, for what the client cannot answer.
-func (l *link) stampFor(params, caps json.RawMessage) json.RawMessage {
+// stampFor is stamp for a request made on behalf of a client: cm.caps are
+// its capabilities (nil: the gateway's own request, stamped with
+// upstreamCapabilities; the upstream must not ask, by an input_required
+// result, for what the client cannot answer), cm.logLevel the level a 2025
+// client set with logging/setLevel ("" : none stamped).
+func (l *link) stampFor(params json.RawMessage, cm clientMeta) json.RawMessage {
 	if !l.v2026.Load() {
 		return params
 	}
 	keys := linkMeta()
-	if caps != nil {
+	if cm.caps != nil || cm.logLevel != "" {
+		caps := cm.caps
+		if caps == nil {
+			caps = json.RawMessage(upstreamCapabilities)
+		}
 		keys = []metaKey{
 			{Key: metaProtocolVersion, Value: json.RawMessage(`"` + protocolVersion2026 + `"`)},
 			{Key: metaClientCapabilities, Value: caps},
 			{Key: metaClientInfo, Value: json.RawMessage(clientInfo())},
+		}
+		if cm.logLevel != "" {
+			keys = append(keys, metaKey{Key: metaLogLevel, Value: json.RawMessage(`"` + cm.logLevel + `"`)})
 		}
 	}
 	out, err := stampMeta(params, keys)

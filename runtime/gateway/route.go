@@ -102,9 +102,15 @@ func (r *router) setOffer(u *upstream, offer *upstreamLists) {
 // list_changed: the sessions are told that those lists changed even when
 // the merged catalogue reads the same (the upstream re-added a tool it
 // had, say), as they would be by the upstream directly.
-func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists) {
+//
+// Unless announce is set (a re-listing of its own, e.g. for an expired
+// caching hint), only lists that changed are announced.
+func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists, announce bool) {
 	var notify []string
 	for _, k := range kinds {
+		if !announce {
+			break
+		}
 		if m := listKinds[k].changed; !slices.Contains(notify, m) {
 			notify = append(notify, m)
 		}
@@ -388,7 +394,7 @@ func (r *router) resourceUpdated(params json.RawMessage, uri string) {
 func (r *router) relist(l *link, kinds []listKind) {
 	r.relisting.Add(1)
 	defer r.relisting.Add(-1)
-	l.u.refresh(l, kinds)
+	l.u.refresh(l, kinds, true)
 }
 
 func (s *session) list(req *jsonrpc.Request, k listKind) {
@@ -400,7 +406,7 @@ func (s *session) list(req *jsonrpc.Request, k listKind) {
 		return
 	}
 	if s.modern.Load() {
-		if page, err = s.cacheHints().apply(page); err != nil {
+		if page, err = s.cacheHintsFor(k).apply(page); err != nil {
 			s.replyError(req.ID, jsonrpc.CodeInternalError, "%s: adding caching hints: %v", req.Method, err)
 			return
 		}
@@ -489,6 +495,10 @@ func (s *session) subscribe(req *jsonrpc.Request) {
 		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
 		return
 	}
+	if u.speaks2026() {
+		go s.subscribe2026(req, u, uri)
+		return
+	}
 	s.forward(req, u, req.Params, forwardInfo{})
 }
 
@@ -501,6 +511,10 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 	u := s.catalogue().resource(uri)
 	if u == nil || (!s.g.route.unsubscribe(s, uri) && !u.perClient()) {
 		s.reply(req.ID, json.RawMessage(`{}`))
+		return
+	}
+	if u.speaks2026() {
+		go s.unsubscribe2026(req, u, uri)
 		return
 	}
 	s.forward(req, u, req.Params, forwardInfo{})
@@ -718,10 +732,12 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/resources/updated":
 		uri, _ := wire.String(n.Params, "uri")
 		if l.owner == nil {
-			g.route.resourceUpdated(n.Params, uri)
+			g.route.resourceUpdated(withoutSubscriptionID(n.Params), uri)
 		} else if g.route.subscribedTo(l.owner, uri) {
-			l.owner.notify(noID, n.Method, n.Params)
+			l.owner.notify(noID, n.Method, withoutSubscriptionID(n.Params))
 		}
+	case "notifications/subscriptions/acknowledged":
+		l.resourcesAcknowledged(n.Params)
 	case "notifications/tools/list_changed":
 		go g.route.relist(l, []listKind{kindTools})
 	case "notifications/prompts/list_changed":

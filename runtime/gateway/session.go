@@ -401,8 +401,8 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 	s.logLevel.Store(int32(i))
 	var wg sync.WaitGroup
 	for _, l := range s.sessionLinks() {
-		if _, ok := l.caps["logging"]; !ok {
-			continue
+		if _, ok := l.caps["logging"]; !ok || l.v2026.Load() {
+			continue // 2026-07-28: the level goes in each request's _meta (clientMeta)
 		}
 		wg.Add(1)
 		go func() {

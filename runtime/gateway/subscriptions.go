@@ -82,7 +82,7 @@ func (s *session) subscribeAll(uris []string) []string {
 			var err error
 			if l != nil {
 				ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
-				_, err = l.call(ctx, "resources/subscribe", uriParams(uri))
+				err = l.subscribeResource(ctx, uri)
 				cancel()
 			}
 			if l == nil || err != nil {

@@ -721,3 +721,13 @@ func (s *session) filterInlined(c *call, resp *jsonrpc.Response) *jsonrpc.Respon
 	}
 	return &jsonrpc.Response{ID: resp.ID, Result: res}
 }
+
+// offersTasks reports whether l's server offers the tasks extension.
+func (l *link) offersTasks() bool {
+	ext, ok := l.caps["extensions"]
+	if !ok {
+		return false
+	}
+	_, ok, _ = wire.Field(ext, extTasks)
+	return ok
+}

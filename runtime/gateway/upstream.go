@@ -81,6 +81,10 @@ type upstream struct {
 	pinned     string // 2025-11-25 once the server went away on the probe
 
 	refreshMu sync.Mutex // serializes catalogue refreshes of this upstream
+
+	hints [numKinds]atomic.Pointer[listHint] // the caching hints of its lists (cachehints.go)
+	// hintRefresh is set while a refresh for an expired hint runs.
+	hintRefresh atomic.Bool
 }
 
 func (u *upstream) setState(s State, err error) {
@@ -232,7 +236,10 @@ var allKinds = []listKind{kindTools, kindPrompts, kindResources, kindTemplates}
 // refresh re-reads the lists named by kinds after a list_changed
 // notification and publishes the new offer. The catalogue comes from the
 // shared link: a per-client link's notification is ignored.
-func (u *upstream) refresh(l *link, kinds []listKind) {
+//
+// announce: tell the sessions those lists changed even when they read the
+// same (the upstream said they changed).
+func (u *upstream) refresh(l *link, kinds []listKind, announce bool) {
 	if l.owner != nil {
 		return
 	}
@@ -248,7 +255,7 @@ func (u *upstream) refresh(l *link, kinds []listKind) {
 	if u.current() != l {
 		return
 	}
-	u.g.route.updateOffer(u, kinds, &fresh)
+	u.g.route.updateOffer(u, kinds, &fresh, announce)
 }
 
 // errUnreachable marks failures where the server could not be reached at
