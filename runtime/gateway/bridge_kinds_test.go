@@ -1,0 +1,69 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// legacyPromptResourceUpstream is a 2025 go-sdk server whose prompt asks
+// the client (elicitation) and whose resource asks it (sampling) while
+// they are being got and read.
+func legacyPromptResourceUpstream(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker2025", Version: "1"}, nil)
+	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Whom?", RequestedSchema: nameSchema()})
+		if err != nil {
+			return nil, fmt.Errorf("elicitation: %w", err)
+		}
+		name, _ := res.Content["name"].(string)
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Greet " + name}}}}, nil
+	})
+	s.AddResource(&mcp.Resource{URI: "test://sampled", Name: "sampled"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "summarize"}}}})
+		if err != nil {
+			return nil, fmt.Errorf("sampling: %w", err)
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "sampled: " + textContent(res.Content)}}}, nil
+	})
+	return serveMCP(t, s)
+}
+
+// TestBridgePromptAndResource: a 2025 server's elicitation during
+// prompts/get and sampling during resources/read reach a 2026-07-28
+// client as input_required results, and its retries get the final
+// results.
+func TestBridgePromptAndResource(t *testing.T) {
+	url := startBridgeGateway(t, legacyPromptResourceUpstream(t), 0)
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &answers)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connecting with protocol 2026-07-28: %v", err)
+	}
+	defer cs.Close()
+	t.Run("prompts/get", func(t *testing.T) {
+		res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Messages) != 1 || textContent(res.Messages[0].Content) != "Greet Ada" {
+			t.Fatalf("prompt %+v, want one message %q", res, "Greet Ada")
+		}
+	})
+	t.Run("resources/read", func(t *testing.T) {
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://sampled"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Contents) != 1 || res.Contents[0].Text != "sampled: Paris (summarize)" {
+			t.Fatalf("contents %+v", res.Contents)
+		}
+	})
+}
