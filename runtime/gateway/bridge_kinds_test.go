@@ -67,3 +67,48 @@ func TestBridgePromptAndResource(t *testing.T) {
 		}
 	})
 }
+
+// TestBridgeLegacySecondRound: a go-sdk server on a 2025 link asks the
+// client directly in a call's first round (bridged to input_required with
+// the gateway's keys) but returns its second round's inputRequests as a
+// plain result; the gateway marks that input_required for a 2026-07-28
+// client, whose retry carries the server's own keys and requestState. The
+// client drives the rounds itself, as the conformance suite does, and
+// goes by resultType.
+func TestBridgeLegacySecondRound(t *testing.T) {
+	seen := &attempts{}
+	url := startBridgeGateway(t, serveMCP(t, askingServer(seen)), 0)
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: answers.ElicitationHandler, MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connecting with protocol 2026-07-28: %v", err)
+	}
+	defer cs.Close()
+	p := &mcp.CallToolParams{Name: "two", Arguments: map[string]any{}}
+	for round := 1; round <= 2; round++ {
+		res, err := cs.CallTool(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.NeedsInput() || len(res.InputRequests) != 1 {
+			t.Fatalf("round %d: %+v, want input_required with one input request", round, res)
+		}
+		p = &mcp.CallToolParams{Name: "two", Arguments: map[string]any{}, RequestState: res.RequestState, InputResponses: mcp.InputResponseMap{}}
+		for key := range res.InputRequests {
+			p.InputResponses[key] = &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": fmt.Sprintf("n%d", round)}}
+		}
+		if round == 2 && (p.RequestState != "round-2" || p.InputResponses["first_name"] == nil) {
+			t.Fatalf("round 2 asks %v with requestState %q, want the server's key first_name and state round-2", res.InputRequests, p.RequestState)
+		}
+	}
+	res, err := cs.CallTool(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(res); got != "two rounds: n2" || res.NeedsInput() {
+		t.Fatalf("result %q (needs input %v), want %q", got, res.NeedsInput(), "two rounds: n2")
+	}
+}

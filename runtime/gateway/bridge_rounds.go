@@ -109,6 +109,32 @@ func (l *link) inputRequired(c *call, resp *jsonrpc.Response) bool {
 	return true
 }
 
+// markInputRequired makes a 2025 upstream's result that carries
+// inputRequests but no resultType an input_required result for the
+// 2026-07-28 client of call c, and reports whether it did. A go-sdk server
+// on a 2025 session asks the client directly in a call's first round, but
+// returns the inputRequests (with its own keys and requestState) of a
+// second round as they are: a 2026-07-28 client that got them marked
+// complete would stop there. Its retry, with the server's own
+// requestState, goes upstream as a new call, which the server continues.
+func (l *link) markInputRequired(c *call, resp *jsonrpc.Response) bool {
+	if c.sess == nil || l.v2026.Load() || resp.Error != nil || !multiRound[c.method] || !c.sess.modern.Load() {
+		return false
+	}
+	if _, ok, _ := wire.Field(resp.Result, "resultType"); ok {
+		return false
+	}
+	if reqs, ok, _ := wire.Field(resp.Result, "inputRequests"); !ok || len(reqs) == 0 || reqs[0] != '{' {
+		return false
+	}
+	res, err := wire.SetField(resp.Result, "resultType", json.RawMessage(`"input_required"`))
+	if err != nil {
+		return false
+	}
+	resp.Result = res
+	return true
+}
+
 // inputRequest is one member of an input_required result's inputRequests.
 type inputRequest struct {
 	Method string          `json:"method"`
@@ -128,11 +154,8 @@ func (s *session) inputRound(l *link, c *call, result json.RawMessage) {
 			c.server, limit, c.method)})
 		return
 	}
-	var ir struct {
-		InputRequests map[string]inputRequest `json:"inputRequests"`
-		RequestState  json.RawMessage         `json:"requestState"`
-	}
-	if err := json.Unmarshal(result, &ir); err != nil {
+	ir, err := parseInputRequired(result)
+	if err != nil {
 		s.endRound(c, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 			Message: fmt.Sprintf("edge-mcp: server %q sent an input_required result the gateway cannot read: %v", c.server, err)})
 		return
@@ -158,6 +181,26 @@ func (s *session) inputRound(l *link, c *call, result json.RawMessage) {
 		return
 	}
 	s.sendAgain(l, c, params)
+}
+
+// inputRequiredResult is what the gateway reads of an input_required result.
+type inputRequiredResult struct {
+	InputRequests map[string]inputRequest `json:"inputRequests"`
+	RequestState  json.RawMessage         `json:"requestState"` // passed back unchanged
+}
+
+// parseInputRequired decodes an upstream's input_required result.
+func parseInputRequired(result json.RawMessage) (inputRequiredResult, error) {
+	var ir inputRequiredResult
+	if err := json.Unmarshal(result, &ir); err != nil {
+		return ir, fmt.Errorf("decoding the input_required result: %w", err)
+	}
+	for key, r := range ir.InputRequests {
+		if r.Method == "" {
+			return ir, fmt.Errorf("input request %q names no method", key)
+		}
+	}
+	return ir, nil
 }
 
 // canAnswer checks that the client declared, at initialize, every

@@ -80,11 +80,17 @@ func sampledText(responses mcp.InputResponseMap, key string) (string, bool) {
 	return textContent(r.Content[0]), true
 }
 
-// modernAskingUpstream is a stateless (2026-07-28) go-sdk server whose
-// tools, prompt and resource ask for client input with input_required
-// results, under keys of the server's choosing.
+// modernAskingUpstream serves askingServer stateless (2026-07-28).
 func modernAskingUpstream(t *testing.T, seen *attempts) string {
 	t.Helper()
+	s := askingServer(seen)
+	return serveHandler(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+}
+
+// askingServer is a go-sdk server whose tools, prompt and resource ask for
+// client input with input_required results, under keys of the server's
+// choosing.
+func askingServer(seen *attempts) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "asker2026", Version: "1"}, nil)
 	type who struct {
 		Who string `json:"who"`
@@ -157,7 +163,7 @@ func modernAskingUpstream(t *testing.T, seen *attempts) string {
 		return &mcp.ReadResourceResult{InputRequests: mcp.InputRequestMap{"summary": &mcp.CreateMessageParams{MaxTokens: 10,
 			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "summarize"}}}}}}, nil
 	})
-	return serveHandler(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	return s
 }
 
 // startModernGateway starts a gateway in front of a 2026-07-28 upstream,

@@ -232,6 +232,7 @@ func (l *link) finish(c *call, resp *jsonrpc.Response, err error) {
 	if l.inputRequired(c, resp) {
 		return // the client is asked, the call sent again (bridge_rounds.go)
 	}
+	l.markInputRequired(c, resp)
 	c.sess.finish(c, resp)
 }
 
