@@ -21,11 +21,11 @@ import (
 // This file bridges a 2025 upstream's server→client requests to a
 // 2026-07-28 client, which cannot be asked: sampling, elicitation and
 // roots requests that arrive during its tools/call, prompts/get or
-// resources/read become an input_required result. The upstream's request is parked (the upstream's
-// call stays in flight); the client's retry carries inputResponses and the
-// requestState the gateway sealed, is matched to the parked request, which
-// is answered upstream, and then waits for the call's final result (or the
-// next input_required round). A retry that never comes is answered
+// resources/read become an input_required result. The upstream's request
+// is parked (the upstream's call stays in flight); the client's retry
+// carries inputResponses and the requestState the gateway sealed, is
+// matched to the parked request, which is answered upstream, and then
+// waits for the call's final result (or the next input_required round). A retry that never comes is answered
 // upstream with an error and the call cancelled after limits.input_timeout.
 
 // statePrefix marks the requestState values the gateway sealed, so that
@@ -162,8 +162,8 @@ func (g *Gateway) inputTimeout() time.Duration {
 
 // bridgeRequest turns a server→client request that belongs to a
 // 2026-07-28 client's tools/call, prompts/get or resources/read into an
-// input_required result, and
-// reports whether it did. Other requests take the ordinary path.
+// input_required result, and reports whether it did. Other requests take
+// the ordinary path.
 func (l *link) bridgeRequest(req *jsonrpc.Request) bool {
 	capability, ok := bridgeable[req.Method]
 	if !ok {

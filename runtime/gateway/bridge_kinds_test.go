@@ -16,7 +16,7 @@ func legacyPromptResourceUpstream(t *testing.T) string {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "asker2025", Version: "1"}, nil)
 	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Whom?", RequestedSchema: nameSchema()})
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Whom?", RequestedSchema: roundNameSchema()})
 		if err != nil {
 			return nil, fmt.Errorf("elicitation: %w", err)
 		}
@@ -40,7 +40,7 @@ func legacyPromptResourceUpstream(t *testing.T) string {
 // results.
 func TestBridgePromptAndResource(t *testing.T) {
 	url := startBridgeGateway(t, legacyPromptResourceUpstream(t), 0)
-	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &answers)
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &roundAnswers)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
@@ -76,10 +76,10 @@ func TestBridgePromptAndResource(t *testing.T) {
 // client drives the rounds itself, as the conformance suite does, and
 // goes by resultType.
 func TestBridgeLegacySecondRound(t *testing.T) {
-	seen := &attempts{}
-	url := startBridgeGateway(t, serveMCP(t, askingServer(seen)), 0)
+	seen := &roundAttempts{}
+	url := startBridgeGateway(t, serveMCP(t, roundsServer(seen)), 0)
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: answers.ElicitationHandler, MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+		ElicitationHandler: roundAnswers.ElicitationHandler, MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})

@@ -13,8 +13,8 @@ import (
 
 // This file is the second half of bridging (bridge.go): a 2026-07-28
 // client's retry of a tools/call, prompts/get or resources/read answered
-// with input_required, and the
-// way the upstream call's final result reaches that retry.
+// with input_required, and the way the upstream call's final result
+// reaches that retry.
 
 // bridgeState returns the requestState of a 2026-07-28 retry when the
 // gateway sealed it.

@@ -25,30 +25,30 @@ import (
 // 2025 client knows nothing of input_required, it is asked by sampling,
 // elicitation and roots requests over its session.
 
-// attempt is one call a 2026-07-28 upstream got: the input response keys
+// roundAttempt is one call a 2026-07-28 upstream got: the input response keys
 // and the requestState it carried.
-type attempt struct {
+type roundAttempt struct {
 	what  string
 	keys  []string
 	state string
 }
 
-// attempts records what the upstream got, in order.
-type attempts struct {
+// roundAttempts records what the upstream got, in order.
+type roundAttempts struct {
 	mu  sync.Mutex
-	all []attempt
+	all []roundAttempt
 }
 
-func (a *attempts) add(what string, responses mcp.InputResponseMap, state string) {
+func (a *roundAttempts) add(what string, responses mcp.InputResponseMap, state string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.all = append(a.all, attempt{what, slices.Sorted(maps.Keys(responses)), state})
+	a.all = append(a.all, roundAttempt{what, slices.Sorted(maps.Keys(responses)), state})
 }
 
-func (a *attempts) of(what string) []attempt {
+func (a *roundAttempts) of(what string) []roundAttempt {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []attempt
+	var out []roundAttempt
 	for _, at := range a.all {
 		if at.what == what {
 			out = append(out, at)
@@ -57,12 +57,12 @@ func (a *attempts) of(what string) []attempt {
 	return out
 }
 
-func nameSchema() *jsonschema.Schema {
+func roundNameSchema() *jsonschema.Schema {
 	return &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}}, Required: []string{"name"}}
 }
 
-// acceptedName is the name an accepted elicitation under key carries.
-func acceptedName(responses mcp.InputResponseMap, key string) (string, bool) {
+// roundAcceptedName is the name an accepted elicitation under key carries.
+func roundAcceptedName(responses mcp.InputResponseMap, key string) (string, bool) {
 	r, ok := responses[key].(*mcp.ElicitResult)
 	if !ok || r == nil || r.Action != "accept" {
 		return "", false
@@ -71,8 +71,8 @@ func acceptedName(responses mcp.InputResponseMap, key string) (string, bool) {
 	return name, true
 }
 
-// sampledText is the text of a sampling answer under key.
-func sampledText(responses mcp.InputResponseMap, key string) (string, bool) {
+// roundSampledText is the text of a sampling answer under key.
+func roundSampledText(responses mcp.InputResponseMap, key string) (string, bool) {
 	r, ok := responses[key].(*mcp.CreateMessageWithToolsResult)
 	if !ok || r == nil || len(r.Content) == 0 {
 		return "", false
@@ -80,17 +80,17 @@ func sampledText(responses mcp.InputResponseMap, key string) (string, bool) {
 	return textContent(r.Content[0]), true
 }
 
-// modernAskingUpstream serves askingServer stateless (2026-07-28).
-func modernAskingUpstream(t *testing.T, seen *attempts) string {
+// roundsUpstream serves roundsServer stateless (2026-07-28).
+func roundsUpstream(t *testing.T, seen *roundAttempts) string {
 	t.Helper()
-	s := askingServer(seen)
+	s := roundsServer(seen)
 	return serveHandler(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
 }
 
-// askingServer is a go-sdk server whose tools, prompt and resource ask for
+// roundsServer is a go-sdk server whose tools, prompt and resource ask for
 // client input with input_required results, under keys of the server's
 // choosing.
-func askingServer(seen *attempts) *mcp.Server {
+func roundsServer(seen *roundAttempts) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "asker2026", Version: "1"}, nil)
 	type who struct {
 		Who string `json:"who"`
@@ -100,7 +100,7 @@ func askingServer(seen *attempts) *mcp.Server {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "sample"}, func(ctx context.Context, req *mcp.CallToolRequest, in who) (*mcp.CallToolResult, any, error) {
 		seen.add("sample", req.Params.InputResponses, req.Params.RequestState)
-		if answer, ok := sampledText(req.Params.InputResponses, "capital_question"); ok {
+		if answer, ok := roundSampledText(req.Params.InputResponses, "capital_question"); ok {
 			if tok := req.Params.GetProgressToken(); tok != nil {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 1})
 			}
@@ -111,10 +111,10 @@ func askingServer(seen *attempts) *mcp.Server {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "elicit"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		seen.add("elicit", req.Params.InputResponses, req.Params.RequestState)
-		if name, ok := acceptedName(req.Params.InputResponses, "user_name"); ok {
+		if name, ok := roundAcceptedName(req.Params.InputResponses, "user_name"); ok {
 			return text("Hello, %s!", name), nil, nil
 		}
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"user_name": &mcp.ElicitParams{Message: "What is your name?", RequestedSchema: nameSchema()}}}, nil, nil
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"user_name": &mcp.ElicitParams{Message: "What is your name?", RequestedSchema: roundNameSchema()}}}, nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "roots"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		seen.add("roots", req.Params.InputResponses, req.Params.RequestState)
@@ -130,34 +130,34 @@ func askingServer(seen *attempts) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "two"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		p := req.Params
 		seen.add("two", p.InputResponses, p.RequestState)
-		name, named := acceptedName(p.InputResponses, "first_name")
+		name, named := roundAcceptedName(p.InputResponses, "first_name")
 		switch {
 		case p.RequestState == "round-2" && named:
 			return text("two rounds: %s", name), nil, nil
 		case p.RequestState == "round-1" && named:
 			return &mcp.CallToolResult{RequestState: "round-2", InputRequests: mcp.InputRequestMap{
-				"first_name": &mcp.ElicitParams{Message: "Again, " + name + "?", RequestedSchema: nameSchema()}}}, nil, nil
+				"first_name": &mcp.ElicitParams{Message: "Again, " + name + "?", RequestedSchema: roundNameSchema()}}}, nil, nil
 		}
 		return &mcp.CallToolResult{RequestState: "round-1", InputRequests: mcp.InputRequestMap{
-			"first_name": &mcp.ElicitParams{Message: "Name?", RequestedSchema: nameSchema()}}}, nil, nil
+			"first_name": &mcp.ElicitParams{Message: "Name?", RequestedSchema: roundNameSchema()}}}, nil, nil
 	})
 	var forever atomic.Int64
 	mcp.AddTool(s, &mcp.Tool{Name: "forever"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		seen.add("forever", req.Params.InputResponses, req.Params.RequestState)
 		return &mcp.CallToolResult{RequestState: fmt.Sprint(forever.Add(1)), InputRequests: mcp.InputRequestMap{
-			"again": &mcp.ElicitParams{Message: "once more?", RequestedSchema: nameSchema()}}}, nil, nil
+			"again": &mcp.ElicitParams{Message: "once more?", RequestedSchema: roundNameSchema()}}}, nil, nil
 	})
 	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		seen.add("greet", req.Params.InputResponses, req.Params.RequestState)
-		if name, ok := acceptedName(req.Params.InputResponses, "user_name"); ok {
+		if name, ok := roundAcceptedName(req.Params.InputResponses, "user_name"); ok {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Greet " + name}}}}, nil
 		}
 		return &mcp.GetPromptResult{RequestState: "prompt-state", InputRequests: mcp.InputRequestMap{
-			"user_name": &mcp.ElicitParams{Message: "Whom?", RequestedSchema: nameSchema()}}}, nil
+			"user_name": &mcp.ElicitParams{Message: "Whom?", RequestedSchema: roundNameSchema()}}}, nil
 	})
 	s.AddResource(&mcp.Resource{URI: "test://sampled", Name: "sampled"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		seen.add("sampled", req.Params.InputResponses, req.Params.RequestState)
-		if answer, ok := sampledText(req.Params.InputResponses, "summary"); ok {
+		if answer, ok := roundSampledText(req.Params.InputResponses, "summary"); ok {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "sampled: " + answer}}}, nil
 		}
 		return &mcp.ReadResourceResult{InputRequests: mcp.InputRequestMap{"summary": &mcp.CreateMessageParams{MaxTokens: 10,
@@ -166,10 +166,10 @@ func askingServer(seen *attempts) *mcp.Server {
 	return s
 }
 
-// startModernGateway starts a gateway in front of a 2026-07-28 upstream,
+// startRoundsGateway starts a gateway in front of a 2026-07-28 upstream,
 // with limits.input_rounds rounds (0: the default), and checks that its
 // link speaks 2026-07-28.
-func startModernGateway(t *testing.T, upstream string, rounds int, inputTimeout time.Duration) (string, *Gateway) {
+func startRoundsGateway(t *testing.T, upstream string, rounds int, inputTimeout time.Duration) (string, *Gateway) {
 	t.Helper()
 	cfg, err := config.Parse("test.json", []byte(serversJSON(fmt.Sprintf(`"up": {"url": %q}`, upstream))))
 	if err != nil {
@@ -183,9 +183,9 @@ func startModernGateway(t *testing.T, upstream string, rounds int, inputTimeout 
 	return url, g
 }
 
-// connect2025 connects a go-sdk client pinned to 2025-11-25 with opts (its
+// connectRounds2025 connects a go-sdk client pinned to 2025-11-25 with opts (its
 // own multi-round-trip handling off) and roots.
-func connect2025(t *testing.T, url string, opts mcp.ClientOptions, roots ...*mcp.Root) *mcp.ClientSession {
+func connectRounds2025(t *testing.T, url string, opts mcp.ClientOptions, roots ...*mcp.Root) *mcp.ClientSession {
 	t.Helper()
 	opts.MultiRoundTrip = &mcp.MultiRoundTripOptions{Disabled: true}
 	c := mcp.NewClient(&mcp.Implementation{Name: "legacy", Version: "1"}, &opts)
@@ -200,8 +200,8 @@ func connect2025(t *testing.T, url string, opts mcp.ClientOptions, roots ...*mcp
 	return cs
 }
 
-// answers are client handlers that answer as the tests expect.
-var answers = mcp.ClientOptions{
+// roundAnswers are client handlers that answer as the tests expect.
+var roundAnswers = mcp.ClientOptions{
 	CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 		return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "Paris (" + textContent(req.Params.Messages[0].Content) + ")"}}, nil
 	},
@@ -212,12 +212,12 @@ var answers = mcp.ClientOptions{
 
 // TestBridgeRoundsAsk: a 2026-07-28 server's sampling, elicitation and
 // roots input requests during a 2025 client's tools/call reach the client
-// as real requests; the server gets the answers under its own keys, with
+// as real requests; the server gets the roundAnswers under its own keys, with
 // its requestState unchanged, and the client the final result.
 func TestBridgeRoundsAsk(t *testing.T) {
-	seen := &attempts{}
-	url, _ := startModernGateway(t, modernAskingUpstream(t, seen), 0, 0)
-	cs := connect2025(t, url, answers, &mcp.Root{URI: "file:///a"}, &mcp.Root{URI: "file:///b"})
+	seen := &roundAttempts{}
+	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
+	cs := connectRounds2025(t, url, roundAnswers, &mcp.Root{URI: "file:///a"}, &mcp.Root{URI: "file:///b"})
 	for _, tc := range []struct {
 		tool      string
 		args      map[string]any
@@ -240,25 +240,25 @@ func TestBridgeRoundsAsk(t *testing.T) {
 			}
 			got := seen.of(tc.tool)
 			if len(got) != 2 || len(got[0].keys) != 0 || !slices.Equal(got[1].keys, []string{tc.key}) || got[1].state != tc.state {
-				t.Fatalf("upstream attempts %+v, want a first one without inputResponses and a retry with key %q and requestState %q", got, tc.key, tc.state)
+				t.Fatalf("upstream roundAttempts %+v, want a first one without inputResponses and a retry with key %q and requestState %q", got, tc.key, tc.state)
 			}
 		})
 	}
 }
 
 // TestBridgeRoundsTwo: a server that asks twice, with an evolving
-// requestState, gets each round's answers (only that round's) and the
+// requestState, gets each round's roundAnswers (only that round's) and the
 // state it gave in that round.
 func TestBridgeRoundsTwo(t *testing.T) {
-	seen := &attempts{}
-	url, _ := startModernGateway(t, modernAskingUpstream(t, seen), 0, 0)
+	seen := &roundAttempts{}
+	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	asked := 0
-	opts := answers
+	opts := roundAnswers
 	opts.ElicitationHandler = func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		asked++
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": fmt.Sprintf("n%d", asked)}}, nil
 	}
-	cs := connect2025(t, url, opts)
+	cs := connectRounds2025(t, url, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "two", Arguments: map[string]any{}})
@@ -280,9 +280,9 @@ func TestBridgeRoundsTwo(t *testing.T) {
 // TestBridgeRoundsLimit: a server that never stops asking is stopped after
 // limits.input_rounds rounds with an error naming the limit.
 func TestBridgeRoundsLimit(t *testing.T) {
-	seen := &attempts{}
-	url, _ := startModernGateway(t, modernAskingUpstream(t, seen), 3, 0)
-	cs := connect2025(t, url, answers)
+	seen := &roundAttempts{}
+	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 3, 0)
+	cs := connectRounds2025(t, url, roundAnswers)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "forever", Arguments: map[string]any{}})
@@ -290,16 +290,16 @@ func TestBridgeRoundsLimit(t *testing.T) {
 		t.Fatalf("result %+v, error %v; want an error naming limits.input_rounds", res, err)
 	}
 	if n := len(seen.of("forever")); n != 4 {
-		t.Fatalf("the server got %d attempts, want 4 (the first and 3 retries)", n)
+		t.Fatalf("the server got %d roundAttempts, want 4 (the first and 3 retries)", n)
 	}
 }
 
 // TestBridgeRoundsNoCapability: a client that did not declare sampling is
 // not asked; its call gets an error naming the capability.
 func TestBridgeRoundsNoCapability(t *testing.T) {
-	seen := &attempts{}
-	url, _ := startModernGateway(t, modernAskingUpstream(t, seen), 0, 0)
-	cs := connect2025(t, url, mcp.ClientOptions{ElicitationHandler: answers.ElicitationHandler})
+	seen := &roundAttempts{}
+	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
+	cs := connectRounds2025(t, url, mcp.ClientOptions{ElicitationHandler: roundAnswers.ElicitationHandler})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"who": "x"}})
@@ -307,7 +307,7 @@ func TestBridgeRoundsNoCapability(t *testing.T) {
 		t.Fatalf("result %+v, error %v; want an error naming the sampling capability", res, err)
 	}
 	if n := len(seen.of("sample")); n != 1 {
-		t.Fatalf("the server got %d attempts, want 1", n)
+		t.Fatalf("the server got %d roundAttempts, want 1", n)
 	}
 }
 
@@ -315,11 +315,11 @@ func TestBridgeRoundsNoCapability(t *testing.T) {
 // asked sees its elicitation request cancelled, and the call is not sent
 // again.
 func TestBridgeRoundsCancel(t *testing.T) {
-	seen := &attempts{}
-	url, _ := startModernGateway(t, modernAskingUpstream(t, seen), 0, 0)
+	seen := &roundAttempts{}
+	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	asked := make(chan struct{})
 	released := make(chan error, 1)
-	cs := connect2025(t, url, mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	cs := connectRounds2025(t, url, mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		close(asked)
 		select {
 		case <-ctx.Done():
@@ -355,20 +355,20 @@ func TestBridgeRoundsCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := len(seen.of("elicit")); n != 1 {
-		t.Fatalf("the server got %d attempts of the cancelled call, want 1", n)
+		t.Fatalf("the server got %d roundAttempts of the cancelled call, want 1", n)
 	}
 }
 
 // TestBridgeRoundsProgress: the client's progress token reaches it on the
 // progress the server sends in the call's last round.
 func TestBridgeRoundsProgress(t *testing.T) {
-	url, _ := startModernGateway(t, modernAskingUpstream(t, &attempts{}), 0, 0)
+	url, _ := startRoundsGateway(t, roundsUpstream(t, &roundAttempts{}), 0, 0)
 	got := make(chan any, 4)
-	opts := answers
+	opts := roundAnswers
 	opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 		got <- req.Params.ProgressToken
 	}
-	cs := connect2025(t, url, opts)
+	cs := connectRounds2025(t, url, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	p := &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"who": "x"}}
@@ -389,9 +389,9 @@ func TestBridgeRoundsProgress(t *testing.T) {
 // TestBridgeRoundsPromptAndResource: prompts/get and resources/read of a
 // 2025 client are bridged as tools/call is.
 func TestBridgeRoundsPromptAndResource(t *testing.T) {
-	seen := &attempts{}
-	url, _ := startModernGateway(t, modernAskingUpstream(t, seen), 0, 0)
-	cs := connect2025(t, url, answers)
+	seen := &roundAttempts{}
+	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
+	cs := connectRounds2025(t, url, roundAnswers)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	t.Run("prompts/get", func(t *testing.T) {
@@ -403,7 +403,7 @@ func TestBridgeRoundsPromptAndResource(t *testing.T) {
 			t.Fatalf("prompt %+v, want one message %q", res, "Greet Ada")
 		}
 		if at := seen.of("greet"); len(at) != 2 || at[1].state != "prompt-state" || !slices.Equal(at[1].keys, []string{"user_name"}) {
-			t.Fatalf("upstream attempts %+v", at)
+			t.Fatalf("upstream roundAttempts %+v", at)
 		}
 	})
 	t.Run("resources/read", func(t *testing.T) {
@@ -420,13 +420,13 @@ func TestBridgeRoundsPromptAndResource(t *testing.T) {
 // TestBridgeRoundsConcurrent: several 2025 clients at once against one
 // 2026-07-28 upstream; each is asked only its own question.
 func TestBridgeRoundsConcurrent(t *testing.T) {
-	url, _ := startModernGateway(t, modernAskingUpstream(t, &attempts{}), 0, 0)
+	url, _ := startRoundsGateway(t, roundsUpstream(t, &roundAttempts{}), 0, 0)
 	const clients = 6
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*4) // each client reports at most 3 errors
 	for i := range clients {
 		me := fmt.Sprintf("client-%d", i)
-		cs := connect2025(t, url, mcp.ClientOptions{CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		cs := connectRounds2025(t, url, mcp.ClientOptions{CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			if q := textContent(req.Params.Messages[0].Content); q != "capital for "+me {
 				return nil, fmt.Errorf("%s was asked %q", me, q)
 			}
@@ -457,12 +457,12 @@ func TestBridgeRoundsConcurrent(t *testing.T) {
 
 // TestBridgeRoundsModernPassThrough: a 2026-07-28 client through the
 // gateway to a 2026-07-28 server sees the server's own input request keys
-// and requestState, and its answers reach the server under those keys.
+// and requestState, and its roundAnswers reach the server under those keys.
 func TestBridgeRoundsModernPassThrough(t *testing.T) {
-	seen := &attempts{}
-	url, _ := startModernGateway(t, modernAskingUpstream(t, seen), 0, 0)
+	seen := &roundAttempts{}
+	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: answers.ElicitationHandler, MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+		ElicitationHandler: roundAnswers.ElicitationHandler, MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
