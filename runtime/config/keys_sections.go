@@ -135,7 +135,9 @@ var limitKeys = concat([]key{
 	{name: "limits.shutdown_grace", def: "10", field: at(func(l *Limits) *time.Duration { return &l.ShutdownGrace }),
 		doc: "on SIGTERM: new sessions get 503 while the calls in flight finish, for at most this long"},
 	{name: "limits.input_timeout", def: "60", field: at(func(l *Limits) *time.Duration { return &l.InputTimeout }),
-		doc: "time a 2026-07-28 client has to retry a call answered with `input_required` (a 2025 upstream asked it for sampling, elicitation or roots); then the upstream's call is cancelled"},
+		doc: "time a 2026-07-28 client has to retry a call answered with `input_required` (a 2025 upstream asked it for sampling, elicitation or roots), then the upstream's call is cancelled; and a 2025 client has to answer the requests a 2026-07-28 upstream's `input_required` became, then its call gets an error"},
+	{name: "limits.input_rounds", def: "8", field: at(func(l *Limits) *int { return &l.InputRounds }), check: between(0, 1000),
+		doc: "`input_required` rounds a 2026-07-28 upstream may ask a 2025 client for (sampling, elicitation, roots) in one call; one more and the client gets an error"},
 	{name: "limits.memory_mb", def: "90% of the cgroup limit", field: at(func(l *Limits) *int { return &l.MemoryMB }), check: notNegative,
 		doc: "the Go runtime's soft memory limit (`debug.SetMemoryLimit`)"},
 })

@@ -321,8 +321,13 @@ type Limits struct {
 	// InputTimeout is how long a 2026-07-28 client has to retry a call
 	// answered with input_required (a 2025 upstream's sampling,
 	// elicitation or roots request); then the upstream's request is
-	// answered with an error and its call cancelled (0: 60 s).
+	// answered with an error and its call cancelled (0: 60 s). It is also
+	// how long a 2025 client has to answer the requests a 2026-07-28
+	// upstream's input_required result became.
 	InputTimeout time.Duration `json:"input_timeout,omitempty"`
+	// InputRounds caps the input_required rounds a 2026-07-28 upstream may
+	// ask a 2025 client for in one call (0: 8).
+	InputRounds int `json:"input_rounds,omitempty"`
 	// MemoryMB sets the Go runtime's soft memory limit (0: 90% of the
 	// cgroup's memory limit when there is one, else none).
 	MemoryMB int `json:"memory_mb,omitempty"`

@@ -20,12 +20,12 @@ import (
 
 // This file bridges a 2025 upstream's server→client requests to a
 // 2026-07-28 client, which cannot be asked: sampling, elicitation and
-// roots requests that arrive during its tools/call become an
-// input_required result. The upstream's request is parked (the upstream's
-// call stays in flight); the client's retry carries inputResponses and the
-// requestState the gateway sealed, is matched to the parked request, which
-// is answered upstream, and then waits for the call's final result (or the
-// next input_required round). A retry that never comes is answered
+// roots requests that arrive during its tools/call, prompts/get or
+// resources/read become an input_required result. The upstream's request
+// is parked (the upstream's call stays in flight); the client's retry
+// carries inputResponses and the requestState the gateway sealed, is
+// matched to the parked request, which is answered upstream, and then
+// waits for the call's final result (or the next input_required round). A retry that never comes is answered
 // upstream with an error and the call cancelled after limits.input_timeout.
 
 // statePrefix marks the requestState values the gateway sealed, so that
@@ -55,6 +55,8 @@ type bridges struct {
 	mu     sync.Mutex
 	parked map[string]*parked // token → a parked upstream request
 	calls  map[*call]*bridged // calls with a round out or a retry waiting
+
+	rounds rounds // 2025 clients' calls being asked for a 2026 upstream (bridge_rounds.go)
 }
 
 // parked is an upstream's request waiting for a client's retry.
@@ -93,7 +95,8 @@ type bridged struct {
 type sealedState struct {
 	Tokens   []string `json:"t"`
 	Server   string   `json:"s"`
-	Tool     string   `json:"n"`
+	Method   string   `json:"m"`
+	Name     string   `json:"n"` // the exposed tool, the upstream prompt or the resource URI
 	Identity string   `json:"i"`
 	Expires  int64    `json:"e"` // Unix milliseconds
 }
@@ -158,15 +161,16 @@ func (g *Gateway) inputTimeout() time.Duration {
 }
 
 // bridgeRequest turns a server→client request that belongs to a
-// 2026-07-28 client's tools/call into an input_required result, and
-// reports whether it did. Other requests take the ordinary path.
+// 2026-07-28 client's tools/call, prompts/get or resources/read into an
+// input_required result, and reports whether it did. Other requests take
+// the ordinary path.
 func (l *link) bridgeRequest(req *jsonrpc.Request) bool {
 	capability, ok := bridgeable[req.Method]
 	if !ok {
 		return false
 	}
 	c, _ := l.relatedCall(req)
-	if c == nil || c.sess == nil || c.method != "tools/call" || !c.sess.modern.Load() {
+	if c == nil || c.sess == nil || !multiRound[c.method] || !c.sess.modern.Load() {
 		return false
 	}
 	if !c.sess.declares(capability) {
@@ -240,7 +244,7 @@ func (b *bridges) send(c *call, br *bridged, r *round, timeout time.Duration) {
 		br.round = nil
 	}
 	b.mu.Unlock()
-	st := sealedState{Server: c.server, Tool: c.tool, Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli()}
+	st := sealedState{Server: c.server, Method: c.method, Name: callName(c), Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli()}
 	for _, p := range r.parked {
 		st.Tokens = append(st.Tokens, p.token)
 	}
@@ -278,6 +282,15 @@ func (b *bridges) inputRequired(parked []*parked, st sealedState) (json.RawMessa
 		InputRequests map[string]inputRequest `json:"inputRequests"`
 		RequestState  string                  `json:"requestState"`
 	}{"input_required", reqs, state})
+}
+
+// callName is what a retry must name to continue call c: the exposed
+// tool of a tools/call, else the upstream's prompt name or resource URI.
+func callName(c *call) string {
+	if c.tool != "" {
+		return c.tool
+	}
+	return c.upName
 }
 
 func newToken() string {

@@ -12,8 +12,9 @@ import (
 )
 
 // This file is the second half of bridging (bridge.go): a 2026-07-28
-// client's retry of a tools/call answered with input_required, and the
-// way the upstream call's final result reaches that retry.
+// client's retry of a tools/call, prompts/get or resources/read answered
+// with input_required, and the way the upstream call's final result
+// reaches that retry.
 
 // bridgeState returns the requestState of a 2026-07-28 retry when the
 // gateway sealed it.
@@ -30,11 +31,11 @@ func bridgeState(s *session, params json.RawMessage) (string, bool) {
 
 // resumeBridge answers the parked upstream request a retry's requestState
 // names with the client's inputResponses, and makes the retry wait for the
-// call's next step.
-func (s *session) resumeBridge(req *jsonrpc.Request, it *item, state string) {
+// call's next step. name is what the retry names, as callName says.
+func (s *session) resumeBridge(req *jsonrpc.Request, name, state string) {
 	b := s.g.bridge
 	st, err := b.open(state)
-	if err == nil && (st.Tool != it.exposed || st.Identity != s.id.Name) {
+	if err == nil && (st.Method != req.Method || st.Name != name || st.Identity != s.id.Name) {
 		err = fmt.Errorf("requestState belongs to another call")
 	}
 	if err != nil {

@@ -26,6 +26,7 @@ func (s *session) cancelCall(id jsonrpc.ID, reason string) {
 	f, ok := s.inflight[id]
 	delete(s.inflight, id)
 	s.mu.Unlock()
+	s.g.bridge.cancelRound(s, id) // a call whose client is being asked (bridge_rounds.go)
 	if !ok {
 		return
 	}
@@ -138,6 +139,9 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
 	}))
 	schema, cm := s.toolSchema(l, u, &info), s.clientMeta()
+	if l.v2026.Load() && !s.modern.Load() && multiRound[req.Method] {
+		c.again = &again{req: req, params: params, schema: schema, timeout: timeout}
+	}
 	s.g.senders.submit(func() {
 		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params, schema, cm))
 		if err != nil {

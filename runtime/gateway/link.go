@@ -47,6 +47,9 @@ type call struct {
 	// input_required rounds (bridge.go): only such calls look the bridge
 	// up when they end, so no other call takes its lock.
 	bridged atomic.Bool
+	// again is set for a 2025 client's call on a 2026-07-28 link, which an
+	// input_required result sends again (bridge_rounds.go).
+	again *again
 }
 
 // link is one live connection to an upstream, with its own id space and
@@ -228,6 +231,10 @@ func (l *link) finish(c *call, resp *jsonrpc.Response, err error) {
 		c.reply <- resp
 		return
 	}
+	if l.inputRequired(c, resp) {
+		return // the client is asked, the call sent again (bridge_rounds.go)
+	}
+	l.markInputRequired(c, resp)
 	c.sess.finish(c, resp)
 }
 

@@ -426,8 +426,12 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		s.notFound(req, k, name)
 		return
 	}
-	if state, ok := bridgeState(s, req.Params); ok && k == kindTools {
-		s.resumeBridge(req, it, state)
+	if state, ok := bridgeState(s, req.Params); ok {
+		name := it.name // a prompt: its upstream name (bridge.go, callName)
+		if k == kindTools {
+			name = it.exposed
+		}
+		s.resumeBridge(req, name, state)
 		return
 	}
 	if k == kindTools {
@@ -478,6 +482,10 @@ func (s *session) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok 
 func (s *session) forwardURI(req *jsonrpc.Request) {
 	uri, u, ok := s.resourceOf(req)
 	if !ok {
+		return
+	}
+	if state, ok := bridgeState(s, req.Params); ok {
+		s.resumeBridge(req, uri, state)
 		return
 	}
 	info := forwardInfo{kind: kindResources, upName: uri}
