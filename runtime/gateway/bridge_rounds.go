@@ -418,6 +418,9 @@ func (s *session) ask(ctx context.Context, rel jsonrpc.ID, method string, params
 		s.mu.Unlock()
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: the downstream client disconnected"}
 	}
+	if s.out == nil {
+		s.out = make(map[int64]chan *jsonrpc.Response)
+	}
 	s.out[id] = ch
 	s.mu.Unlock()
 	if err := s.conn.Write(transports.WithRelated(s.ctx, rel), &jsonrpc.Request{ID: intID(id), Method: method, Params: params}); err != nil {
