@@ -23,7 +23,7 @@ func TestClusterKeepsKVWhenOneMemberDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3})
 	if err != nil {
@@ -34,8 +34,13 @@ func TestClusterKeepsKVWhenOneMemberDies(t *testing.T) {
 	}
 	c.Servers[0].Shutdown()
 	var last error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if _, last = kv.Put(ctx, "k", []byte("2")); last == nil {
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		// One attempt at a time: a put sent while the client reconnects
+		// or the stream elects a new leader may never be acknowledged.
+		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+		_, last = kv.Put(actx, "k", []byte("2"))
+		acancel()
+		if last == nil {
 			break
 		}
 	}
