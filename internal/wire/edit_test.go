@@ -117,3 +117,16 @@ func FuzzEditFields(f *testing.F) {
 		}
 	})
 }
+
+// TestEditFieldsAllocs: one allocation, the result.
+func TestEditFieldsAllocs(t *testing.T) {
+	obj := []byte(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","a":1,"progressToken":"x"}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := EditFields(obj, editDrop, editSet); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Fatalf("%v allocations, want 1", allocs)
+	}
+}

@@ -759,14 +759,20 @@ func EditFields(obj []byte, drop []string, set []Member) (json.RawMessage, error
 	}
 	out := make([]byte, 0, size)
 	var (
-		found    = make([]bool, len(set)) // stays on the stack for short sets
-		head     = it.Pos()               // obj[:head] starts the result
-		tail     = head                   // obj[tail:] ends it
+		found    []bool // found[i]: set[i] was replaced in place
+		foundBuf [16]bool
+		head     = it.Pos() // obj[:head] starts the result
+		tail     = head     // obj[tail:] ends it
 		first    = true
 		kept     bool // a member has been written
 		prevKept bool
 		sep      []byte // separator after the last kept member
 	)
+	if len(set) <= len(foundBuf) {
+		found = foundBuf[:len(set)]
+	} else {
+		found = make([]bool, len(set))
+	}
 	for {
 		m, more, err := it.next()
 		if err != nil {

@@ -56,9 +56,12 @@ var errKeep2025 = errors.New("server offers " + protocolVersion2026 + " and " + 
 var errNo2026 = errors.New("server does not offer protocol version " + protocolVersion2026)
 
 // clientInfo is edge-mcp's implementation object.
-func clientInfo() string {
+func clientInfo() string { return clientInfoJSON() }
+
+// clientInfoJSON is made once, on first use (Version is set by then).
+var clientInfoJSON = sync.OnceValue(func() string {
 	return `{"name":"edge-mcp","version":` + string(mustJSON(Version)) + `}`
-}
+})
 
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
@@ -172,7 +175,11 @@ func (l *link) stamp(params json.RawMessage) json.RawMessage {
 	if !l.v2026.Load() {
 		return params
 	}
-	out, err := stampMeta(params, linkMeta())
+	out, err := stampMeta(params, []metaKey{
+		{metaProtocolVersion, json.RawMessage(`"` + protocolVersion2026 + `"`)},
+		{metaClientCapabilities, json.RawMessage(upstreamCapabilities)},
+		{metaClientInfo, json.RawMessage(clientInfo())},
+	})
 	if err != nil {
 		l.u.log.Debug("params not stamped with _meta", "err", err)
 		return params
@@ -194,7 +201,12 @@ func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) 
 	if !ok || string(meta) == "null" {
 		meta = json.RawMessage(`{}`)
 	}
-	if meta, err = wire.EditFields(meta, nil, keys); err != nil {
+	var buf [8]wire.Member // one copy of _meta for all the keys
+	set := buf[:0]
+	for _, k := range keys {
+		set = append(set, wire.Member{Key: k.name, Value: k.value})
+	}
+	if meta, err = wire.EditFields(meta, nil, set); err != nil {
 		return nil, fmt.Errorf("params._meta: %w", err)
 	}
 	out, err := wire.SetField(params, "_meta", meta)
@@ -205,17 +217,10 @@ func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) 
 }
 
 // metaKey is one _meta member stampMeta sets.
-type metaKey = wire.Member
-
-// linkMeta is what a 2026-07-28 link stamps into every request's _meta:
-// the same for every request, so made once.
-var linkMeta = sync.OnceValue(func() []metaKey {
-	return []metaKey{
-		{Key: metaProtocolVersion, Value: json.RawMessage(`"` + protocolVersion2026 + `"`)},
-		{Key: metaClientCapabilities, Value: json.RawMessage(upstreamCapabilities)},
-		{Key: metaClientInfo, Value: json.RawMessage(clientInfo())},
-	}
-})
+type metaKey struct {
+	name  string
+	value json.RawMessage
+}
 
 // pingMethod is the method of health checks: 2026-07-28 has no ping.
 func (l *link) pingMethod() string {
