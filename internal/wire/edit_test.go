@@ -130,3 +130,11 @@ func TestEditFieldsAllocs(t *testing.T) {
 		t.Fatalf("%v allocations, want 1", allocs)
 	}
 }
+
+func TestAppendKey(t *testing.T) {
+	for _, k := range []string{"", "progressToken", "io.modelcontextprotocol/clientInfo", "a-b_c.d/e", "a b", `q"uote`, "back\\slash", "<html>&", "é", "\x01", "\xff"} {
+		if got, want := string(appendKey(nil, k)), string(AppendString(nil, k)); got != want {
+			t.Errorf("appendKey(%q) = %s, want %s", k, got, want)
+		}
+	}
+}

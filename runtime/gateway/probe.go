@@ -201,12 +201,14 @@ func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) 
 	if !ok || string(meta) == "null" {
 		meta = json.RawMessage(`{}`)
 	}
-	var buf [8]wire.Member // one copy of _meta for all the keys
-	set := buf[:0]
-	for _, k := range keys {
-		set = append(set, wire.Member{Key: k.name, Value: k.value})
+	var set [8]wire.Member // one copy of _meta for all the keys; on the stack
+	if len(keys) > len(set) {
+		return nil, fmt.Errorf("params._meta: %d keys to stamp, at most %d", len(keys), len(set))
 	}
-	if meta, err = wire.EditFields(meta, nil, set); err != nil {
+	for i, k := range keys {
+		set[i] = wire.Member{Key: k.name, Value: k.value}
+	}
+	if meta, err = wire.EditFields(meta, nil, set[:len(keys)]); err != nil {
 		return nil, fmt.Errorf("params._meta: %w", err)
 	}
 	out, err := wire.SetField(params, "_meta", meta)
