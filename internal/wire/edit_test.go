@@ -117,3 +117,24 @@ func FuzzEditFields(f *testing.F) {
 		}
 	})
 }
+
+// TestEditFieldsAllocs: one allocation, the result.
+func TestEditFieldsAllocs(t *testing.T) {
+	obj := []byte(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","a":1,"progressToken":"x"}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := EditFields(obj, editDrop, editSet); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Fatalf("%v allocations, want 1", allocs)
+	}
+}
+
+func TestAppendKey(t *testing.T) {
+	for _, k := range []string{"", "progressToken", "io.modelcontextprotocol/clientInfo", "a-b_c.d/e", "a b", `q"uote`, "back\\slash", "<html>&", "é", "\x01", "\xff"} {
+		if got, want := string(appendKey(nil, k)), string(AppendString(nil, k)); got != want {
+			t.Errorf("appendKey(%q) = %s, want %s", k, got, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -746,7 +747,9 @@ func EditFields(obj []byte, drop []string, set []Member) (json.RawMessage, error
 	size := len(obj) + 2
 	for _, kv := range set {
 		if !Valid(kv.Value) {
-			return nil, fmt.Errorf("wire: setting %q: value is not valid JSON", kv.Key)
+			// A copy: set's contents then do not escape, so callers can
+			// build it on the stack.
+			return nil, fmt.Errorf("wire: setting %q: value is not valid JSON", strings.Clone(kv.Key))
 		}
 		size += len(kv.Key) + len(kv.Value) + 8
 	}
@@ -759,14 +762,20 @@ func EditFields(obj []byte, drop []string, set []Member) (json.RawMessage, error
 	}
 	out := make([]byte, 0, size)
 	var (
-		found    = make([]bool, len(set)) // stays on the stack for short sets
-		head     = it.Pos()               // obj[:head] starts the result
-		tail     = head                   // obj[tail:] ends it
+		found    []bool // found[i]: set[i] was replaced in place
+		foundBuf [16]bool
+		head     = it.Pos() // obj[:head] starts the result
+		tail     = head     // obj[tail:] ends it
 		first    = true
 		kept     bool // a member has been written
 		prevKept bool
 		sep      []byte // separator after the last kept member
 	)
+	if len(set) <= len(foundBuf) {
+		found = foundBuf[:len(set)]
+	} else {
+		found = make([]bool, len(set))
+	}
 	for {
 		m, more, err := it.next()
 		if err != nil {
@@ -813,11 +822,27 @@ func EditFields(obj []byte, drop []string, set []Member) (json.RawMessage, error
 			out = append(out, ',')
 		}
 		kept = true
-		out = AppendString(out, kv.Key)
+		out = appendKey(out, kv.Key)
 		out = append(out, ':')
 		out = append(out, kv.Value...)
 	}
 	return append(out, obj[tail:]...), nil
+}
+
+// appendKey is AppendString for a key, without letting key escape (so that
+// EditFields' callers can build their members on the stack): a key of
+// letters, digits and "/._-" (every key edited in practice) is copied as
+// is, any other is quoted from a copy.
+func appendKey(dst []byte, key string) []byte {
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '/' || c == '.' || c == '_' || c == '-') {
+			return AppendString(dst, strings.Clone(key))
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	return append(dst, '"')
 }
 
 func keyIn(data []byte, m member, keys []string) bool {

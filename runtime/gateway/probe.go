@@ -56,9 +56,12 @@ var errKeep2025 = errors.New("server offers " + protocolVersion2026 + " and " + 
 var errNo2026 = errors.New("server does not offer protocol version " + protocolVersion2026)
 
 // clientInfo is edge-mcp's implementation object.
-func clientInfo() string {
+func clientInfo() string { return clientInfoJSON() }
+
+// clientInfoJSON is made once, on first use (Version is set by then).
+var clientInfoJSON = sync.OnceValue(func() string {
 	return `{"name":"edge-mcp","version":` + string(mustJSON(Version)) + `}`
-}
+})
 
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
@@ -201,20 +204,17 @@ func (l *link) stampFor(params json.RawMessage, cm clientMeta) json.RawMessage {
 	if !l.v2026.Load() {
 		return params
 	}
-	keys := linkMeta()
-	if cm.caps != nil || cm.logLevel != "" {
-		caps := cm.caps
-		if caps == nil {
-			caps = json.RawMessage(upstreamCapabilities)
-		}
-		keys = []metaKey{
-			{Key: metaProtocolVersion, Value: json.RawMessage(`"` + protocolVersion2026 + `"`)},
-			{Key: metaClientCapabilities, Value: caps},
-			{Key: metaClientInfo, Value: json.RawMessage(clientInfo())},
-		}
-		if cm.logLevel != "" {
-			keys = append(keys, metaKey{Key: metaLogLevel, Value: json.RawMessage(`"` + cm.logLevel + `"`)})
-		}
+	caps := cm.caps
+	if caps == nil {
+		caps = json.RawMessage(upstreamCapabilities)
+	}
+	var kept [4]metaKey // on the stack
+	keys := append(kept[:0],
+		metaKey{name: metaProtocolVersion, value: json.RawMessage(`"` + protocolVersion2026 + `"`)},
+		metaKey{name: metaClientCapabilities, value: caps},
+		metaKey{name: metaClientInfo, value: json.RawMessage(clientInfo())})
+	if cm.logLevel != "" {
+		keys = append(keys, metaKey{name: metaLogLevel, value: json.RawMessage(`"` + cm.logLevel + `"`)})
 	}
 	out, err := stampMeta(params, keys)
 	if err != nil {
@@ -238,7 +238,14 @@ func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) 
 	if !ok || string(meta) == "null" {
 		meta = json.RawMessage(`{}`)
 	}
-	if meta, err = wire.EditFields(meta, nil, keys); err != nil {
+	var set [8]wire.Member // one copy of _meta for all the keys; on the stack
+	if len(keys) > len(set) {
+		return nil, fmt.Errorf("params._meta: %d keys to stamp, at most %d", len(keys), len(set))
+	}
+	for i, k := range keys {
+		set[i] = wire.Member{Key: k.name, Value: k.value}
+	}
+	if meta, err = wire.EditFields(meta, nil, set[:len(keys)]); err != nil {
 		return nil, fmt.Errorf("params._meta: %w", err)
 	}
 	out, err := wire.SetField(params, "_meta", meta)
@@ -249,17 +256,10 @@ func stampMeta(params json.RawMessage, keys []metaKey) (json.RawMessage, error) 
 }
 
 // metaKey is one _meta member stampMeta sets.
-type metaKey = wire.Member
-
-// linkMeta is what a 2026-07-28 link stamps into every request's _meta:
-// the same for every request, so made once.
-var linkMeta = sync.OnceValue(func() []metaKey {
-	return []metaKey{
-		{Key: metaProtocolVersion, Value: json.RawMessage(`"` + protocolVersion2026 + `"`)},
-		{Key: metaClientCapabilities, Value: json.RawMessage(upstreamCapabilities)},
-		{Key: metaClientInfo, Value: json.RawMessage(clientInfo())},
-	}
-})
+type metaKey struct {
+	name  string
+	value json.RawMessage
+}
 
 // pingMethod is the method of health checks: 2026-07-28 has no ping.
 func (l *link) pingMethod() string {

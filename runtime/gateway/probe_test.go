@@ -237,7 +237,7 @@ func TestUpstreamProtocolProbe(t *testing.T) {
 // TestStampMeta: the per-request _meta keys of a 2026-07-28 link are added
 // to the params, replacing keys of the same name and keeping the others.
 func TestStampMeta(t *testing.T) {
-	keys := []metaKey{{Key: metaProtocolVersion, Value: json.RawMessage(`"2026-07-28"`)}}
+	keys := []metaKey{{metaProtocolVersion, json.RawMessage(`"2026-07-28"`)}}
 	for _, tc := range []struct{ name, params, want string }{
 		{"no params", ``, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
 		{"null", `null`, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
