@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/natstest"
+	"github.com/edge-mcp/edge-mcp/internal/rrproxy"
+)
+
+// opsSecret is the cluster secret of the fleets in these tests.
+const opsSecret = "fleet-ops-test-secret-0123456789abcdef"
+
+// startOpsFleet starts n gateway replicas of one fleet on natsURL (each
+// with its own listener), configured with servers and extra top-level
+// keys, and a strict round-robin proxy in front. It returns the proxy's
+// /mcp URL, the proxy and the replicas.
+func startOpsFleet(t *testing.T, n int, natsURL, servers, extra string) (string, *rrproxy.Proxy, []*Gateway) {
+	t.Helper()
+	var urls []string
+	var gws []*Gateway
+	for i := range n {
+		cfg := fmt.Sprintf(`{"mcpServers": {%s}, %s "cluster": {"nats_url": %q, "name": "ops", "secret": %q, "replica": "r%d"}}`,
+			servers, extra, natsURL, opsSecret, i)
+		url, g := startGateway(t, cfg, Options{})
+		urls = append(urls, strings.TrimSuffix(url, "/mcp"))
+		gws = append(gws, g)
+	}
+	p, err := rrproxy.New(urls...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveHandler(t, p) + "/mcp", p, gws
+}
+
+// modernCall is a sessionless 2026-07-28 tools/call of echo: any replica
+// serves it.
+func modernCall(url, text string) (*http.Response, error) {
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + text + `"},"_meta":` + modernMeta("2026-07-28") + `}}`
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "echo")
+	return http.DefaultClient.Do(req)
+}
+
+// hammerFleet sends calls from 6 workers for d and counts the answers by
+// HTTP status; a call that gets no answer counts as status 0.
+func hammerFleet(url string, d time.Duration) map[int]int {
+	var mu sync.Mutex
+	counts := map[int]int{}
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	var seq atomic.Int64
+	for range 6 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				status := 0
+				resp, err := modernCall(url, fmt.Sprint(seq.Add(1)))
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					status = resp.StatusCode
+				}
+				mu.Lock()
+				counts[status]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return counts
+}
+
+// TestFleetClientRate: three replicas on one NATS, client_rate 20 rps, one
+// client hammering through a round-robin proxy: about 20 calls a second
+// get through in total, not 60. A correctness test of the limit: the
+// window is long and the tolerance ±20%.
+func TestFleetClientRate(t *testing.T) {
+	s := natstest.Start(t)
+	servers := fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))
+	front, _, _ := startOpsFleet(t, 3, s.ClientURL(), servers, `"limits": {"client_rate": {"rps": 20, "burst": 4}},`)
+	hammerFleet(front, 500*time.Millisecond) // spend the burst
+	const window = 3 * time.Second
+	counts := hammerFleet(front, window)
+	t.Logf("answers in %v: %v", window, counts)
+	ok, limited := counts[http.StatusOK], counts[http.StatusTooManyRequests]
+	if limited < ok {
+		t.Fatalf("only %d calls refused against %d let through: the client did not hammer", limited, ok)
+	}
+	if rate := float64(ok) / window.Seconds(); rate < 16 || rate > 24 {
+		t.Fatalf("fleet let %.1f calls/s through (%d in %v), want 20 ±20%%", rate, ok, window)
+	}
+	if n := len(counts) - 2; n > 0 {
+		t.Errorf("answers other than 200 and 429: %v", counts)
+	}
+}
