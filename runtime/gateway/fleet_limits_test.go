@@ -17,26 +17,32 @@ import (
 // opsSecret is the cluster secret of the fleets in these tests.
 const opsSecret = "fleet-ops-test-secret-0123456789abcdef"
 
+// opsReplica is one replica of a test fleet: its own /mcp URL and gateway.
+type opsReplica struct {
+	url string
+	g   *Gateway
+}
+
 // startOpsFleet starts n gateway replicas of one fleet on natsURL (each
 // with its own listener), configured with servers and extra top-level
 // keys, and a strict round-robin proxy in front. It returns the proxy's
-// /mcp URL, the proxy and the replicas.
-func startOpsFleet(t *testing.T, n int, natsURL, servers, extra string) (string, *rrproxy.Proxy, []*Gateway) {
+// /mcp URL and the replicas.
+func startOpsFleet(t *testing.T, n int, natsURL, servers, extra string) (string, []opsReplica) {
 	t.Helper()
-	var urls []string
-	var gws []*Gateway
+	var bases []string
+	var reps []opsReplica
 	for i := range n {
 		cfg := fmt.Sprintf(`{"mcpServers": {%s}, %s "cluster": {"nats_url": %q, "name": "ops", "secret": %q, "replica": "r%d"}}`,
 			servers, extra, natsURL, opsSecret, i)
 		url, g := startGateway(t, cfg, Options{})
-		urls = append(urls, strings.TrimSuffix(url, "/mcp"))
-		gws = append(gws, g)
+		bases = append(bases, strings.TrimSuffix(url, "/mcp"))
+		reps = append(reps, opsReplica{url: url, g: g})
 	}
-	p, err := rrproxy.New(urls...)
+	p, err := rrproxy.New(bases...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveHandler(t, p) + "/mcp", p, gws
+	return serveHandler(t, p) + "/mcp", reps
 }
 
 // modernCall is a sessionless 2026-07-28 tools/call of echo: any replica
@@ -90,7 +96,7 @@ func hammerFleet(url string, d time.Duration) map[int]int {
 func TestFleetClientRate(t *testing.T) {
 	s := natstest.Start(t)
 	servers := fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))
-	front, _, _ := startOpsFleet(t, 3, s.ClientURL(), servers, `"limits": {"client_rate": {"rps": 20, "burst": 4}},`)
+	front, _ := startOpsFleet(t, 3, s.ClientURL(), servers, `"limits": {"client_rate": {"rps": 20, "burst": 4}},`)
 	hammerFleet(front, 500*time.Millisecond) // spend the burst
 	const window = 3 * time.Second
 	counts := hammerFleet(front, window)
