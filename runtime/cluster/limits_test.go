@@ -143,3 +143,27 @@ func FuzzDecodeState(f *testing.F) {
 		st.mark("r", time.Now())
 	})
 }
+
+// BenchmarkSharedLimiterAllow: the cost of a call's Allow on a shared
+// limit that never refuses (leases of 10⁸ tokens), from parallel
+// goroutines on one key.
+func BenchmarkSharedLimiterAllow(b *testing.B) {
+	s := natstest.Start(b)
+	ctx := context.Background()
+	node, err := Open(ctx, testConfig(s.ClientURL()), "r", slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer node.Close(ctx)
+	l := NewLimits(slog.New(slog.DiscardHandler), 0)
+	l.Bind(node)
+	lim := l.Limiter("client", 1e9, 1e9)
+	lim.Allow("k")
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if ok, _ := lim.Allow("k"); !ok {
+				b.Fatal("refused")
+			}
+		}
+	})
+}

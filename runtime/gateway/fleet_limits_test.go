@@ -27,7 +27,7 @@ type opsReplica struct {
 // with its own listener), configured with servers and extra top-level
 // keys, and a strict round-robin proxy in front. It returns the proxy's
 // /mcp URL and the replicas.
-func startOpsFleet(t *testing.T, n int, natsURL, servers, extra string) (string, []opsReplica) {
+func startOpsFleet(t testing.TB, n int, natsURL, servers, extra string) (string, []opsReplica) {
 	t.Helper()
 	var bases []string
 	var reps []opsReplica
