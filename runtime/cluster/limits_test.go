@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,8 @@ func TestSharedLimitFallsBackWithoutNATS(t *testing.T) {
 func TestSharedLimitRefusesBadState(t *testing.T) {
 	s := natstest.Start(t)
 	lims, _ := fleetLimiters(t, s.ClientURL(), 1, 5, 1)
+	var logged strings.Builder
+	lims[0].l.log = slog.New(slog.NewTextHandler(&logged, nil)) // calls below are sequential
 	if ok, _ := lims[0].Allow("k"); !ok {
 		t.Fatal("first call refused")
 	}
@@ -119,6 +122,9 @@ func TestSharedLimitRefusesBadState(t *testing.T) {
 		if ok, _ := lims[0].Allow("k"); !ok {
 			t.Errorf("after a bad state %q: refused (want a fresh bucket)", bad)
 		}
+	}
+	if n := strings.Count(logged.String(), "does not decode"); n != 6 {
+		t.Errorf("%d bad states logged, want 6:\n%s", n, logged.String())
 	}
 }
 
