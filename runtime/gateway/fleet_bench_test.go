@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -45,6 +47,11 @@ func BenchmarkFleetCallEcho(b *testing.B) {
 	env := benchEnv{urls: map[string]string{"single": single, "proxied": proxied, "fleet": front},
 		paths: []string{"single", "proxied", "fleet"}}
 	sessions := map[string]int{"sessions=1": 1, "sessions=8": 8}
+	// CPU per call of the whole process (client, proxy, replicas, NATS,
+	// upstream): unlike calls/s it does not depend on how much of the
+	// machine other processes take.
+	var mu sync.Mutex
+	cpu := map[string]time.Duration{}
 	got := benchPair(b, env, []string{"sessions=1", "sessions=8"}, func(b *testing.B, url, sub string) figures {
 		n := sessions[sub]
 		c := newBenchClient(url)
@@ -57,7 +64,14 @@ func BenchmarkFleetCallEcho(b *testing.B) {
 				}
 			}
 		}
-		return runOps(b, n, func(ctx context.Context, w int) error { return callEcho(ctx, css[w]) })
+		cpu0 := processCPU()
+		f := runOps(b, n, func(ctx context.Context, w int) error { return callEcho(ctx, css[w]) })
+		perCall := (processCPU() - cpu0) / time.Duration(b.N)
+		b.ReportMetric(µs(perCall), "cpu-µs/op")
+		mu.Lock()
+		cpu[sub+"/"+url] = perCall // the final round of the leaf wins
+		mu.Unlock()
+		return f
 	})
 	for _, sub := range []string{"sessions=1", "sessions=8"} {
 		f := got[sub]
@@ -71,5 +85,8 @@ func BenchmarkFleetCallEcho(b *testing.B) {
 			})
 		logRatios("FleetCallEcho "+sub+" (one replica behind the proxy → 3 behind it)",
 			map[string]figures{"direct": f["proxied"], "gateway": f["fleet"]}, nil)
+		c := func(path string) float64 { return µs(cpu[sub+"/"+env.urls[path]]) }
+		fmt.Printf("ratio FleetCallEcho %s CPU per call (whole process): single %.0f µs, proxied %.0f µs, fleet %.0f µs (fleet/single %.2fx, fleet/proxied %.2fx)\n",
+			sub, c("single"), c("proxied"), c("fleet"), c("fleet")/c("single"), c("fleet")/c("proxied"))
 	}
 }
