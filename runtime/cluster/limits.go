@@ -164,6 +164,8 @@ type Limiter struct {
 	burst int
 	lease int
 
+	fallbacks atomic.Int64 // calls limited locally for want of NATS
+
 	mu     sync.Mutex
 	leases map[string]*lease
 	local  map[int]*limits.RateLimiter // fall back, by member count
@@ -213,7 +215,8 @@ func (r *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	}
 	got, wait, err := r.take(key, back, now)
 	if err != nil {
-		ls.tokens += back // not given back: dropped with the lease below
+		ls.tokens += back // not given back: tried again with the next take
+		r.fallbacks.Add(1)
 		return r.fallback(key, ls.members)
 	}
 	r.l.recovered()
@@ -224,6 +227,15 @@ func (r *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	}
 	ls.tokens, ls.expires = got.tokens-1, now.Add(leaseLife)
 	return true, 0
+}
+
+// Fallbacks counts the calls limited locally because the shared bucket
+// could not be asked.
+func (r *Limiter) Fallbacks() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.fallbacks.Load()
 }
 
 // leaseOf returns key's lease, dropping expired ones when there are many.
@@ -313,7 +325,9 @@ func (r *Limiter) take(key string, back int, now time.Time) (taken, time.Duratio
 		}
 		return got, wait, err
 	}
-	return taken{}, 0, fmt.Errorf("rate bucket %q: %d compare-and-set conflicts in a row", k, casAttempts)
+	// Other replicas keep winning: the bucket is contended, not out of
+	// reach. Refuse this call (not fall back, which would add tokens).
+	return taken{}, time.Duration(float64(time.Second) / r.rps), nil
 }
 
 // kvKey names key's shared bucket: the limit's name and a digest of the

@@ -61,7 +61,7 @@ func modernCall(url, text string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
-// hammerFleet sends calls from 6 workers for d and counts the answers by
+// hammerFleet sends calls from 12 workers for d and counts the answers by
 // HTTP status; a call that gets no answer counts as status 0.
 func hammerFleet(url string, d time.Duration) map[int]int {
 	var mu sync.Mutex
@@ -69,7 +69,7 @@ func hammerFleet(url string, d time.Duration) map[int]int {
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
 	var seq atomic.Int64
-	for range 6 {
+	for range 12 {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				status := 0
