@@ -47,7 +47,8 @@ import (
 // refill; keep their clocks synchronized (NTP).
 //
 // NATS unreachable (or a KV operation failing or taking longer than
-// kvTimeout): each replica limits locally at rps/M and burst/M (at least
+// kvTimeout, after which NATS is not asked for 100 ms, doubling with each
+// failure in a row up to 10 s): each replica limits locally at rps/M and burst/M (at least
 // 1), M being the number of replicas that took leases of that key in the
 // last 30 s as last seen (for a key this replica never took: the members
 // of the key it took last; before any: 1). A
@@ -64,6 +65,9 @@ const (
 	memberWindow = 30 * time.Second
 	// kvTimeout bounds one KV operation on the call path.
 	kvTimeout = 300 * time.Millisecond
+	// breakerPause is how long limiters limit locally after a KV failure
+	// (doubling with each failure in a row, up to 10 s).
+	breakerPause = 100 * time.Millisecond
 	// maxLeaseKeys caps the keys a Limiter tracks; past it expired leases
 	// are dropped.
 	maxLeaseKeys = 4096
@@ -83,10 +87,12 @@ type Limits struct {
 	membersSeen atomic.Int32
 	degraded    atomic.Bool // logged once per fall back
 
-	mu      sync.Mutex
-	kv      jetstream.KeyValue
-	kvTried time.Time // last failed attempt to open the bucket
-	ttl     time.Duration
+	mu         sync.Mutex
+	kv         jetstream.KeyValue
+	failures   int         // KV failures in a row
+	pauseUntil time.Time   // the breaker is open until then
+	tripped    atomic.Bool // failures > 0
+	ttl        time.Duration
 }
 
 // NewLimits returns fleet limits not yet bound to a node. ttl is how long
@@ -106,7 +112,7 @@ func (l *Limits) Bind(n *Node) {
 }
 
 // bucket opens (once) the KV bucket of the shared buckets; nil when NATS
-// is unreachable. A failed open is retried after a second.
+// is unreachable or the breaker is open (after a failure).
 func (l *Limits) bucket(ctx context.Context) jetstream.KeyValue {
 	n := l.node.Load()
 	if n == nil || !n.Connected() {
@@ -114,12 +120,15 @@ func (l *Limits) bucket(ctx context.Context) jetstream.KeyValue {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.kv != nil || time.Since(l.kvTried) < time.Second {
+	if time.Now().Before(l.pauseUntil) {
+		return nil
+	}
+	if l.kv != nil {
 		return l.kv
 	}
 	kv, err := openRatesBucket(ctx, n, l.ttl)
 	if err != nil {
-		l.kvTried = time.Now()
+		l.pauseLocked()
 		l.log.Warn("cluster: opening the shared rate limit bucket", "err", err)
 		return nil
 	}
@@ -127,14 +136,36 @@ func (l *Limits) bucket(ctx context.Context) jetstream.KeyValue {
 	return kv
 }
 
-// forget drops the bucket handle after an error; the next take opens it
-// again, a second later at the earliest.
-func (l *Limits) forget(kv jetstream.KeyValue) {
+// failed opens the breaker after a KV operation failed: for 100 ms after
+// one failure, doubling with each failure in a row up to 10 s, limiters
+// limit locally without asking NATS, so that a NATS that is connected but
+// does not answer (no JetStream quorum) stalls few calls. An error other
+// than a timeout drops the bucket handle: the bucket may be gone (NATS
+// restarted without it) and is opened again after the pause.
+func (l *Limits) failed(kv jetstream.KeyValue, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.kv == kv {
-		l.kv, l.kvTried = nil, time.Now()
+	l.pauseLocked()
+	if l.kv == kv && !errors.Is(err, context.DeadlineExceeded) {
+		l.kv = nil
 	}
+}
+
+func (l *Limits) pauseLocked() {
+	l.failures = min(l.failures+1, 8)
+	l.tripped.Store(true)
+	l.pauseUntil = time.Now().Add(min(breakerPause<<(l.failures-1), 10*time.Second))
+}
+
+// succeeded closes the breaker.
+func (l *Limits) succeeded() {
+	if !l.tripped.Load() { // the common case takes no lock
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failures = 0
+	l.tripped.Store(false)
 }
 
 // openRatesBucket creates or opens "<fleet>_rates": in memory (a lost
@@ -321,7 +352,9 @@ func (r *Limiter) take(key string, back int, now time.Time) (taken, time.Duratio
 			continue // another replica was first: read again
 		}
 		if err != nil {
-			r.l.forget(kv) // the bucket may be gone (NATS restarted without it): reopen
+			r.l.failed(kv, err)
+		} else {
+			r.l.succeeded()
 		}
 		return got, wait, err
 	}
