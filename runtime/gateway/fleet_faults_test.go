@@ -189,6 +189,7 @@ func TestFleetServesWithoutNATS(t *testing.T) {
 		}
 		return false
 	})
+	time.Sleep(time.Second)
 	caller.halt()
 	caller.check(t, "NATS back", 10)
 }
