@@ -21,7 +21,8 @@ stop() {
 	trap - EXIT INT TERM
 	echo
 	echo "fleet: stopping"
-	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	# The front first, so that no request is routed to a replica going away.
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
 	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 	rm -rf "$tmp"
 	echo "fleet: stopped"
