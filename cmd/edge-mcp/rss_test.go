@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edge-mcp/edge-mcp/internal/natstest"
 	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
 
@@ -26,7 +27,8 @@ import (
 // once it is up and idle. build=release is the binary `go tool task build`
 // ships (static, stripped); build=plain is a plain `go build`. "config"
 // fronts one small go-sdk server reached over HTTP, "demo" serves the
-// built-in demo. Each op reads VmRSS once; rss-MiB is the last reading.
+// built-in demo, "cluster" is "config" with a cluster section (a replica of
+// a fleet, connected to an in-process NATS server). Each op reads VmRSS once; rss-MiB is the last reading.
 func BenchmarkIdleRSS(b *testing.B) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		b.Skip("needs /proc (Linux)")
@@ -51,6 +53,16 @@ func BenchmarkIdleRSS(b *testing.B) {
 		b.Fatalf("writing the config: %v", err)
 	}
 
+	// "cluster" is "config" joined to a fleet: a cluster section on an
+	// in-process NATS server (with JetStream), connected while idle.
+	nats := natstest.Start(b)
+	clusterConfig := filepath.Join(b.TempDir(), "edge-mcp-cluster.json")
+	doc = fmt.Sprintf(`{"log_level": "warn", "mcpServers": {"up": {"url": %q}}, "cluster": {"nats_url": %q, "secret": "rss-benchmark-secret-0123456789abcdef"}}`,
+		srv.URL, nats.ClientURL())
+	if err := os.WriteFile(clusterConfig, []byte(doc), 0o600); err != nil {
+		b.Fatalf("writing the config: %v", err)
+	}
+
 	for _, build := range []struct {
 		name  string
 		flags []string
@@ -68,6 +80,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 			}{
 				{"config", []string{"serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, 1},
 				{"demo", []string{"serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, 2},
+				{"cluster", []string{"serve", "--config", clusterConfig, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, 1},
 			} {
 				b.Run(c.name, func(b *testing.B) {
 					pid := startIdle(b, bin, c.args, c.servers)

@@ -38,7 +38,13 @@ func New(backends ...string) (*Proxy, error) {
 		}
 		p.backends = append(p.backends, u)
 	}
+	// Keep connections to the backends, as a load balancer does (the
+	// default transport keeps 2 per host: more concurrent requests than
+	// that would open a new connection each).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 256
 	p.rp = &httputil.ReverseProxy{
+		Transport:     tr,
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(backendKey{}).(*url.URL))

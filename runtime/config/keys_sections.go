@@ -109,13 +109,13 @@ func rateKeys(path string) []key {
 
 var limitKeys = concat([]key{
 	{name: "limits.client_rate", field: at(func(l *Limits) **Rate { return &l.ClientRate }), check: checkRate,
-		doc: "token bucket per client identity, over its tool calls"},
+		doc: "token bucket per client identity, over its tool calls (shared by the fleet with `cluster`)"},
 }, rateKeys("limits.client_rate"), []key{
 	{name: "limits.tool_rate", field: at(func(l *Limits) **Rate { return &l.ToolRate }), check: checkRate,
-		doc: "token bucket per identity and tool"},
+		doc: "token bucket per identity and tool (shared by the fleet with `cluster`)"},
 }, rateKeys("limits.tool_rate"), []key{
 	{name: "limits.upstream_concurrency", def: "unlimited", field: at(func(l *Limits) *int { return &l.UpstreamConcurrency }), check: notNegative,
-		doc: "calls in flight per upstream"},
+		doc: "calls in flight per upstream, per replica"},
 	{name: "limits.upstream_queue", def: "2 × `upstream_concurrency`", field: at(func(l *Limits) **int { return &l.UpstreamQueue }), check: notNegative,
 		doc: "calls that may wait for a slot (FIFO); more are refused at once"},
 	{name: "limits.read_header_timeout", def: "10", field: at(func(l *Limits) *time.Duration { return &l.ReadHeaderTimeout }),

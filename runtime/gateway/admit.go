@@ -37,9 +37,9 @@ type guard struct {
 	auth       *auth.Authenticator // nil: no authentication (mode none)
 	access     []config.AccessRule // nil: everyone may use everything
 	rules      []config.ToolRule
-	clientRate *limits.RateLimiter
-	toolRate   *limits.RateLimiter
-	ruleRates  []*limits.RateLimiter // by rule index
+	clientRate rateLimiter   // nil: none
+	toolRate   rateLimiter   // nil: none
+	ruleRates  []rateLimiter // by rule index; nil: none
 	concLimit  int
 	concQueue  int
 	// anyDeferred is set when a rule defers tools.
@@ -60,7 +60,7 @@ type toolSettings struct {
 	approval bool
 	validate bool
 	timeout  time.Duration
-	rate     *limits.RateLimiter
+	rate     rateLimiter
 }
 
 // peer is who opened a downstream connection, as the HTTP chain saw it.
@@ -87,20 +87,14 @@ func newGuard(ctx context.Context, cfg *config.Config, opts Options) (*guard, er
 		return nil, &config.Error{File: cfg.Path, Key: "auth.mode",
 			Reason: fmt.Sprintf(`is "none" but the listener %s is not loopback: anyone who reaches it could call every tool; set "auth" (api_key or jwt), or auth.allow_unauthenticated: true if something in front authenticates`, cfg.Listen)}
 	}
-	if r := cfg.Limits.ClientRate; r != nil {
-		gd.clientRate = limits.NewRateLimiter(r.RPS, r.Burst)
-	}
-	if r := cfg.Limits.ToolRate; r != nil {
-		gd.toolRate = limits.NewRateLimiter(r.RPS, r.Burst)
-	}
-	gd.ruleRates = make([]*limits.RateLimiter, len(cfg.ToolRules))
+	gd.clientRate = localRate(cfg.Limits.ClientRate)
+	gd.toolRate = localRate(cfg.Limits.ToolRate)
+	gd.ruleRates = make([]rateLimiter, len(cfg.ToolRules))
 	for i, r := range cfg.ToolRules {
 		if r.Visibility == "deferred" {
 			gd.anyDeferred = true
 		}
-		if r.Rate != nil {
-			gd.ruleRates[i] = limits.NewRateLimiter(r.Rate.RPS, r.Rate.Burst)
-		}
+		gd.ruleRates[i] = localRate(r.Rate)
 		for _, p := range append(append([]string{}, r.Servers...), r.Tools...) {
 			if _, err := path.Match(p, ""); err != nil {
 				return nil, &config.Error{File: cfg.Path, Key: fmt.Sprintf("tool_rules[%d]", i), Reason: fmt.Sprintf("bad glob %q", p)}
@@ -275,7 +269,7 @@ func retryAfterSeconds(d time.Duration) int { return int(math.Ceil(max(d, time.S
 // allowCall takes a token from every rate limit that applies to identity
 // calling a server's tool; nil means go ahead.
 func (gd *guard) allowCall(identity, server, tool string) *rateLimited {
-	if ok, after := gd.clientRate.Allow(identity); !ok {
+	if ok, after := allow(gd.clientRate, identity); !ok {
 		return &rateLimited{"client", after}
 	}
 	return gd.allowTool(identity, server, tool)
@@ -285,7 +279,7 @@ func (gd *guard) allowCall(identity, server, tool string) *rateLimited {
 // calling a server's tool; nil means go ahead.
 func (gd *guard) allowTool(identity, server, tool string) *rateLimited {
 	key := identity + "\x00" + server + "\x00" + tool
-	if ok, after := gd.toolRate.Allow(key); !ok {
+	if ok, after := allow(gd.toolRate, key); !ok {
 		return &rateLimited{"tool", after}
 	}
 	if ts := gd.settings(server, tool); ts.rate != nil {

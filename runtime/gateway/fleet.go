@@ -26,6 +26,7 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 		return fmt.Errorf("joining the fleet: %w", err)
 	}
 	g.fleet = node
+	g.fleetLimits.Bind(node)
 	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
 	return nil
 }

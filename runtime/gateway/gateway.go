@@ -85,6 +85,9 @@ type Gateway struct {
 	// fleet is this replica's membership of its fleet; nil without a
 	// cluster section (fleet.go).
 	fleet *cluster.Node
+	// fleetLimits share the rate limits with the fleet; nil without a
+	// cluster section (fleet_limits.go).
+	fleetLimits *cluster.Limits
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log
@@ -160,6 +163,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.closeObservability()
 		return nil, err
 	}
+	g.fleetLimits = newFleetLimits(cfg, g.log)
+	g.shareLimits(gd, cfg)
 	g.guard.Store(gd)
 	if err := g.openPolicies(cfg); err != nil {
 		gd.close()

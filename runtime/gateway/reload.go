@@ -99,6 +99,7 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 	if err != nil {
 		return nil, err
 	}
+	g.shareLimits(gd, cfg)
 	plan.guard = gd
 	plan.views = !reflect.DeepEqual(plan.old.Access, cfg.Access) || !reflect.DeepEqual(plan.old.ToolRules, cfg.ToolRules)
 	if !reflect.DeepEqual(plan.old.Policies, cfg.Policies) {
