@@ -109,7 +109,13 @@ func createTask(t *testing.T, c *rawClient, topic string, ambiguous bool) string
 // came on the call's stream.
 func createTaskEvents(t *testing.T, c *rawClient, topic string, ambiguous bool) (string, []string) {
 	t.Helper()
-	res, rerr, events := c.rpcEvents("tools/call", fmt.Sprintf(`{"name":"simulate-research-query","arguments":{"topic":%q,"ambiguous":%v},"task":{"ttl":60000}}`, topic, ambiguous))
+	return createTaskOf(t, c, "simulate-research-query", topic, ambiguous)
+}
+
+// createTaskOf is createTaskEvents with the exposed name of the task tool.
+func createTaskOf(t *testing.T, c *rawClient, tool, topic string, ambiguous bool) (string, []string) {
+	t.Helper()
+	res, rerr, events := c.rpcEvents("tools/call", fmt.Sprintf(`{"name":%q,`, tool)+fmt.Sprintf(`"arguments":{"topic":%q,"ambiguous":%v},"task":{"ttl":60000}}`, topic, ambiguous))
 	if rerr != nil {
 		t.Fatalf("creating a task: %v", rerr)
 	}
@@ -485,4 +491,31 @@ func TestTaskFirstStatusNotLost(t *testing.T) {
 	waitFor(t, "the task's first status (Gathering sources)", func() bool {
 		return slices.Contains(n.messages(), id+" Gathering sources...")
 	})
+}
+
+// TestTasksListMergesUpstreams: tasks/list gathers the caller's tasks of
+// every upstream (two TypeScript servers over stdio), and only them.
+func TestTasksListMergesUpstreams(t *testing.T) {
+	node, script := testenv.Node(t), testenv.ServerEverything(t)
+	script, _ = filepath.EvalSymlinks(script)
+	url, _ := startGateway(t, serversJSON(
+		fmt.Sprintf(`"one": {"command": %q, "args": [%q, "stdio"], "prefix": "one"}`, node, script),
+		fmt.Sprintf(`"two": {"command": %q, "args": [%q, "stdio"], "prefix": "two"}`, node, script)), Options{})
+	a, b := newRawClient(t, url), newRawClient(t, url)
+	a1, _ := createTaskOf(t, a, "one_simulate-research-query", "a1", true)
+	a2, _ := createTaskOf(t, a, "two_simulate-research-query", "a2", true)
+	b1, _ := createTaskOf(t, b, "two_simulate-research-query", "b1", true)
+	for _, tc := range []struct {
+		c    *rawClient
+		want []string
+	}{{a, []string{a1, a2}}, {b, []string{b1}}} {
+		list := decodeInto[struct{ Tasks []taskStatus }](t, must(t)(tc.c.rpc("tasks/list", `{}`)))
+		var got []string
+		for _, task := range list.Tasks {
+			got = append(got, task.TaskID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("tasks/list: %v, want %v (the caller's own, oldest first)", got, tc.want)
+		}
+	}
 }
