@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +17,11 @@ import (
 func legacyPromptResourceUpstream(t *testing.T) string {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "asker2025", Version: "1"}, nil)
+	// A question nobody answers (the gateway stopped first) ends soon, so
+	// that the server's shutdown does not wait for it.
 	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Whom?", RequestedSchema: roundNameSchema()})
 		if err != nil {
 			return nil, fmt.Errorf("elicitation: %w", err)
@@ -24,6 +30,8 @@ func legacyPromptResourceUpstream(t *testing.T) string {
 		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Greet " + name}}}}, nil
 	})
 	s.AddResource(&mcp.Resource{URI: "test://sampled", Name: "sampled"}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
 			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "summarize"}}}})
 		if err != nil {
@@ -110,5 +118,56 @@ func TestBridgeLegacySecondRound(t *testing.T) {
 	}
 	if got := textOf(res); got != "two rounds: n2" || res.NeedsInput() {
 		t.Fatalf("result %q (needs input %v), want %q", got, res.NeedsInput(), "two rounds: n2")
+	}
+}
+
+// modernRaw sends one raw 2026-07-28 request (declaring elicitation and
+// sampling) to the gateway and returns its result, or its error message.
+func modernRaw(t *testing.T, url, method, name, params string) (map[string]json.RawMessage, string) {
+	t.Helper()
+	meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"sampling":{}},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + params + `,"_meta":` + meta + `}}`
+	_, got := modernHTTP(t, "POST", url, map[string]string{"Mcp-Method": method, "Mcp-Name": name}, body)
+	if i := strings.Index(string(got), "data: "); i >= 0 { // an SSE answer
+		got = []byte(strings.TrimSpace(strings.SplitN(string(got[i+6:]), "\n", 2)[0]))
+	}
+	var resp struct {
+		Result map[string]json.RawMessage `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(got, &resp); err != nil {
+		t.Fatalf("answer %s: %v", got, err)
+	}
+	if resp.Error != nil {
+		return nil, resp.Error.Message
+	}
+	return resp.Result, ""
+}
+
+// TestBridgeStateBound: the requestState of a prompts/get round continues
+// that prompts/get only: a resources/read that carries it is refused.
+func TestBridgeStateBound(t *testing.T) {
+	url := startBridgeGateway(t, legacyPromptResourceUpstream(t), 0)
+	res, msg := modernRaw(t, url, "prompts/get", "greet", `"name":"greet"`)
+	if msg != "" || string(res["resultType"]) != `"input_required"` {
+		t.Fatalf("prompts/get: result %v error %q, want input_required", res, msg)
+	}
+	var reqs map[string]json.RawMessage
+	if err := json.Unmarshal(res["inputRequests"], &reqs); err != nil || len(reqs) != 1 {
+		t.Fatalf("inputRequests %s: %v", res["inputRequests"], err)
+	}
+	var answers []string
+	for key := range reqs {
+		answers = append(answers, fmt.Sprintf(`%q:{"action":"accept","content":{"name":"Ada"}}`, key))
+	}
+	retry := `,"inputResponses":{` + strings.Join(answers, ",") + `},"requestState":` + string(res["requestState"])
+	if res, msg := modernRaw(t, url, "resources/read", "test://sampled", `"uri":"test://sampled"`+retry); !strings.Contains(msg, "another call") {
+		t.Fatalf("resources/read with the prompt's requestState: result %v error %q, want refused", res, msg)
+	}
+	res, msg = modernRaw(t, url, "prompts/get", "greet", `"name":"greet"`+retry)
+	if msg != "" || !strings.Contains(string(res["messages"]), "Greet Ada") {
+		t.Fatalf("prompts/get retry: result %v error %q, want the prompt", res, msg)
 	}
 }

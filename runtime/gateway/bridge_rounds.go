@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,6 +121,9 @@ func (l *link) inputRequired(c *call, resp *jsonrpc.Response) bool {
 func (l *link) markInputRequired(c *call, resp *jsonrpc.Response) bool {
 	if c.sess == nil || l.v2026.Load() || resp.Error != nil || !multiRound[c.method] || !c.sess.modern.Load() {
 		return false
+	}
+	if !bytes.Contains(resp.Result, []byte(`"inputRequests"`)) {
+		return false // the common case, found without decoding
 	}
 	if _, ok, _ := wire.Field(resp.Result, "resultType"); ok {
 		return false

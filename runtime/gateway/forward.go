@@ -124,6 +124,10 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 	if info.timeout > 0 {
 		timeout = info.timeout
 	}
+	if l.v2026.Load() && !s.modern.Load() && multiRound[req.Method] {
+		// What an input_required answer needs to send the call again (bridge_rounds.go).
+		c.again = &again{req: req, params: params, schema: s.toolSchema(l, u, &info), timeout: timeout}
+	}
 	c.timer.Store(time.AfterFunc(timeout, func() {
 		if l.take(id) == nil {
 			return
@@ -139,9 +143,6 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
 	}))
 	schema, cm := s.toolSchema(l, u, &info), s.clientMeta()
-	if l.v2026.Load() && !s.modern.Load() && multiRound[req.Method] {
-		c.again = &again{req: req, params: params, schema: schema, timeout: timeout}
-	}
 	s.g.senders.submit(func() {
 		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params, schema, cm))
 		if err != nil {
