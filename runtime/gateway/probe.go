@@ -49,7 +49,7 @@ var errProbeKilled = errors.New("server closed the connection or did not answer 
 // errKeep2025 marks a server offering both revisions over a transport
 // where auto mode keeps 2025-11-25 (see keeps2025).
 var errKeep2025 = errors.New("server offers " + protocolVersion2026 + " and " + upstreamProtocolVersion +
-	"; keeping " + upstreamProtocolVersion + " so that server→client requests reach 2025 clients (input_required results are not bridged yet; set protocol_version to force " + protocolVersion2026 + ")")
+	"; keeping " + upstreamProtocolVersion + " over this transport in auto mode (set protocol_version to " + protocolVersion2026 + " to use it)")
 
 // errNo2026 marks a server/discover answer without 2026-07-28 among the
 // supported versions (a stateful go-sdk server, for one).
@@ -270,12 +270,13 @@ func (l *link) pingMethod() string {
 }
 
 // keeps2025 reports whether auto mode keeps 2025-11-25 with a server that
-// offers both revisions: over stdio and WebSocket, whose 2025 connections
-// carry server→client requests (sampling, elicitation, roots, logging,
-// resource updates) that a 2026-07-28 connection replaces with
-// input_required results, not bridged to 2025 clients yet. A streamable
-// HTTP server offering 2026-07-28 is stateless (go-sdk offers it only
-// then), so it loses nothing.
+// offers both revisions: over stdio and WebSocket, one long-lived
+// connection whose 2025 session carries server→client requests and
+// notifications as such servers' own clients know them. Since
+// bridge_rounds.go a 2026-07-28 link's input_required results reach 2025
+// clients too, so protocol_version "2026-07-28" works there; auto mode
+// stays conservative. A streamable HTTP server offering 2026-07-28 is
+// stateless (go-sdk offers it only then), so it loses nothing.
 func (u *upstream) keeps2025() bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
