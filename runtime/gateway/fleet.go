@@ -26,6 +26,11 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 		return fmt.Errorf("joining the fleet: %w", err)
 	}
 	g.fleet = node
+	if err := g.startFleetControl(); err != nil {
+		node.Close(ctx)
+		g.fleet = nil
+		return err
+	}
 	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
 	return nil
 }

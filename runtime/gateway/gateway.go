@@ -84,6 +84,9 @@ type Gateway struct {
 	// fleet is this replica's membership of its fleet; nil without a
 	// cluster section (fleet.go).
 	fleet *cluster.Node
+	// fleetCtl is the fleet's control plane on this replica; nil without
+	// a fleet (fleet_control.go).
+	fleetCtl *fleetControl
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log

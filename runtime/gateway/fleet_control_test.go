@@ -1,0 +1,259 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/natstest"
+	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+)
+
+// replica is one gateway of a test fleet: its /mcp and admin URLs.
+type replica struct {
+	name, mcp, admin string
+	g                *Gateway
+	stop             func()
+}
+
+// fleetSecret is the test fleet's token key.
+const fleetSecret = "fleet-test-secret-0123456789abcdef0123"
+
+// startReplica starts a gateway in the fleet at natsURL with its own state
+// directory, serving /mcp and the admin API on 127.0.0.1. extra is added
+// to the admin section of its config. stop closes it (also at cleanup).
+func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string) *replica {
+	t.Helper()
+	js := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}, "state_dir": %q%s},
+		"cluster": {"nats_url": %q, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, natsURL, fleetSecret, name)
+	cfg, err := config.Parse(name+".json", []byte(js))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	opts := policyOptions(t)
+	opts.Logger = testLogger(t).With("replica", name)
+	g, err := New(cfg, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.Start(ctx)
+	srv := httptest.NewServer(g.Handler())
+	adm := httptest.NewServer(g.AdminHandler())
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			adm.Close()
+			g.Close()
+			cancel()
+		})
+	}
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	if err := g.WaitReady(wctx); err != nil {
+		t.Fatalf("gateway not ready: %v", err)
+	}
+	return &replica{name: name, mcp: srv.URL + "/mcp", admin: adm.URL, g: g, stop: stop}
+}
+
+// startFleet starts n replicas a, b, c… on one NATS.
+func startFleet(t *testing.T, natsURL, upstream string, n int) []*replica {
+	t.Helper()
+	var out []*replica
+	for i := range n {
+		out = append(out, startReplica(t, natsURL, string(rune('a'+i)), upstream, t.TempDir(), ""))
+	}
+	return out
+}
+
+// attachedPolicies lists the policy names active on r.
+func attachedPolicies(t *testing.T, r *replica) []string {
+	t.Helper()
+	_, body := adminDo(t, "GET", r.admin+"/admin/policies", nil, nil)
+	var names []string
+	list, _ := body["policies"].([]any)
+	for _, p := range list {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	return names
+}
+
+// activeDigest is the digest of the policy name active on r, or "".
+func activeDigest(t *testing.T, r *replica, name string) string {
+	t.Helper()
+	_, body := adminDo(t, "GET", r.admin+"/admin/policies", nil, nil)
+	list, _ := body["policies"].([]any)
+	for _, p := range list {
+		if m := p.(map[string]any); m["name"] == name {
+			d, _ := m["digest"].(string)
+			return d
+		}
+	}
+	return ""
+}
+
+// getJSON fetches url and decodes its JSON answer.
+func getJSON(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s: not JSON: %s", url, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// uploadAndAttach uploads redact-secrets as "guard" through r and attaches
+// it to every tool.
+func uploadAndAttach(t *testing.T, r *replica, wasm []byte) {
+	t.Helper()
+	if code, body := adminDo(t, "PUT", r.admin+"/admin/modules/guard", wasm, nil); code != http.StatusCreated {
+		t.Fatalf("upload through %s: %d %v", r.name, code, body)
+	}
+	code, body := adminDo(t, "POST", r.admin+"/admin/policies",
+		[]byte(`{"name":"guard","module":"guard","tools":["*"],"config":{"replacement":"[MASKED]"}}`), nil)
+	if code != http.StatusCreated {
+		t.Fatalf("attach through %s: %d %v", r.name, code, body)
+	}
+}
+
+func TestFleetControlUploadActiveOnEveryReplica(t *testing.T) {
+	nats := natstest.Start(t)
+	up := vaultServer(t, "vault", make(chan string, 1))
+	fleet := startFleet(t, nats.ClientURL(), up, 3)
+	a, b, c := fleet[0], fleet[1], fleet[2]
+	redact := w.Example(t, "redact-secrets")
+
+	start := time.Now()
+	uploadAndAttach(t, a, redact)
+	for _, r := range []*replica{b, c} {
+		waitFor(t, "guard active on "+r.name, func() bool { return activeDigest(t, r, "guard") == digestOf(redact) })
+	}
+	t.Logf("upload+attach on a active on b and c after %v", time.Since(start))
+	cs := connect(t, c.mcp, nil)
+	if txt, _ := callText(t, cs, "leak", nil); !strings.Contains(txt, "[MASKED]") || strings.Contains(txt, secretKey) {
+		t.Fatalf("through c after the upload on a, leak = %q", txt)
+	}
+
+	// A new version through b, rolled back through c, detached through a.
+	v2 := versionedModule(2)
+	if code, body := adminDo(t, "PUT", b.admin+"/admin/modules/guard", v2, nil); code != http.StatusCreated {
+		t.Fatalf("upload v2 through b: %d %v", code, body)
+	}
+	waitFor(t, "v2 on c", func() bool { return activeDigest(t, c, "guard") == digestOf(v2) })
+	if txt, _ := callText(t, cs, "leak", nil); txt != "r2" {
+		t.Fatalf("through c after v2 on b, leak = %q", txt)
+	}
+	if code, body := adminDo(t, "POST", c.admin+"/admin/modules/guard/rollback", nil, nil); code != 200 || body["digest"] != digestOf(redact) {
+		t.Fatalf("rollback through c: %d %v", code, body)
+	}
+	waitFor(t, "rollback on a", func() bool { return activeDigest(t, a, "guard") == digestOf(redact) })
+	csa := connect(t, a.mcp, nil)
+	if txt, _ := callText(t, csa, "leak", nil); !strings.Contains(txt, "[MASKED]") {
+		t.Fatalf("through a after the rollback on c, leak = %q", txt)
+	}
+	// Every replica reports the same version in GET /admin/modules.
+	waitFor(t, "every replica reporting the rolled-back version", func() bool {
+		_, body := adminDo(t, "GET", b.admin+"/admin/modules/guard", nil, nil)
+		reps, _ := body["replicas"].([]any)
+		n := 0
+		for _, r := range reps {
+			if r.(map[string]any)["digest"] == digestOf(redact) {
+				n++
+			}
+		}
+		return n == 3
+	})
+	if code, body := adminDo(t, "DELETE", a.admin+"/admin/policies/guard", nil, nil); code != 200 {
+		t.Fatalf("detach through a: %d %v", code, body)
+	}
+	waitFor(t, "detached on c", func() bool { return len(attachedPolicies(t, c)) == 0 })
+	if txt, _ := callText(t, cs, "leak", nil); !strings.Contains(txt, secretKey) {
+		t.Fatalf("through c after the detach on a, leak = %q", txt)
+	}
+	if code, _ := adminDo(t, "DELETE", b.admin+"/admin/modules/guard", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete through b: %d", code)
+	}
+	waitFor(t, "module gone on a", func() bool {
+		code, _ := adminDo(t, "GET", a.admin+"/admin/modules/guard", nil, nil)
+		return code == http.StatusNotFound
+	})
+}
+
+func TestFleetControlRefusalReportedPerReplica(t *testing.T) {
+	nats := natstest.Start(t)
+	up := vaultServer(t, "vault", make(chan string, 1))
+	a := startReplica(t, nats.ClientURL(), "a", up, t.TempDir(), "")
+	b := startReplica(t, nats.ClientURL(), "b", up, t.TempDir(), "")
+	// c takes no module larger than 64 KiB: redact-secrets is.
+	c := startReplica(t, nats.ClientURL(), "c", up, t.TempDir(), `, "max_module_bytes": 65536`)
+	redact := w.Example(t, "redact-secrets")
+
+	uploadAndAttach(t, a, redact)
+	waitFor(t, "guard active on b", func() bool { return activeDigest(t, b, "guard") == digestOf(redact) })
+	var lines map[string]map[string]any
+	waitFor(t, "c's refusal in GET /admin/modules", func() bool {
+		_, body := adminDo(t, "GET", a.admin+"/admin/modules", nil, nil)
+		mods, _ := body["modules"].([]any)
+		if len(mods) != 1 {
+			return false
+		}
+		lines = map[string]map[string]any{}
+		for _, r := range mods[0].(map[string]any)["replicas"].([]any) {
+			m := r.(map[string]any)
+			lines[m["replica"].(string)] = m
+		}
+		return len(lines) == 3 && lines["c"]["error"] != nil && lines["b"]["digest"] == digestOf(redact)
+	})
+	if e := lines["c"]["error"].(string); !strings.Contains(e, "max_module_bytes") || lines["c"]["digest"] != nil {
+		t.Errorf("c's line = %v", lines["c"])
+	}
+	if lines["a"]["error"] != nil || lines["a"]["digest"] != digestOf(redact) {
+		t.Errorf("a's line = %v", lines["a"])
+	}
+	// c serves with what it had: no policy.
+	if txt, _ := callText(t, connect(t, c.mcp, nil), "leak", nil); !strings.Contains(txt, secretKey) {
+		t.Errorf("through c, leak = %q", txt)
+	}
+	_, st := getJSON(t, strings.TrimSuffix(c.mcp, "/mcp")+"/status")
+	if f, _ := st["fleet"].(map[string]any)["failed"].(map[string]any); f == nil || !strings.Contains(f["error"].(string), "max_module_bytes") {
+		t.Errorf("c's /status fleet = %v", st["fleet"])
+	}
+}
+
+func TestFleetControlRestartOnEmptyStateDir(t *testing.T) {
+	nats := natstest.Start(t)
+	up := vaultServer(t, "vault", make(chan string, 1))
+	fleet := startFleet(t, nats.ClientURL(), up, 2)
+	a, b := fleet[0], fleet[1]
+	redact := w.Example(t, "redact-secrets")
+	uploadAndAttach(t, a, redact)
+	waitFor(t, "guard on b", func() bool { return activeDigest(t, b, "guard") == digestOf(redact) })
+	b.stop()
+
+	b2 := startReplica(t, nats.ClientURL(), "b", up, t.TempDir(), "")
+	waitFor(t, "guard on the restarted b", func() bool { return activeDigest(t, b2, "guard") == digestOf(redact) })
+	if txt, _ := callText(t, connect(t, b2.mcp, nil), "leak", nil); !strings.Contains(txt, "[MASKED]") {
+		t.Fatalf("through the restarted b, leak = %q", txt)
+	}
+	_, body := adminDo(t, "GET", b2.admin+"/admin/modules/guard", nil, nil)
+	if body["digest"] != digestOf(redact) {
+		t.Errorf("b's module after restart: %v", body)
+	}
+}
