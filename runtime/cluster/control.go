@@ -239,9 +239,9 @@ func (c *Control) PutBlob(ctx context.Context, b []byte) (string, error) {
 	return d, nil
 }
 
-// ErrBadBlob says the bytes stored under a digest do not hash to it, or
-// are larger than allowed.
-var ErrBadBlob = errors.New("module bytes do not match their digest")
+// ErrBadBlob says the bytes stored under a digest are missing, do not hash
+// to it, or are larger than allowed: the record naming it is broken.
+var ErrBadBlob = errors.New("module bytes missing or not matching their digest")
 
 // Blob reads the module stored under digest, at most limit bytes, and
 // checks that it hashes to the digest.
@@ -257,6 +257,9 @@ func (c *Control) Blob(ctx context.Context, digest string, limit int64) ([]byte,
 	ctx, cancel := context.WithTimeout(ctx, 4*opTimeout)
 	defer cancel()
 	info, err := obj.GetInfo(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("module %s: %w: %w", digest, ErrBadBlob, err)
+	}
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("module %s: %w", digest, err))
 	}

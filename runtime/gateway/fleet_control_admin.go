@@ -84,6 +84,10 @@ func (fc *fleetControl) catchUpLocked(ctx context.Context, e cluster.Entry) erro
 		return nil
 	}
 	blobs, err := fc.fetch(ctx, rec)
+	if errors.Is(err, cluster.ErrBadBlob) {
+		fc.g.log.Error("cluster: the fleet's policy record names module bytes it does not have; this change replaces it", "revision", e.Revision, "err", err)
+		return nil
+	}
 	if err == nil {
 		err = fc.activateLocked(ctx, rec, blobs, nil)
 	}
@@ -92,6 +96,15 @@ func (fc *fleetControl) catchUpLocked(ctx context.Context, e cluster.Entry) erro
 			"this replica cannot activate the fleet's current policies (revision %d): %v; make the change through a replica that has", e.Revision, err)
 	}
 	fc.appliedLocked(e.Revision, rec)
+	return nil
+}
+
+// writable fails fast, before any work, when a fleet-wide change cannot
+// be made now.
+func (g *Gateway) fleetWritable() error {
+	if g.fleetCtl != nil && !g.fleet.Connected() {
+		return errFleetDown(cluster.ErrUnavailable)
+	}
 	return nil
 }
 

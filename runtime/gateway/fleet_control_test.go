@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,6 +23,25 @@ type replica struct {
 	name, mcp, admin string
 	g                *Gateway
 	stop             func()
+	logs             *lockedBuffer // everything the replica logged
+}
+
+// lockedBuffer collects log lines from many goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // fleetSecret is the test fleet's token key.
@@ -39,7 +59,8 @@ func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string)
 		t.Fatalf("config: %v", err)
 	}
 	opts := policyOptions(t)
-	opts.Logger = testLogger(t).With("replica", name)
+	logs := &lockedBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(tWriter{t}, logs), &slog.HandlerOptions{Level: slog.LevelInfo})).With("replica", name)
 	g, err := New(cfg, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -64,7 +85,7 @@ func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string)
 	if err := g.WaitReady(wctx); err != nil {
 		t.Fatalf("gateway not ready: %v", err)
 	}
-	return &replica{name: name, mcp: srv.URL + "/mcp", admin: adm.URL, g: g, stop: stop}
+	return &replica{name: name, mcp: srv.URL + "/mcp", admin: adm.URL, g: g, stop: stop, logs: logs}
 }
 
 // startFleet starts n replicas a, b, c… on one NATS.

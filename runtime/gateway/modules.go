@@ -80,6 +80,9 @@ func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo
 	if err != nil {
 		return ModuleInfo{}, err
 	}
+	if err := g.fleetWritable(); err != nil {
+		return ModuleInfo{}, err
+	}
 	if _, ok := config.UploadedModule(up.Name); !ok {
 		return ModuleInfo{}, admin.Errorf(http.StatusBadRequest, "bad_name", "module name %q must not contain / or end in .wasm", up.Name)
 	}
