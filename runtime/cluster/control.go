@@ -172,15 +172,24 @@ func (c *Control) watchOnce(ctx context.Context, pattern string, fn func(Entry),
 	if err != nil {
 		return err
 	}
+	reconnects := c.n.nc.Stats().Reconnects
 	w, err := kv.Watch(ctx, pattern)
 	if err != nil {
 		return fmt.Errorf("watching %q: %w", pattern, err)
 	}
 	defer w.Stop()
+	// A watcher's consumer does not always survive NATS restarting (its
+	// state may be gone with the server): after a reconnect, start over.
+	check := time.NewTicker(250 * time.Millisecond)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-check.C:
+			if c.n.nc.Stats().Reconnects != reconnects {
+				return errors.New("NATS reconnected")
+			}
 		case e, ok := <-w.Updates():
 			if !ok {
 				return errors.New("watcher closed")

@@ -38,7 +38,11 @@ func (fc *fleetControl) commitLocked(ctx context.Context, change func(*fleetPoli
 		closeAll(preloaded)
 		return err
 	}
-	next := fc.rec.clone()
+	next, err := fc.rec.clone()
+	if err != nil {
+		closeAll(preloaded)
+		return fmt.Errorf("the policies active here cannot be written to the fleet: %w", err)
+	}
 	if err := change(next); err != nil {
 		closeAll(preloaded)
 		return err

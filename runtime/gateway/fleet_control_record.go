@@ -130,13 +130,10 @@ func (r *fleetPolicy) encode() []byte {
 	return b
 }
 
-// clone is a deep copy through the record's JSON form.
-func (r *fleetPolicy) clone() *fleetPolicy {
-	c, err := decodeFleetPolicy(r.encode())
-	if err != nil { // r was checked or built by the methods below
-		panic(fmt.Sprintf("gateway: fleet policy record does not survive a copy: %v", err))
-	}
-	return c
+// clone is a deep copy through the record's JSON form, checked like a
+// record read from NATS (a replica's local state may not pass).
+func (r *fleetPolicy) clone() (*fleetPolicy, error) {
+	return decodeFleetPolicy(r.encode())
 }
 
 // digest identifies what the record activates: each module's active
