@@ -38,6 +38,7 @@ type fleetControl struct {
 	started time.Time
 	tmpDir  string        // the local store's folder when the config has no state_dir
 	kick    chan struct{} // publish the member record now
+	pins    fleetPinState // the fleet's tool-pin decisions (fleet_control_pins.go)
 
 	// Guarded by g.pol.mu: the record active here and its revision.
 	rec *fleetPolicy
@@ -83,6 +84,7 @@ func (g *Gateway) startFleetControl() error {
 	g.fleetCtl = fc
 	ctx := g.ctx
 	g.wg.Go(func() { fc.ctl.Watch(ctx, fleetPolicyKey, func(e cluster.Entry) { fc.onRecord(ctx, e) }, nil) })
+	g.wg.Go(func() { fc.ctl.Watch(ctx, fleetPinsKey, fc.onPins, nil) })
 	g.wg.Go(func() { fc.run(ctx) })
 	return nil
 }

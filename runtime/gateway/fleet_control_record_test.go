@@ -86,3 +86,23 @@ func FuzzDecodeFleetPolicy(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeFleetPins: pin decisions read from NATS are checked or
+// refused, never a panic.
+func FuzzDecodeFleetPins(f *testing.F) {
+	f.Add([]byte(`{"format":1,"decisions":[{"server":"s","tool":"t","fingerprint":"sha256:ab","decision":"approve","at":"2026-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"format":1,"decisions":[{"server":"s","tool":"t","fingerprint":"x","decision":"maybe"}]}`))
+	f.Add([]byte(`{"format":1,"decisions":[{"server":"s","tool":"t","fingerprint":"x","decision":"reject"},{"server":"s","tool":"t","fingerprint":"y","decision":"approve"}]}`))
+	f.Add([]byte(`{"format":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rec, err := decodeFleetPins(b)
+		if err != nil {
+			return
+		}
+		for _, d := range rec.Decisions {
+			if d.Server == "" || (d.Decision != "approve" && d.Decision != "reject") {
+				t.Fatalf("accepted %+v", d)
+			}
+		}
+	})
+}
