@@ -218,6 +218,23 @@ func TestFleetControlUploadActiveOnEveryReplica(t *testing.T) {
 		code, _ := adminDo(t, "GET", a.admin+"/admin/modules/guard", nil, nil)
 		return code == http.StatusNotFound
 	})
+	// /status on any replica: every member, each on the same generation
+	// and policy digest, NATS connected.
+	waitFor(t, "/status to show the fleet in step", func() bool {
+		_, st := getJSON(t, strings.TrimSuffix(c.mcp, "/mcp")+"/status")
+		f, _ := st["fleet"].(map[string]any)
+		members, _ := f["members"].([]any)
+		if len(members) != 3 || f["nats"] != "connected" {
+			return false
+		}
+		for _, m := range members {
+			m := m.(map[string]any)
+			if m["generation"] != f["generation"] || m["policy_digest"] != f["policy_digest"] || m["nats"] != "connected" || m["last_seen"] == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func TestFleetControlRefusalReportedPerReplica(t *testing.T) {
