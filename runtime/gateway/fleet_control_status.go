@@ -17,8 +17,13 @@ import (
 // the fleet section of /status and the per-replica lines of
 // GET /admin/modules.
 
-// heartbeat is how often a replica beats and checks the fleet's record.
-const heartbeat = time.Second
+// heartbeat is how often a replica beats and checks the fleet's record;
+// every listEvery beats it also reads the others' records, so that /status
+// has a recent list when NATS goes away.
+const (
+	heartbeat = time.Second
+	listEvery = 5
+)
 
 // run beats until ctx ends, then leaves the fleet.
 func (fc *fleetControl) run(ctx context.Context) {
@@ -26,11 +31,11 @@ func (fc *fleetControl) run(ctx context.Context) {
 	defer tick.Stop()
 	defer fc.leave()
 	seeded := false
-	for {
+	for beats := 0; ; beats++ {
 		if fc.node.Connected() {
 			seeded = seeded || fc.seed(ctx)
 			fc.poll(ctx)
-			fc.beat(ctx)
+			fc.beat(ctx, beats%listEvery == 0)
 		}
 		select {
 		case <-ctx.Done():
@@ -107,13 +112,16 @@ func natsState(n *cluster.Node) string {
 	return "disconnected"
 }
 
-// beat publishes this replica's record and reads the others'.
-func (fc *fleetControl) beat(ctx context.Context) {
+// beat publishes this replica's record and, when list is set, reads the
+// others'.
+func (fc *fleetControl) beat(ctx context.Context, list bool) {
 	if err := fc.mem.Publish(ctx, fc.self()); err != nil {
 		fc.g.log.Debug("cluster: heartbeat", "err", err)
 		return
 	}
-	fc.refreshMembers(ctx)
+	if list {
+		fc.refreshMembers(ctx)
+	}
 }
 
 // refreshMembers reads the members bucket into the cache.

@@ -166,10 +166,11 @@ func TestFleetControlUploadActiveOnEveryReplica(t *testing.T) {
 
 	start := time.Now()
 	uploadAndAttach(t, a, redact)
+	answered := time.Now()
 	for _, r := range []*replica{b, c} {
 		waitFor(t, "guard active on "+r.name, func() bool { return activeDigest(t, r, "guard") == digestOf(redact) })
 	}
-	t.Logf("upload+attach on a active on b and c after %v", time.Since(start))
+	t.Logf("upload+attach through a: answered after %v; active on b and c %v later", answered.Sub(start), time.Since(answered))
 	cs := connect(t, c.mcp, nil)
 	if txt, _ := callText(t, cs, "leak", nil); !strings.Contains(txt, "[MASKED]") || strings.Contains(txt, secretKey) {
 		t.Fatalf("through c after the upload on a, leak = %q", txt)
@@ -296,6 +297,22 @@ func TestFleetControlRestartOnEmptyStateDir(t *testing.T) {
 	_, body := adminDo(t, "GET", b2.admin+"/admin/modules/guard", nil, nil)
 	if body["digest"] != digestOf(redact) {
 		t.Errorf("b's module after restart: %v", body)
+	}
+
+	// A replica restarted on a state directory the fleet moved past: the
+	// fleet's record wins over the cache.
+	oldDir := t.TempDir()
+	c := startReplica(t, nats.ClientURL(), "c", up, oldDir, "")
+	waitFor(t, "guard on c", func() bool { return activeDigest(t, c, "guard") == digestOf(redact) })
+	c.stop()
+	v2 := versionedModule(2)
+	if code, body := adminDo(t, "PUT", a.admin+"/admin/modules/guard", v2, nil); code != http.StatusCreated {
+		t.Fatalf("upload v2 while c is down: %d %v", code, body)
+	}
+	c2 := startReplica(t, nats.ClientURL(), "c", up, oldDir, "")
+	waitFor(t, "v2 on c restarted on its old state", func() bool { return activeDigest(t, c2, "guard") == digestOf(v2) })
+	if txt, _ := callText(t, connect(t, c2.mcp, nil), "leak", nil); txt != "r2" {
+		t.Fatalf("through c restarted on its old state, leak = %q", txt)
 	}
 }
 
