@@ -99,6 +99,24 @@ func unavailable(err error) error {
 	return err
 }
 
+// gone reports an error that may mean a bucket no longer exists (deleted,
+// or a NATS that lost its store): a missing stream answers nothing, like
+// a JetStream that is down.
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// forget drops the bound buckets after an error that may mean they are
+// gone, so the next call binds (or makes) them again.
+func (c *Control) forget(err error) {
+	if gone(err) {
+		c.mu.Lock()
+		c.kv, c.obj = nil, nil
+		c.mu.Unlock()
+	}
+}
+
 // Get reads the current revision of key; a missing key is Entry{} and no
 // error.
 func (c *Control) Get(ctx context.Context, key string) (Entry, error) {
@@ -109,6 +127,7 @@ func (c *Control) Get(ctx context.Context, key string) (Entry, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	e, err := kv.Get(ctx, key)
+	c.forget(err)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		return Entry{Key: key}, nil
@@ -137,6 +156,7 @@ func (c *Control) Put(ctx context.Context, key string, value []byte, prev uint64
 	} else {
 		rev, err = kv.Update(ctx, key, value, prev)
 	}
+	c.forget(err)
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists),
@@ -266,6 +286,7 @@ func (c *Control) Blob(ctx context.Context, digest string, limit int64) ([]byte,
 	ctx, cancel := context.WithTimeout(ctx, 4*opTimeout)
 	defer cancel()
 	info, err := obj.GetInfo(ctx, name)
+	c.forget(err)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("module %s: %w: %w", digest, ErrBadBlob, err)
 	}

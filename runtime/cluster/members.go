@@ -145,6 +145,11 @@ func (ms *Members) Publish(ctx context.Context, m Member) error {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if _, err := kv.Put(ctx, Token(m.Replica), b); err != nil {
+		if gone(err) {
+			ms.mu.Lock()
+			ms.kv = nil
+			ms.mu.Unlock()
+		}
 		return unavailable(fmt.Errorf("publishing member record: %w", err))
 	}
 	return nil

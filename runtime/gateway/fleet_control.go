@@ -45,6 +45,9 @@ type fleetControl struct {
 	// rev is the revision active here; failed the last one refused.
 	rev    atomic.Uint64
 	failed atomic.Pointer[cluster.Failure]
+	// failedCfg is the config a refusal was made under: a reload (a
+	// larger admin.max_module_bytes, say) earns the revision a retry.
+	failedCfg atomic.Pointer[config.Config]
 
 	membersMu sync.Mutex
 	members   []cluster.Member // last list read
@@ -96,8 +99,8 @@ func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
 	if e.Key != fleetPolicyKey || e.Revision <= fc.rev.Load() {
 		return
 	}
-	if f := fc.failed.Load(); f != nil && f.Generation == e.Revision {
-		return // refused once; a newer revision may fix it
+	if f := fc.failed.Load(); f != nil && f.Generation == e.Revision && fc.failedCfg.Load() == fc.g.config() {
+		return // refused once; a newer revision or config may fix it
 	}
 	if e.Value == nil {
 		fc.g.log.Warn("cluster: the fleet's policy record was deleted; keeping the active policies", "revision", e.Revision)
@@ -134,6 +137,7 @@ func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
 // refuse records and logs a revision this replica did not activate.
 func (fc *fleetControl) refuse(rev uint64, err error) {
 	fc.g.log.Error("cluster: fleet policy revision not activated on this replica; serving the previous one", "revision", rev, "err", err)
+	fc.failedCfg.Store(fc.g.config())
 	fc.failed.Store(&cluster.Failure{Generation: rev, Error: err.Error(), At: time.Now().UTC()})
 	fc.publishSoon()
 }

@@ -245,3 +245,53 @@ func TestFleetControlRefusesGarbage(t *testing.T) {
 	}
 	waitFor(t, "b to detach", func() bool { return len(attachedPolicies(t, b)) == 0 })
 }
+
+// TestFleetControlRecordWiped: the control bucket disappears (deleted, or
+// a NATS that lost its store); the replicas keep serving, one writes its
+// state again, and changes flow as before.
+func TestFleetControlRecordWiped(t *testing.T) {
+	ns := natstest.Start(t)
+	up := vaultServer(t, "vault", make(chan string, 1))
+	fleet := startFleet(t, ns.ClientURL(), up, 2)
+	a, b := fleet[0], fleet[1]
+	redact := w.Example(t, "redact-secrets")
+	uploadAndAttach(t, a, redact)
+	waitFor(t, "guard on b", func() bool { return activeDigest(t, b, "guard") == digestOf(redact) })
+
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, del := range []func() error{
+		func() error { return js.DeleteKeyValue(ctx, "t_control") },
+		func() error { return js.DeleteObjectStore(ctx, "t_modules") },
+	} {
+		if err := del(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the record written again", func() bool {
+		kv, err := js.KeyValue(ctx, "t_control")
+		if err != nil {
+			return false
+		}
+		_, err = kv.Get(ctx, "policy")
+		return err == nil
+	})
+	if txt := leakThrough(t, b); !strings.Contains(txt, "[MASKED]") {
+		t.Errorf("b after the wipe: leak = %q", txt)
+	}
+	v2 := versionedModule(2)
+	waitFor(t, "an upload through b to go through", func() bool {
+		code, _ := adminDo(t, "PUT", b.admin+"/admin/modules/guard", v2, nil)
+		return code == http.StatusCreated
+	})
+	waitFor(t, "v2 on a", func() bool { return activeDigest(t, a, "guard") == digestOf(v2) })
+	// The module bytes are back in the object store for a newcomer.
+	c := startReplica(t, ns.ClientURL(), "c", up, t.TempDir(), "")
+	waitFor(t, "v2 on a newcomer", func() bool { return activeDigest(t, c, "guard") == digestOf(v2) })
+}

@@ -34,7 +34,9 @@ func (fc *fleetControl) run(ctx context.Context) {
 	for beats := 0; ; beats++ {
 		if fc.node.Connected() {
 			seeded = seeded || fc.seed(ctx)
-			fc.poll(ctx)
+			if fc.poll(ctx) {
+				seeded = false // the record is gone: seed it again
+			}
 			fc.beat(ctx, beats%listEvery == 0)
 		}
 		select {
@@ -82,12 +84,26 @@ func (fc *fleetControl) seed(ctx context.Context) bool {
 	return true
 }
 
-// poll activates the fleet's current record if the watcher has not.
-func (fc *fleetControl) poll(ctx context.Context) {
+// poll activates the fleet's current record if the watcher has not. It
+// reports a record that vanished (a NATS that lost its store): the
+// replica keeps serving, forgets the revision, and seeds the record again.
+func (fc *fleetControl) poll(ctx context.Context) (gone bool) {
 	e, err := fc.ctl.Get(ctx, fleetPolicyKey)
-	if err == nil && e.Revision > fc.rev.Load() {
+	switch {
+	case err != nil:
+	case e.Revision == 0 && fc.rev.Load() > 0:
+		fc.g.log.Warn("cluster: the fleet's policy record is gone from NATS; writing this replica's again", "had_revision", fc.rev.Load())
+		fc.rev.Store(0)
+		return true
+	case e.Revision < fc.rev.Load():
+		// Revisions only grow: the bucket was made again.
+		fc.g.log.Warn("cluster: the fleet's policy record was written anew; activating it", "had_revision", fc.rev.Load(), "revision", e.Revision)
+		fc.rev.Store(0)
+		fc.onRecord(ctx, e)
+	case e.Revision > fc.rev.Load():
 		fc.onRecord(ctx, e)
 	}
+	return false
 }
 
 // self is this replica's member record.
