@@ -171,3 +171,30 @@ func TestMembersListSkipsBadRecords(t *testing.T) {
 		t.Fatalf("after a left: %+v", list)
 	}
 }
+
+// TestControlSurvivesClusterMemberLoss: on a 3-server JetStream cluster
+// the control buckets keep a copy on each server, so the record and the
+// module bytes are read and written after one server dies.
+func TestControlSurvivesClusterMemberLoss(t *testing.T) {
+	cl := natstest.StartCluster(t, 3)
+	n := openNode(t, cl.URL(), "a")
+	c := NewControl(n)
+	ctx := context.Background()
+	waitFor(t, "the cluster's servers known", func() bool { return n.replicas() == 3 })
+	r1, err := c.Put(ctx, "policy", []byte("1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.PutBlob(ctx, []byte("module"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Servers[0].Shutdown()
+	waitFor(t, "a write after a server died", func() bool {
+		_, err := c.Put(ctx, "policy", []byte("2"), r1)
+		return err == nil
+	})
+	if b, err := c.Blob(ctx, d, 0); err != nil || string(b) != "module" {
+		t.Fatalf("module after a server died: %q %v", b, err)
+	}
+}
