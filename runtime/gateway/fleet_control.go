@@ -190,7 +190,33 @@ func (fc *fleetControl) fetch(ctx context.Context, rec *fleetPolicy) (map[string
 		}
 		blobs[v.Digest] = b
 	}
+	if err := fc.checkSigned(rec, blobs); err != nil {
+		return nil, err
+	}
 	return blobs, nil
+}
+
+// checkSigned checks, on a replica whose config requires signed modules,
+// the signature each active version was uploaded with against this
+// replica's trusted keys, as its own upload endpoint would.
+func (fc *fleetControl) checkSigned(rec *fleetPolicy, blobs map[string][]byte) error {
+	cfg := fc.g.config()
+	if !cfg.Admin.RequireSigned {
+		return nil
+	}
+	for name, m := range rec.Modules {
+		wasm, ok := blobs[m.Active.Digest]
+		if !ok {
+			var err error
+			if wasm, err = fc.g.pol.store.Blob(m.Active.Digest); err != nil {
+				return fmt.Errorf("module %q: %w", name, err)
+			}
+		}
+		if _, err := checkSignature(cfg, wasm, m.Signatures[m.Active.Digest]); err != nil {
+			return fmt.Errorf("module %q (%s) on a replica with admin.require_signed: %w", name, m.Active.Digest, err)
+		}
+	}
+	return nil
 }
 
 // activateLocked makes rec the local state: its modules and attachments

@@ -140,7 +140,7 @@ func (fc *fleetControl) setAttachmentsLocked(ctx context.Context, next []policy.
 	}, nil, nil)
 }
 
-func (fc *fleetControl) uploadLocked(ctx context.Context, name string, wasm []byte, meta store.Version, preloaded map[moduleKey]*policy.Module) error {
+func (fc *fleetControl) uploadLocked(ctx context.Context, name string, wasm []byte, meta store.Version, sig string, preloaded map[moduleKey]*policy.Module) error {
 	now := time.Now().UTC()
 	meta.Digest, meta.Size, meta.ActivatedAt = store.Digest(wasm), int64(len(wasm)), now
 	if meta.UploadedAt.IsZero() {
@@ -148,7 +148,7 @@ func (fc *fleetControl) uploadLocked(ctx context.Context, name string, wasm []by
 	}
 	meta.UploadedAt = meta.UploadedAt.UTC()
 	keep := fc.g.config().Admin.KeepVersions
-	return fc.commitLocked(ctx, func(r *fleetPolicy) error { r.upload(name, meta, keep); return nil }, wasm, preloaded)
+	return fc.commitLocked(ctx, func(r *fleetPolicy) error { r.upload(name, meta, sig, keep); return nil }, wasm, preloaded)
 }
 
 func (fc *fleetControl) rollbackLocked(ctx context.Context, name string) error {

@@ -48,10 +48,13 @@ type fleetPolicy struct {
 }
 
 // fleetModule is one module's versions: the active one and the older ones
-// kept for rollback, newest first.
+// kept for rollback, newest first, and the detached signatures uploads
+// came with, by digest, so that a replica requiring signed modules checks
+// them against its own trusted keys.
 type fleetModule struct {
-	Active  store.Version   `json:"active"`
-	History []store.Version `json:"history,omitempty"`
+	Active     store.Version     `json:"active"`
+	History    []store.Version   `json:"history,omitempty"`
+	Signatures map[string]string `json:"signatures,omitempty"`
 }
 
 func newFleetPolicy() *fleetPolicy {
@@ -109,6 +112,11 @@ func (r *fleetPolicy) check() error {
 				return fmt.Errorf("module %q: version %s listed twice", name, v.Digest)
 			}
 			seen[v.Digest] = true
+		}
+		for d, sig := range m.Signatures {
+			if !seen[d] || len(sig) > 1024 {
+				return fmt.Errorf("module %q: a signature of %d bytes for %q, not one of its versions", name, len(sig), d)
+			}
 		}
 	}
 	names := map[string]bool{}
@@ -185,7 +193,7 @@ func fleetPolicyOf(st *store.Store) *fleetPolicy {
 // upload makes v (Digest and Size filled in) the active version of name;
 // the previous one moves into the history, which keeps at most keep
 // versions. Uploading the active version again changes nothing.
-func (r *fleetPolicy) upload(name string, v store.Version, keep int) {
+func (r *fleetPolicy) upload(name string, v store.Version, sig string, keep int) {
 	old, ok := r.Modules[name]
 	if ok && old.Active.Digest == v.Digest {
 		return
@@ -199,6 +207,15 @@ func (r *fleetPolicy) upload(name string, v store.Version, keep int) {
 		if len(m.History) > keep {
 			m.History = m.History[:keep]
 		}
+	}
+	m.Signatures = map[string]string{}
+	for _, h := range m.History {
+		if s := old.Signatures[h.Digest]; s != "" {
+			m.Signatures[h.Digest] = s
+		}
+	}
+	if sig != "" {
+		m.Signatures[v.Digest] = sig
 	}
 	r.Modules[name] = m
 }
@@ -215,7 +232,8 @@ func (r *fleetPolicy) rollback(name string, now time.Time) error {
 	}
 	prev := m.History[0]
 	prev.ActivatedAt = now.UTC()
-	r.Modules[name] = fleetModule{Active: prev, History: m.History[1:]}
+	delete(m.Signatures, m.Active.Digest)
+	r.Modules[name] = fleetModule{Active: prev, History: m.History[1:], Signatures: m.Signatures}
 	return nil
 }
 

@@ -17,13 +17,13 @@ func TestFleetPolicyRecordChanges(t *testing.T) {
 	r := newFleetPolicy()
 	v := func(c string) store.Version { return store.Version{Digest: hexDigest(c), Size: 10} }
 	for _, c := range []string{"a", "b", "c", "d"} {
-		r.upload("m", v(c), 2)
+		r.upload("m", v(c), "", 2)
 	}
-	r.upload("m", v("d"), 2) // the active one again: nothing changes
+	r.upload("m", v("d"), "", 2) // the active one again: nothing changes
 	if m := r.Modules["m"]; m.Active.Digest != hexDigest("d") || len(m.History) != 2 || m.History[0].Digest != hexDigest("c") || m.History[1].Digest != hexDigest("b") {
 		t.Fatalf("after four uploads keeping 2: %+v", m)
 	}
-	r.upload("m", v("b"), 2) // an older version again moves out of the history
+	r.upload("m", v("b"), "", 2) // an older version again moves out of the history
 	if m := r.Modules["m"]; m.Active.Digest != hexDigest("b") || len(m.History) != 2 || m.History[0].Digest != hexDigest("d") || m.History[1].Digest != hexDigest("c") {
 		t.Fatalf("after re-uploading b: %+v", m)
 	}
@@ -63,8 +63,8 @@ func TestFleetPolicyRecordChanges(t *testing.T) {
 // panic.
 func FuzzDecodeFleetPolicy(f *testing.F) {
 	good := newFleetPolicy()
-	good.upload("guard", store.Version{Digest: hexDigest("a"), Size: 3}, 5)
-	good.upload("guard", store.Version{Digest: hexDigest("b"), Size: 4}, 5)
+	good.upload("guard", store.Version{Digest: hexDigest("a"), Size: 3}, "c2ln", 5)
+	good.upload("guard", store.Version{Digest: hexDigest("b"), Size: 4}, "", 5)
 	f.Add(good.encode())
 	f.Add([]byte(`{"format":1,"modules":{},"attachments":[{"name":"g","module":"guard","tools":["*"],"mode":"shadow","config":{"a":1}}]}`))
 	f.Add([]byte(`{"format":1,"modules":{"m":{"active":{"digest":"sha256:XYZ","size":3}}}}`))

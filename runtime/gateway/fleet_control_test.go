@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/natstest"
 	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
+	adminapi "github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
@@ -360,5 +364,40 @@ func TestFleetControlPinDecisions(t *testing.T) {
 	})
 	if has(sa) {
 		t.Error("a serves the rejected definition")
+	}
+}
+
+// TestFleetControlSignaturesCheckedPerReplica: a replica that requires
+// signed modules checks the signature an upload came with, through any
+// replica, against its own trusted keys.
+func TestFleetControlSignaturesCheckedPerReplica(t *testing.T) {
+	nats := natstest.Start(t)
+	up := vaultServer(t, "vault", make(chan string, 1))
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	trusted := fmt.Sprintf(`, "trusted_keys": [%q]`, base64.StdEncoding.EncodeToString(pub))
+	a := startReplica(t, nats.ClientURL(), "a", up, t.TempDir(), trusted) // checks signatures sent, takes unsigned
+	strict := startReplica(t, nats.ClientURL(), "strict", up, t.TempDir(), `, "require_signed": true`+trusted)
+	v1, v2 := versionedModule(1), versionedModule(2)
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, v1))
+	if code, body := adminDo(t, "PUT", a.admin+"/admin/modules/guard", v1, map[string]string{adminapi.HeaderModuleSignature: sig}); code != http.StatusCreated {
+		t.Fatalf("signed upload through a: %d %v", code, body)
+	}
+	if code, body := adminDo(t, "POST", a.admin+"/admin/policies", []byte(`{"name":"guard","module":"guard","tools":["*"]}`), nil); code != http.StatusCreated {
+		t.Fatalf("attach: %d %v", code, body)
+	}
+	waitFor(t, "the signed version on strict", func() bool { return activeDigest(t, strict, "guard") == digestOf(v1) })
+
+	if code, body := adminDo(t, "PUT", a.admin+"/admin/modules/guard", v2, nil); code != http.StatusCreated {
+		t.Fatalf("unsigned upload through a: %d %v", code, body)
+	}
+	waitFor(t, "strict to refuse the unsigned version", func() bool {
+		f := strict.g.fleetCtl.failed.Load()
+		return f != nil && strings.Contains(f.Error, "must be signed")
+	})
+	if d := activeDigest(t, strict, "guard"); d != digestOf(v1) {
+		t.Errorf("strict runs %s, want the signed %s", d, digestOf(v1))
+	}
+	if txt, _ := callText(t, connect(t, strict.mcp, nil), "echo", map[string]any{"text": "x"}); txt != "r1" {
+		t.Errorf("through strict: %q", txt)
 	}
 }

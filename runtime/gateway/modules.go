@@ -107,7 +107,7 @@ func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo
 			return err
 		}
 		meta := store.Version{UploadedBy: up.Identity, SignedBy: signedBy, ABIVersion: abi, UploadedAt: time.Now()}
-		return activateUpload(ctx, p, st, up.Name, wasm, meta, preloaded)
+		return activateUpload(ctx, p, st, up.Name, wasm, meta, up.Signature, preloaded)
 	})
 	if err != nil {
 		return ModuleInfo{}, err
@@ -204,9 +204,9 @@ func attachmentsUsing(pg *policyGen, name string) []policy.Spec {
 // activateUpload commits a verified module to the store and builds the
 // generation that uses it; on failure the store gets its previous version
 // back. Called with p.mu held.
-func activateUpload(ctx context.Context, p *policies, st *store.Store, name string, wasm []byte, meta store.Version, preloaded map[moduleKey]*policy.Module) error {
+func activateUpload(ctx context.Context, p *policies, st *store.Store, name string, wasm []byte, meta store.Version, sig string, preloaded map[moduleKey]*policy.Module) error {
 	if p.fleet != nil {
-		return p.fleet.uploadLocked(ctx, name, wasm, meta, preloaded)
+		return p.fleet.uploadLocked(ctx, name, wasm, meta, sig, preloaded)
 	}
 	ver, err := st.Commit(name, wasm, meta)
 	if err != nil {
