@@ -40,8 +40,11 @@ type fleetControl struct {
 	kick    chan struct{} // publish the member record now
 	pins    fleetPinState // the fleet's tool-pin decisions (fleet_control_pins.go)
 
-	// Guarded by g.pol.mu: the record active here and its revision.
+	// Guarded by g.pol.mu: the record active here.
 	rec *fleetPolicy
+	// view is what the member record and /status say is active, readable
+	// without the lock an admin change holds across NATS round trips.
+	view atomic.Pointer[recordView]
 	// rev is the revision active here; failed the last one refused.
 	rev    atomic.Uint64
 	failed atomic.Pointer[cluster.Failure]
@@ -52,6 +55,17 @@ type fleetControl struct {
 	membersMu sync.Mutex
 	members   []cluster.Member // last list read
 	listedAt  time.Time
+}
+
+// recordView is the digest of the record active here and its modules'
+// active versions.
+type recordView struct {
+	digest  string
+	modules map[string]string
+}
+
+func viewOf(rec *fleetPolicy) *recordView {
+	return &recordView{digest: rec.digest(), modules: rec.activeDigests()}
 }
 
 // errFleetDown is the admin API's answer to a write while NATS is away.
@@ -82,6 +96,7 @@ func (g *Gateway) startFleetControl() error {
 	}
 	g.pol.mu.Lock()
 	fc.rec = fleetPolicyOf(g.pol.store)
+	fc.view.Store(viewOf(fc.rec))
 	g.pol.fleet = fc
 	g.pol.mu.Unlock()
 	g.fleetCtl = fc
@@ -145,6 +160,7 @@ func (fc *fleetControl) refuse(rev uint64, err error) {
 // appliedLocked records rec, revision rev, as active here.
 func (fc *fleetControl) appliedLocked(rev uint64, rec *fleetPolicy) {
 	fc.rec = rec
+	fc.view.Store(viewOf(rec))
 	fc.rev.Store(rev)
 	if f := fc.failed.Load(); f != nil && f.Generation <= rev {
 		fc.failed.Store(nil)

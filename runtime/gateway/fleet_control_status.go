@@ -111,10 +111,8 @@ func (fc *fleetControl) self() cluster.Member {
 	cfg := fc.g.config()
 	m := cluster.Member{Replica: fc.node.Replica(), Listen: cfg.Listen, Admin: cfg.Admin.Listen, Version: Version,
 		Started: fc.started, LastSeen: time.Now().UTC(), NATS: natsState(fc.node), Generation: fc.rev.Load()}
-	p := &fc.g.pol
-	p.mu.Lock()
-	m.PolicyDigest, m.Modules = fc.rec.digest(), fc.rec.activeDigests()
-	p.mu.Unlock()
+	v := fc.view.Load()
+	m.PolicyDigest, m.Modules = v.digest, v.modules
 	if f := fc.failed.Load(); f != nil && f.Generation > m.Generation {
 		m.Failed = f
 	}
