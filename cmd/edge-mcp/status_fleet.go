@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
 
@@ -39,4 +40,23 @@ func printFleet(w io.Writer, f *gateway.FleetStatus) error {
 		fmt.Fprintf(tw, "(members as of %s)\n", f.MembersAsOf.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// printReplicaDrift prints, for a module in a fleet, each replica that
+// does not run the version the answering replica runs, and why.
+func printReplicaDrift(w io.Writer, name, digest string, reps []admin.ModuleReplica) {
+	for _, r := range reps {
+		if r.Digest == digest && r.Error == "" {
+			continue
+		}
+		runs := r.Digest
+		if runs == "" {
+			runs = "no version"
+		}
+		fmt.Fprintf(w, "%s on replica %s: runs %s", name, r.Replica, runs)
+		if r.Error != "" {
+			fmt.Fprintf(w, "; did not activate generation after %d: %s", r.Generation, r.Error)
+		}
+		fmt.Fprintln(w)
+	}
 }

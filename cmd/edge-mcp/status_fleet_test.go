@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 )
@@ -40,5 +41,16 @@ func TestPrintFleet(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPrintReplicaDrift(t *testing.T) {
+	var out strings.Builder
+	printReplicaDrift(&out, "guard", "sha256:aa", []admin.ModuleReplica{
+		{Replica: "a", Digest: "sha256:aa", Generation: 3},
+		{Replica: "c", Generation: 2, Error: "module too large"},
+	})
+	if got := out.String(); strings.Contains(got, "replica a") || !strings.Contains(got, "guard on replica c: runs no version; did not activate generation after 2: module too large") {
+		t.Errorf("drift:\n%s", got)
 	}
 }
