@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +33,7 @@ type replica struct {
 	g                *Gateway
 	stop             func()
 	logs             *lockedBuffer // everything the replica logged
+	cfgPath          string        // its config file
 }
 
 // lockedBuffer collects log lines from many goroutines.
@@ -61,7 +64,11 @@ func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string)
 	t.Helper()
 	js := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}, "state_dir": %q%s},
 		"cluster": {"nats_url": %q, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, natsURL, fleetSecret, name)
-	cfg, err := config.Parse(name+".json", []byte(js))
+	cfgPath := filepath.Join(t.TempDir(), name+".json")
+	if err := os.WriteFile(cfgPath, []byte(js), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -92,7 +99,7 @@ func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string)
 	if err := g.WaitReady(wctx); err != nil {
 		t.Fatalf("gateway not ready: %v", err)
 	}
-	return &replica{name: name, mcp: srv.URL + "/mcp", admin: adm.URL, g: g, stop: stop, logs: logs}
+	return &replica{name: name, mcp: srv.URL + "/mcp", admin: adm.URL, g: g, stop: stop, logs: logs, cfgPath: cfgPath}
 }
 
 // startFleet starts n replicas a, b, c… on one NATS.
@@ -280,6 +287,20 @@ func TestFleetControlRefusalReportedPerReplica(t *testing.T) {
 	_, st := getJSON(t, strings.TrimSuffix(c.mcp, "/mcp")+"/status")
 	if f, _ := st["fleet"].(map[string]any)["failed"].(map[string]any); f == nil || !strings.Contains(f["error"].(string), "max_module_bytes") {
 		t.Errorf("c's /status fleet = %v", st["fleet"])
+	}
+
+	// c's operator raises its limit: the reload earns the refused
+	// revision another try, and c catches up.
+	raw, _ := os.ReadFile(c.cfgPath)
+	if err := os.WriteFile(c.cfgPath, []byte(strings.Replace(string(raw), `"max_module_bytes": 65536`, `"max_module_bytes": 33554432`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.g.ReloadFile(context.Background()); err != nil {
+		t.Fatalf("reloading c: %v", err)
+	}
+	waitFor(t, "c to activate after its reload", func() bool { return activeDigest(t, c, "guard") == digestOf(redact) })
+	if txt, _ := callText(t, connect(t, c.mcp, nil), "leak", nil); !strings.Contains(txt, "[MASKED]") {
+		t.Errorf("through c after its reload, leak = %q", txt)
 	}
 }
 
