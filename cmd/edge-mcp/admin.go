@@ -287,16 +287,17 @@ func moduleList(ctx context.Context, c *adminClient, _ []string, stdout io.Write
 	}
 	var doc struct {
 		Modules []struct {
-			Name        string    `json:"name"`
-			Digest      string    `json:"digest"`
-			Size        int64     `json:"size"`
-			ABIVersion  string    `json:"abi_version"`
-			ActivatedAt time.Time `json:"activated_at"`
-			Healthy     bool      `json:"healthy"`
-			Calls       uint64    `json:"calls"`
-			Failures    uint64    `json:"failures"`
-			AttachedAs  []string  `json:"attached_as"`
-			History     []any     `json:"history"`
+			Name        string                `json:"name"`
+			Digest      string                `json:"digest"`
+			Size        int64                 `json:"size"`
+			ABIVersion  string                `json:"abi_version"`
+			ActivatedAt time.Time             `json:"activated_at"`
+			Healthy     bool                  `json:"healthy"`
+			Calls       uint64                `json:"calls"`
+			Failures    uint64                `json:"failures"`
+			AttachedAs  []string              `json:"attached_as"`
+			History     []any                 `json:"history"`
+			Replicas    []admin.ModuleReplica `json:"replicas"`
 		} `json:"modules"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -316,5 +317,11 @@ func moduleList(ctx context.Context, c *adminClient, _ []string, stdout io.Write
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%v\t%d\t%d\t%s\t%d\n", m.Name, d, m.Size, m.ABIVersion,
 			m.ActivatedAt.Local().Format(time.DateTime), m.Healthy, m.Calls, m.Failures, attached, len(m.History))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, m := range doc.Modules {
+		printReplicaDrift(stdout, m.Name, m.Digest, m.Replicas)
+	}
+	return nil
 }

@@ -361,6 +361,7 @@ func status(ctx context.Context, url string, stdout io.Writer) error {
 	}
 	var doc struct {
 		Servers []gateway.ServerStatus `json:"servers"`
+		Fleet   *gateway.FleetStatus   `json:"fleet"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		return fmt.Errorf("decoding status: %w", err)
@@ -390,6 +391,9 @@ func status(ctx context.Context, url string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(tw, "TOTAL\t\t%d/%d connected\t\t%d\n", connected, len(doc.Servers), tools)
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printFleet(stdout, doc.Fleet); err != nil {
 		return err
 	}
 	if len(doc.Servers) == 0 {

@@ -96,6 +96,22 @@ type ModuleInfo struct {
 	Failures    uint64          `json:"failures"`
 	AttachedAs  []string        `json:"attached_as"`
 	History     []store.Version `json:"history,omitempty"`
+	// Replicas says, in a fleet, which version each replica runs and why
+	// one refused the fleet's latest change.
+	Replicas []ModuleReplica `json:"replicas,omitempty"`
+}
+
+// ModuleReplica is one replica's line of a module in a fleet.
+type ModuleReplica struct {
+	Replica string `json:"replica"`
+	// Digest is the version active there; "" when the replica has none.
+	Digest string `json:"digest,omitempty"`
+	// Generation is the fleet revision active there.
+	Generation uint64    `json:"generation"`
+	LastSeen   time.Time `json:"last_seen"`
+	// Error is why the replica did not activate the fleet's latest
+	// revision; it serves the previous one meanwhile.
+	Error string `json:"error,omitempty"`
 }
 
 // PolicyInfo describes one attachment of the current generation.

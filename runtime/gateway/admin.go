@@ -139,6 +139,9 @@ func (o adminOps) Reload(ctx context.Context) (string, fmt.Stringer, error) {
 // applyAttachments builds and activates a generation with the given
 // run-time attachments, then records them in the store.
 func applyAttachments(ctx context.Context, p *policies, st *store.Store, next []policy.Spec) error {
+	if p.fleet != nil {
+		return p.fleet.setAttachmentsLocked(ctx, next)
+	}
 	if err := p.rebuildLocked(ctx, next, nil); err != nil {
 		return admin.Errorf(http.StatusUnprocessableEntity, "activation_failed", "%v", err)
 	}

@@ -27,6 +27,11 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 	}
 	g.fleet = node
 	g.fleetLimits.Bind(node)
+	if err := g.startFleetControl(); err != nil {
+		node.Close(ctx)
+		g.fleet = nil
+		return err
+	}
 	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
 	return nil
 }

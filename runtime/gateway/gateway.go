@@ -88,6 +88,9 @@ type Gateway struct {
 	// fleetLimits share the rate limits with the fleet; nil without a
 	// cluster section (fleet_limits.go).
 	fleetLimits *cluster.Limits
+	// fleetCtl is the fleet's control plane on this replica; nil without
+	// a fleet (fleet_control.go).
+	fleetCtl *fleetControl
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log

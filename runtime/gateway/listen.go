@@ -61,7 +61,8 @@ func (g *Gateway) serveHealthz(w http.ResponseWriter, r *http.Request) {
 
 // serveReadyz answers 200 once the configuration is loaded and every
 // required upstream (observability.required_servers) is connected, else 503
-// naming what is missing.
+// naming what is missing. A fleet replica whose NATS is away answers 200
+// "degraded" with the reason: it serves with what it has.
 func (g *Gateway) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	var missing []string
 	ups := g.route.upstreams()
@@ -75,6 +76,12 @@ func (g *Gateway) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	if g.ctx == nil || len(missing) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		json.NewEncoder(w).Encode(map[string]any{"status": "not ready", "missing": missing})
+		return
+	}
+	if reason := g.degradedReason(); reason != "" {
+		// Still 200: every replica loses the same NATS at once, and a load
+		// balancer must not drain the whole fleet for it.
+		json.NewEncoder(w).Encode(map[string]any{"status": "degraded", "reason": reason})
 		return
 	}
 	json.NewEncoder(w).Encode(map[string]any{"status": "ready"})
@@ -153,5 +160,6 @@ func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(struct {
 		Servers  []ServerStatus `json:"servers"`
 		Policies []PolicyStatus `json:"policies,omitempty"`
-	}{g.Status(), g.PolicyStatus()})
+		Fleet    *FleetStatus   `json:"fleet,omitempty"`
+	}{g.Status(), g.PolicyStatus(), g.FleetStatus(r.Context())})
 }

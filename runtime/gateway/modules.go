@@ -51,6 +51,7 @@ func (o adminOps) ListModules() ([]ModuleInfo, error) {
 	for _, m := range st.List() {
 		out = append(out, o.g.moduleInfo(m))
 	}
+	o.g.addReplicas(out)
 	return out, nil
 }
 
@@ -63,7 +64,9 @@ func (o adminOps) GetModule(name string) (ModuleInfo, error) {
 	if !ok {
 		return ModuleInfo{}, admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
 	}
-	return o.g.moduleInfo(m), nil
+	out := []ModuleInfo{o.g.moduleInfo(m)}
+	o.g.addReplicas(out)
+	return out[0], nil
 }
 
 // UploadModule checks an upload (size, decompression, digest, signature),
@@ -75,6 +78,9 @@ func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo
 	g := o.g
 	st, err := g.moduleStore()
 	if err != nil {
+		return ModuleInfo{}, err
+	}
+	if err := g.fleetWritable(); err != nil {
 		return ModuleInfo{}, err
 	}
 	if _, ok := config.UploadedModule(up.Name); !ok {
@@ -101,7 +107,7 @@ func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo
 			return err
 		}
 		meta := store.Version{UploadedBy: up.Identity, SignedBy: signedBy, ABIVersion: abi, UploadedAt: time.Now()}
-		return activateUpload(ctx, p, st, up.Name, wasm, meta, preloaded)
+		return activateUpload(ctx, p, st, up.Name, wasm, meta, up.Signature, preloaded)
 	})
 	if err != nil {
 		return ModuleInfo{}, err
@@ -198,7 +204,10 @@ func attachmentsUsing(pg *policyGen, name string) []policy.Spec {
 // activateUpload commits a verified module to the store and builds the
 // generation that uses it; on failure the store gets its previous version
 // back. Called with p.mu held.
-func activateUpload(ctx context.Context, p *policies, st *store.Store, name string, wasm []byte, meta store.Version, preloaded map[moduleKey]*policy.Module) error {
+func activateUpload(ctx context.Context, p *policies, st *store.Store, name string, wasm []byte, meta store.Version, sig string, preloaded map[moduleKey]*policy.Module) error {
+	if p.fleet != nil {
+		return p.fleet.uploadLocked(ctx, name, wasm, meta, sig, preloaded)
+	}
 	ver, err := st.Commit(name, wasm, meta)
 	if err != nil {
 		closeAll(preloaded)
@@ -297,6 +306,9 @@ func (o adminOps) DeleteModule(name string) error {
 				}
 			}
 		}
+		if p.fleet != nil {
+			return p.fleet.removeLocked(context.Background(), name)
+		}
 		return st.Remove(name)
 	})
 }
@@ -308,6 +320,12 @@ func (o adminOps) RollbackModule(ctx context.Context, name string) (ModuleInfo, 
 		prev, ok := st.Get(name)
 		if !ok {
 			return admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
+		}
+		if p.fleet != nil {
+			err := p.fleet.rollbackLocked(ctx, name)
+			m, _ := st.Get(name)
+			info = o.g.moduleInfo(m)
+			return err
 		}
 		if _, err := st.Rollback(name); errors.Is(err, store.ErrNoPrevious) {
 			return admin.Errorf(http.StatusConflict, "no_previous", "module %q has no earlier version to roll back to", name)

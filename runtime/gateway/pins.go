@@ -35,6 +35,9 @@ func (g *Gateway) pinOffer(u *upstream, offer *upstreamLists) *upstreamLists {
 		for i := range offer[kindTools] {
 			it := &offer[kindTools][i]
 			v, c := g.pins.Check(u.name, it.name, it.raw)
+			if v == pinning.Changed && g.applyPinDecision(u.name, it.name, c.NewFingerprint) && !g.pinRejected(u.name, it.name, c.NewFingerprint) {
+				v = pinning.Unchanged // approved by the fleet before this replica saw it
+			}
 			if v != pinning.Changed {
 				if changed {
 					kept = append(kept, *it)
@@ -95,15 +98,21 @@ func (o adminOps) PendingToolChanges() []PendingToolChange {
 
 // ApproveToolChange accepts a changed tool definition as the new pin; the
 // tool returns to the catalogue (with list_changed). A rejected change may
-// still be approved.
+// still be approved. In a fleet the decision is recorded for every replica
+// first (fleet_control_pins.go).
 func (o adminOps) ApproveToolChange(server, tool string) error {
 	g := o.g
 	if g.pins == nil {
 		return admin.Errorf(http.StatusConflict, "pinning_off", "tool pinning is off (pinning.mode)")
 	}
-	if err := g.pins.Approve(server, tool); errors.Is(err, pinning.ErrNotPending) {
+	recorded, err := g.decidePin(server, tool, "approve")
+	if err != nil {
+		return err
+	}
+	// The fleet's decision may have reached this replica's watcher first.
+	if err := g.pins.Approve(server, tool); errors.Is(err, pinning.ErrNotPending) && !recorded {
 		return admin.Errorf(http.StatusNotFound, "not_pending", "tool %q of server %q has no change awaiting approval", tool, server)
-	} else if err != nil {
+	} else if err != nil && !errors.Is(err, pinning.ErrNotPending) {
 		return err // already names the tool
 	}
 	g.pinLogged.Delete(pinRejection{server, tool})
@@ -122,6 +131,9 @@ func (o adminOps) RejectToolChange(server, tool string) error {
 	for _, c := range g.pins.Pending() {
 		if c.Server != server || c.Tool != tool || g.pinRejected(server, tool, c.NewFingerprint) {
 			continue
+		}
+		if _, err := g.decidePin(server, tool, "reject"); err != nil {
+			return err
 		}
 		g.pinLogged.Store(pinRejection{server, tool}, c.NewFingerprint)
 		g.route.publish(nil) // in flag mode the tool leaves the catalogue now

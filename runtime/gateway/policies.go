@@ -90,6 +90,7 @@ type policies struct {
 	nextID    uint64
 	loaded    map[moduleKey]*loadedModule
 	fileSpecs []policy.Spec // attachments from the config file
+	fleet     *fleetControl // nil: admin changes are this process's (fleet_control.go)
 	retired   sync.WaitGroup
 	closed    bool
 }
