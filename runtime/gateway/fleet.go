@@ -26,6 +26,9 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 		return fmt.Errorf("joining the fleet: %w", err)
 	}
 	g.fleet = node
+	if err := g.startFleetSessions(node); err != nil {
+		g.log.Error("cluster: sessions stay on the replica that opened them", "err", err)
+	}
 	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
 	return nil
 }

@@ -49,6 +49,7 @@ type session struct {
 	client    policy.Client // who is calling, as policy modules see it
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
+	owner     string        // fleet: the replica that opened the session ("": this one)
 
 	mu        sync.Mutex
 	view      *sessionView                     // policy-filtered tools list, when a module filters
@@ -77,6 +78,9 @@ func newSession(g *Gateway, conn transports.Connection) *session {
 	s.id, s.transport = anonymous, "stdio"
 	if p, ok := transports.Peer(conn).(*peer); ok {
 		s.id, s.transport = p.id, p.transport
+		if p.adopted != nil {
+			s.adopt(p.adopted)
+		}
 	}
 	s.client.ID = s.id.Name
 	return s
@@ -223,7 +227,7 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 	if rel.IsValid() {
 		wctx = transports.WithRelated(wctx, rel)
 	}
-	if err := s.conn.Write(wctx, &jsonrpc.Request{ID: intID(id), Method: method, Params: params}); err != nil {
+	if err := s.conn.Write(wctx, &jsonrpc.Request{ID: s.outID(id), Method: method, Params: params}); err != nil {
 		s.mu.Lock()
 		delete(s.out, id)
 		s.mu.Unlock()
@@ -251,10 +255,13 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 }
 
 func (s *session) handleResponse(r *jsonrpc.Response) {
-	id, ok := idInt(r.ID)
-	if !ok {
-		return
+	if id, ok := s.outIndex(r); ok {
+		s.answer(id, r)
 	}
+}
+
+// answer hands r to our request number id, when it still waits.
+func (s *session) answer(id int64, r *jsonrpc.Response) {
 	s.mu.Lock()
 	ch := s.out[id]
 	delete(s.out, id)

@@ -1,0 +1,349 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/transports"
+)
+
+// This file lets any replica of a fleet serve any request of a session
+// (issue 17). The downstream Mcp-Session-Id is a sealed token
+// (cluster.Sealer): a replica that does not know the id opens it and
+// adopts the session. What changes during a session lives elsewhere:
+//
+//   - DELETE: a record in the "revoked" KV bucket (TTL: the token's
+//     lifetime), checked before adoption and watched by every replica,
+//     which closes its copy of the session.
+//   - the GET stream: the replica holding it subscribes to
+//     <fleet>.sess.<id>.out; the others publish there what they would
+//     have written on it.
+//   - answers to the gateway's requests to the client (sampling,
+//     elicitation, roots): their JSON-RPC id names the replica waiting
+//     (fleetOutID); a replica receiving the answer sends it there with
+//     request/reply on <fleet>.replica.<replica>.answer.
+//
+// Every message read from NATS is validated before use.
+
+// fleetSessions is this replica's part of the fleet's sessions; nil
+// outside a fleet (and until Start joined it).
+type fleetSessions struct {
+	g      *Gateway
+	node   *cluster.Node
+	sealer *cluster.Sealer
+	log    *slog.Logger
+
+	revoked atomic.Pointer[jetstream.KeyValue] // the bucket, once made
+	local   sync.Map                           // session id → *session served here
+
+	mu      sync.Mutex
+	streams map[string]*streamSub // GET streams held here, by session id
+	answers *nats.Subscription
+}
+
+// streamSub is the subscription of a GET stream held here.
+type streamSub struct {
+	sub  *nats.Subscription
+	refs int
+}
+
+// startFleetSessions sets up session sharing once the fleet is joined.
+func (g *Gateway) startFleetSessions(node *cluster.Node) error {
+	sealer, err := cluster.NewSealer(node.Name(), node.Secrets())
+	if err != nil {
+		return fmt.Errorf("session tokens: %w", err)
+	}
+	fs := &fleetSessions{g: g, node: node, sealer: sealer, log: g.log, streams: map[string]*streamSub{}}
+	subj := node.Subject("replica", cluster.Token(node.Replica()), "answer")
+	if fs.answers, err = node.Conn().Subscribe(subj, fs.onAnswer); err != nil {
+		return fmt.Errorf("subscribing to %s: %w", subj, err)
+	}
+	if err := fs.startCalls(); err != nil {
+		return err
+	}
+	g.fleetSess.Store(fs)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		fs.watchRevoked(g.ctx)
+	}()
+	return nil
+}
+
+// fleetHooks is the streamable server's transports.StreamableFleet; it
+// serves as a single replica until the fleet is joined.
+type fleetHooks struct{ g *Gateway }
+
+func (h fleetHooks) SessionID(p any, init *jsonrpc.Request) string {
+	fs := h.g.fleetSess.Load()
+	pr, ok := p.(*peer)
+	if fs == nil || !ok {
+		return ""
+	}
+	var params struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ClientInfo      json.RawMessage `json:"clientInfo"`
+	}
+	if json.Unmarshal(init.Params, &params) != nil {
+		return "" // initialize answers the error; the session is closed
+	}
+	tok, err := fs.sealer.Seal(cluster.SessionClaims{Identity: pr.id.Name, Method: pr.id.Method,
+		Version: supportedVersion(params.ProtocolVersion), Caps: params.Capabilities, Info: params.ClientInfo,
+		Owner: fs.node.Replica()})
+	if err != nil {
+		fs.log.Error("cluster: sealing a session token; the session is this replica's only", "err", err)
+		return ""
+	}
+	return tok
+}
+
+func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
+	fs := h.g.fleetSess.Load()
+	if fs == nil {
+		return nil, false
+	}
+	c, err := fs.sealer.Open(id)
+	who := identityOf(r)
+	switch {
+	case err != nil:
+		fs.log.Warn("cluster: refused a session id", "err", err, "remote", r.RemoteAddr)
+		return nil, false
+	case c.Identity != who.Name || c.Method != who.Method:
+		fs.log.Warn("cluster: refused another identity's session", "identity", who.Name, "remote", r.RemoteAddr)
+		return nil, false
+	case fs.isRevoked(r.Context(), id):
+		fs.log.Info("cluster: refused a deleted session", "identity", who.Name, "remote", r.RemoteAddr)
+		return nil, false
+	}
+	fs.log.Debug("cluster: adopting a session", "identity", who.Name, "owner", c.Owner)
+	return &peer{id: who, transport: transportStreamable, adopted: &c}, true
+}
+
+func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
+	fs := h.g.fleetSess.Load()
+	if fs == nil || !fs.node.Connected() {
+		return false
+	}
+	if m, _ := wire.String(msg, "method"); isCatalogueNotice(m) {
+		// Every replica's catalogue changes alike: the one holding the
+		// GET stream tells the client, the others would repeat it.
+		return true
+	}
+	subj := fs.node.Subject("sess", cluster.Token(id), "out")
+	if err := fs.node.Conn().Publish(subj, msg); err != nil {
+		fs.log.Warn("cluster: publishing to a session's stream", "subject", subj, "err", err)
+		return false
+	}
+	return true
+}
+
+// isCatalogueNotice reports the notifications every replica produces
+// for every session of its own.
+func isCatalogueNotice(method string) bool {
+	switch method {
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		return true
+	}
+	return false
+}
+
+func (h fleetHooks) Standalone(id string, open bool) {
+	if fs := h.g.fleetSess.Load(); fs != nil {
+		fs.stream(id, open)
+	}
+}
+
+func (h fleetHooks) Deleted(id string) {
+	if fs := h.g.fleetSess.Load(); fs != nil {
+		fs.revoke(id)
+	}
+}
+
+// stream subscribes to (open) or leaves (!open) the subject of session
+// id's GET stream.
+func (fs *fleetSessions) stream(id string, open bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	ss := fs.streams[id]
+	if !open {
+		if ss != nil {
+			if ss.refs--; ss.refs <= 0 {
+				delete(fs.streams, id)
+				_ = ss.sub.Unsubscribe()
+			}
+		}
+		return
+	}
+	if ss != nil {
+		ss.refs++
+		return
+	}
+	subj := fs.node.Subject("sess", cluster.Token(id), "out")
+	sub, err := fs.node.Conn().Subscribe(subj, func(m *nats.Msg) { fs.onStreamMsg(id, m) })
+	if err != nil {
+		fs.log.Warn("cluster: subscribing to a session's stream; other replicas' notifications will not reach it", "err", err)
+		return
+	}
+	fs.streams[id] = &streamSub{sub: sub, refs: 1}
+}
+
+// onStreamMsg writes a message another replica published for the GET
+// stream held here, once it decodes as a request or notification.
+func (fs *fleetSessions) onStreamMsg(id string, m *nats.Msg) {
+	msg, err := wire.Decode(m.Data)
+	if _, ok := msg.(*jsonrpc.Request); err != nil || !ok {
+		fs.log.Warn("cluster: refused a message for a session's stream", "subject", m.Subject, "err", err)
+		return
+	}
+	fs.g.http.WriteStandalone(id, m.Data)
+}
+
+// revokedKey is the KV key of a deleted session: a hash of its id.
+func revokedKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
+}
+
+// bucket returns the revocation bucket, making it when NATS is reachable.
+func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if kv := fs.revoked.Load(); kv != nil {
+		return *kv, nil
+	}
+	if !fs.node.Connected() {
+		return nil, cluster.ErrUnavailable
+	}
+	kv, err := fs.node.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: fs.node.Bucket("revoked"), TTL: cluster.SessionTTL, Description: "deleted session tokens"})
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %q: %w", fs.node.Bucket("revoked"), err)
+	}
+	fs.revoked.Store(&kv)
+	return kv, nil
+}
+
+// revoke records that the client deleted session id, so that no replica
+// adopts it again.
+func (fs *fleetSessions) revoke(id string) {
+	ctx, cancel := context.WithTimeout(fs.g.ctx, 5*time.Second)
+	defer cancel()
+	kv, err := fs.bucket(ctx)
+	if err == nil {
+		_, err = kv.Put(ctx, revokedKey(id), []byte(id))
+	}
+	if err != nil {
+		fs.log.Warn("cluster: recording a deleted session; its token stays usable until it expires", "err", err)
+	}
+}
+
+// isRevoked reports whether session id was deleted. While NATS is down it
+// cannot tell and says no (the replica keeps serving; logged).
+func (fs *fleetSessions) isRevoked(ctx context.Context, id string) bool {
+	kv, err := fs.bucket(ctx)
+	if err == nil {
+		_, err = kv.Get(ctx, revokedKey(id))
+		if err == nil {
+			return true
+		}
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return false
+		}
+	}
+	fs.log.Warn("cluster: cannot check session revocations; adopting", "err", err)
+	return false
+}
+
+// watchRevoked closes this replica's copy of every session deleted
+// through another replica, until ctx ends.
+func (fs *fleetSessions) watchRevoked(ctx context.Context) {
+	for ctx.Err() == nil {
+		kv, err := fs.bucket(ctx)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+		if err != nil {
+			fs.log.Warn("cluster: watching session revocations", "err", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		for e := range w.Updates() {
+			if e != nil && e.Operation() == jetstream.KeyValuePut {
+				fs.closeLocal(string(e.Value()))
+			}
+		}
+		_ = w.Stop()
+	}
+}
+
+// closeLocal ends this replica's copy of session id, if it has one.
+func (fs *fleetSessions) closeLocal(id string) {
+	if v, ok := fs.local.Load(id); ok {
+		fs.log.Info("cluster: closing a session deleted on another replica")
+		v.(*session).conn.Close()
+	}
+}
+
+// track and untrack keep the index of the sessions served here.
+func (fs *fleetSessions) track(s *session) {
+	if sid := s.conn.SessionID(); sid != "" {
+		fs.local.Store(sid, s)
+	}
+}
+
+func (fs *fleetSessions) untrack(s *session) {
+	if sid := s.conn.SessionID(); sid != "" {
+		fs.local.CompareAndDelete(sid, s)
+	}
+}
+
+// fleetHooksOf is the streamable server's fleet hooks when cfg has a
+// cluster section, else nil.
+func fleetHooksOf(g *Gateway, cfg *config.Config) transports.StreamableFleet {
+	if cfg.Cluster == nil {
+		return nil
+	}
+	return fleetHooks{g}
+}
+
+// adopt sets up a session another replica opened, from its token: it is
+// initialized, with the client's capabilities, name and log level.
+func (s *session) adopt(c *cluster.SessionClaims) {
+	var caps struct {
+		Sampling    json.RawMessage `json:"sampling"`
+		Elicitation json.RawMessage `json:"elicitation"`
+		Roots       json.RawMessage `json:"roots"`
+	}
+	_ = json.Unmarshal(c.Caps, &caps) // sealed by the fleet: valid JSON or absent
+	s.caps.sampling = caps.Sampling != nil
+	s.caps.elicitation = caps.Elicitation != nil
+	s.caps.roots = caps.Roots != nil
+	name, _ := wire.String(c.Info, "name")
+	s.client.Name = name
+	if i := levelIndex(c.LogLevel); i >= 0 {
+		s.logLevel.Store(int32(i))
+	}
+	s.owner = c.Owner
+	s.initialized.Store(true)
+}
