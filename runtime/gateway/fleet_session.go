@@ -55,6 +55,8 @@ type fleetSessions struct {
 	mu      sync.Mutex
 	streams map[string]*streamSub // GET streams held here, by session id
 	answers *nats.Subscription
+
+	forwarded atomic.Int64 // client answers sent to the replica waiting for them
 }
 
 // streamSub is the subscription of a GET stream held here.

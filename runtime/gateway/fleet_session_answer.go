@@ -70,6 +70,7 @@ func (s *session) outIndex(r *jsonrpc.Response) (int64, bool) {
 	if replica == fs.node.Replica() {
 		return n, true
 	}
+	fs.forwarded.Add(1)
 	go fs.sendAnswer(s.conn.SessionID(), replica, r)
 	return 0, false
 }

@@ -94,9 +94,14 @@ func (f *testFleet) stop(i int) {
 
 // raw posts one JSON-RPC message through the proxy with session id sid
 // and returns the HTTP status and body.
-func (f *testFleet) raw(t testing.TB, method, sid, body string) (int, string) {
+func (f *testFleet) raw(t testing.TB, method, sid, body string, hdr ...http.Header) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.url, strings.NewReader(body))
+	for _, h := range hdr {
+		for k, v := range h {
+			req.Header[k] = v
+		}
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
@@ -113,10 +118,15 @@ func (f *testFleet) raw(t testing.TB, method, sid, body string) (int, string) {
 }
 
 // initRaw opens a session through the proxy and returns its id.
-func (f *testFleet) initRaw(t testing.TB) string {
+func (f *testFleet) initRaw(t testing.TB, hdr ...http.Header) string {
 	t.Helper()
 	req, _ := http.NewRequest("POST", f.url, strings.NewReader(
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	for _, h := range hdr {
+		for k, v := range h {
+			req.Header[k] = v
+		}
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
@@ -129,7 +139,7 @@ func (f *testFleet) initRaw(t testing.TB) string {
 	if resp.StatusCode != 200 || sid == "" {
 		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
 	}
-	if code, body := f.raw(t, "POST", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); code != http.StatusAccepted {
+	if code, body := f.raw(t, "POST", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr...); code != http.StatusAccepted {
 		t.Fatalf("initialized: %d %s", code, body)
 	}
 	return sid
@@ -190,5 +200,212 @@ func TestFleetSessionAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestFleetSessionRefusesBadTokens: a session id that is not a live token
+// of this fleet for this identity gets 404 on every replica (the client
+// initialises again), never someone else's session.
+func TestFleetSessionRefusesBadTokens(t *testing.T) {
+	up := testenvEverything(t)
+	const aliceKey, bobKey = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef"
+	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"everything": {"url": %q}},
+		"auth": {"mode": "api_key", "api_keys": [{"name": "alice", "key": %q}, {"name": "bob", "key": %q}]}}`, up, aliceKey, bobKey))
+	alice, bob := bearer(aliceKey), bearer(bobKey)
+	sid := f.initRaw(t, alice)
+	claims := cluster.SessionClaims{Identity: "alice", Method: "api_key", Version: "2025-11-25", Owner: "r0"}
+	seal := func(fleet, secret string, at time.Time) string {
+		s, err := cluster.NewSealer(fleet, []string{secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := s.SealAt(claims, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	altered := []byte(sid)
+	altered[len(altered)/2] ^= 1
+	if altered[len(altered)/2] == '-' || altered[len(altered)/2] == '_' {
+		altered[len(altered)/2] = 'A'
+	}
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	if code, body := f.raw(t, "POST", sid, ping, alice); code != http.StatusOK {
+		t.Fatalf("the good token: %d %s", code, body)
+	}
+	for _, tc := range []struct {
+		name, sid string
+		who       http.Header
+	}{
+		{"forged", "U0FNRS1PTEQtU0VTU0lPTi1GT1JHRUQtQlktSEFORA", alice},
+		{"altered", string(altered), alice},
+		{"other fleet", seal("other", testFleetSecret, time.Now()), alice},
+		{"other secret", seal("tf", "some-other-secret-0123456789abcdef", time.Now()), alice},
+		{"expired", seal("tf", testFleetSecret, time.Now().Add(-cluster.SessionTTL-time.Minute)), alice},
+		{"another identity's", sid, bob},
+		{"another identity's, never seen", seal("tf", testFleetSecret, time.Now()), bob},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range 3 { // each replica in turn
+				for _, m := range []string{"POST", "GET", "DELETE"} {
+					body := ""
+					if m == "POST" {
+						body = ping
+					}
+					if code, got := f.raw(t, m, tc.sid, body, tc.who); code != http.StatusNotFound {
+						t.Fatalf("try %d %s: %d %s", i, m, code, got)
+					}
+				}
+			}
+		})
+	}
+	// A token sealed with the fleet's secret and name for this identity
+	// is a session: the fleet trusts its secret.
+	if code, body := f.raw(t, "POST", seal("tf", testFleetSecret, time.Now()), ping, alice); code != http.StatusOK {
+		t.Fatalf("a valid token made elsewhere: %d %s", code, body)
+	}
+	if code, body := f.raw(t, "POST", sid, ping, alice); code != http.StatusOK {
+		t.Fatalf("the good token after the attempts: %d %s", code, body)
+	}
+}
+
+// fleetUpstream is a go-sdk server whose tools ask the client to sample,
+// report progress, and whose resource "mem://note" can be subscribed to.
+func fleetUpstream(t testing.TB) (*mcp.Server, string) {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "fleet-up", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Q string `json:"q"`
+	}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Q}}}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sampling: %w", err)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model said: " + textContent(res.Content)}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		for i := 1.0; i <= 3; i++ {
+			p := &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: i, Total: 3}
+			if err := req.Session.NotifyProgress(ctx, p); err != nil {
+				return nil, nil, err
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	})
+	s.AddResource(&mcp.Resource{URI: "mem://note", Name: "note"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "mem://note", Text: "n"}}}, nil
+	})
+	return s, serveMCP(t, s)
+}
+
+// TestFleetServerToClient: what an upstream sends the client crosses
+// replicas: a sampling request during a call is answered by the client
+// through another replica than the one whose call waits; progress of a
+// call reaches the client; a resource update for a subscription made on
+// one replica reaches the GET stream held by another.
+func TestFleetServerToClient(t *testing.T) {
+	up, upURL := fleetUpstream(t)
+	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, upURL)))
+	var (
+		mu       sync.Mutex
+		progress []float64
+		updated  = make(chan string, 4)
+	)
+	cs := connect(t, f.url, &mcp.ClientOptions{
+		CreateMessageHandler: sampled("forty-two"),
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, r.Params.Progress)
+			mu.Unlock()
+		},
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("sampling answered through another replica", func(t *testing.T) {
+		before := f.answersForwarded()
+		for i := range 3 {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"q": "q"}})
+			if err != nil || res.IsError {
+				t.Fatalf("call %d: %v %+v", i, err, res)
+			}
+			if got := textOf(res); got != "model said: forty-two" {
+				t.Fatalf("call %d: %q", i, got)
+			}
+		}
+		if n := f.answersForwarded() - before; n < 3 {
+			t.Fatalf("%d of 3 answers crossed replicas; the round robin should send each elsewhere", n)
+		}
+	})
+	t.Run("progress", func(t *testing.T) {
+		params := &mcp.CallToolParams{Name: "slow"}
+		params.SetProgressToken("p1")
+		if res, err := cs.CallTool(ctx, params); err != nil || textOf(res) != "done" {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		waitFor(t, "three progress notifications", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(progress) == 3
+		})
+	})
+	t.Run("resource update to the GET stream on another replica", func(t *testing.T) {
+		holder := f.streamHolder(t)
+		for f.proxy.Count()%3 == uint64(holder) { // the subscription goes elsewhere
+			if err := cs.Ping(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://note"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := up.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "mem://note"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case uri := <-updated:
+			if uri != "mem://note" {
+				t.Fatalf("updated %q", uri)
+			}
+		case <-ctx.Done():
+			t.Fatal("no notifications/resources/updated reached the client")
+		}
+	})
+}
+
+// answersForwarded counts the client answers the replicas sent to
+// another replica.
+func (f *testFleet) answersForwarded() int64 {
+	var n int64
+	for _, g := range f.gws {
+		if fs := g.fleetSess.Load(); fs != nil {
+			n += fs.forwarded.Load()
+		}
+	}
+	return n
+}
+
+// streamHolder is the replica holding the (one) client's GET stream.
+func (f *testFleet) streamHolder(t testing.TB) int {
+	t.Helper()
+	holder := -1
+	waitFor(t, "a replica holds the GET stream", func() bool {
+		for i, g := range f.gws {
+			fs := g.fleetSess.Load()
+			fs.mu.Lock()
+			n := len(fs.streams)
+			fs.mu.Unlock()
+			if n > 0 {
+				holder = i
+				return true
+			}
+		}
+		return false
+	})
+	return holder
+}
+
 var _ = bytes.NewReader
-var _ = cluster.Token
