@@ -28,9 +28,12 @@ import (
 // (cluster.Sealer): a replica that does not know the id opens it and
 // adopts the session. What changes during a session lives elsewhere:
 //
-//   - DELETE: a record in the "revoked" KV bucket (TTL: the token's
-//     lifetime), checked before adoption and watched by every replica,
-//     which closes its copy of the session.
+//   - DELETE and logging/setLevel: the session's record in the
+//     "sessions" KV bucket (TTL: the token's lifetime), read before
+//     adoption and watched by every replica, which closes its copy of a
+//     deleted session and sets the level of its copy. A replica tells
+//     its upstream links a session's level before forwarding that
+//     session's next request (syncLevel).
 //   - the GET stream: the replica holding it subscribes to
 //     <fleet>.sess.<id>.out; the others publish there what they would
 //     have written on it.
@@ -49,7 +52,7 @@ type fleetSessions struct {
 	sealer *cluster.Sealer
 	log    *slog.Logger
 
-	revoked atomic.Pointer[jetstream.KeyValue] // the bucket, once made
+	records atomic.Pointer[jetstream.KeyValue] // the "sessions" bucket, once made
 	local   sync.Map                           // session id → *session served here
 
 	mu      sync.Mutex
@@ -83,7 +86,7 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		fs.watchRevoked(g.ctx)
+		fs.watchRecords(g.ctx)
 	}()
 	return nil
 }
@@ -130,9 +133,14 @@ func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
 	case c.Identity != who.Name || c.Method != who.Method:
 		fs.log.Warn("cluster: refused another identity's session", "identity", who.Name, "remote", r.RemoteAddr)
 		return nil, false
-	case fs.isRevoked(r.Context(), id):
+	}
+	rec := fs.record(r.Context(), id)
+	if rec.Revoked {
 		fs.log.Info("cluster: refused a deleted session", "identity", who.Name, "remote", r.RemoteAddr)
 		return nil, false
+	}
+	if rec.Level != "" {
+		c.LogLevel = rec.Level
 	}
 	fs.log.Debug("cluster: adopting a session", "identity", who.Name, "owner", c.Owner)
 	return &peer{id: who, transport: transportStreamable, adopted: &c}, true
@@ -174,7 +182,7 @@ func (h fleetHooks) Standalone(id string, open bool) {
 
 func (h fleetHooks) Deleted(id string) {
 	if fs := h.g.fleetSess.Load(); fs != nil {
-		fs.revoke(id)
+		fs.put(sessionRecord{ID: id, Revoked: true})
 	}
 }
 
@@ -217,94 +225,127 @@ func (fs *fleetSessions) onStreamMsg(id string, m *nats.Msg) {
 	fs.g.http.WriteStandalone(id, m.Data)
 }
 
-// revokedKey is the KV key of a deleted session: a hash of its id.
-func revokedKey(id string) string {
+// sessionRecord is what the fleet keeps of a session that its token
+// cannot say: deleted, or its log level.
+type sessionRecord struct {
+	ID      string `json:"id"`
+	Revoked bool   `json:"revoked,omitempty"`
+	Level   string `json:"level,omitempty"`
+}
+
+// recordKey is the KV key of a session's record: a hash of its id.
+func recordKey(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:16])
 }
 
-// bucket returns the revocation bucket, making it when NATS is reachable.
+// bucket returns the sessions bucket, making it when NATS is reachable.
 func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	if kv := fs.revoked.Load(); kv != nil {
+	if kv := fs.records.Load(); kv != nil {
 		return *kv, nil
 	}
 	if !fs.node.Connected() {
 		return nil, cluster.ErrUnavailable
 	}
 	kv, err := fs.node.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: fs.node.Bucket("revoked"), TTL: cluster.SessionTTL, Description: "deleted session tokens"})
+		Bucket: fs.node.Bucket("sessions"), TTL: cluster.SessionTTL, Description: "deleted sessions, log levels"})
 	if err != nil {
-		return nil, fmt.Errorf("opening bucket %q: %w", fs.node.Bucket("revoked"), err)
+		return nil, fmt.Errorf("opening bucket %q: %w", fs.node.Bucket("sessions"), err)
 	}
-	fs.revoked.Store(&kv)
+	fs.records.Store(&kv)
 	return kv, nil
 }
 
-// revoke records that the client deleted session id, so that no replica
-// adopts it again.
-func (fs *fleetSessions) revoke(id string) {
+// put records what the fleet must know of a session.
+func (fs *fleetSessions) put(rec sessionRecord) {
 	ctx, cancel := context.WithTimeout(fs.g.ctx, 5*time.Second)
 	defer cancel()
+	b, _ := json.Marshal(rec)
 	kv, err := fs.bucket(ctx)
 	if err == nil {
-		_, err = kv.Put(ctx, revokedKey(id), []byte(id))
+		_, err = kv.Put(ctx, recordKey(rec.ID), b)
 	}
 	if err != nil {
-		fs.log.Warn("cluster: recording a deleted session; its token stays usable until it expires", "err", err)
+		fs.log.Warn("cluster: recording a session change; other replicas will not know it",
+			"revoked", rec.Revoked, "level", rec.Level, "err", err)
 	}
 }
 
-// isRevoked reports whether session id was deleted. While NATS is down it
-// cannot tell and says no (the replica keeps serving; logged).
-func (fs *fleetSessions) isRevoked(ctx context.Context, id string) bool {
+// record reads session id's record; while NATS is down it cannot and
+// returns none (the replica keeps serving; logged).
+func (fs *fleetSessions) record(ctx context.Context, id string) sessionRecord {
+	var rec sessionRecord
 	kv, err := fs.bucket(ctx)
 	if err == nil {
-		_, err = kv.Get(ctx, revokedKey(id))
-		if err == nil {
-			return true
-		}
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return false
+		var e jetstream.KeyValueEntry
+		if e, err = kv.Get(ctx, recordKey(id)); err == nil {
+			if rec, err = decodeRecord(e.Value()); err == nil && rec.ID == id {
+				return rec
+			}
 		}
 	}
-	fs.log.Warn("cluster: cannot check session revocations; adopting", "err", err)
-	return false
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		fs.log.Warn("cluster: cannot read a session's record; adopting without it", "err", err)
+	}
+	return sessionRecord{}
 }
 
-// watchRevoked closes this replica's copy of every session deleted
-// through another replica, until ctx ends.
-func (fs *fleetSessions) watchRevoked(ctx context.Context) {
+// decodeRecord validates a record read from NATS.
+func decodeRecord(b []byte) (sessionRecord, error) {
+	var rec sessionRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("undecodable session record: %w", err)
+	}
+	if rec.ID == "" || (rec.Level != "" && levelIndex(rec.Level) < 0) {
+		return sessionRecord{}, errors.New("invalid session record")
+	}
+	return rec, nil
+}
+
+// watchRecords applies other replicas' session changes to this
+// replica's copies, until ctx ends.
+func (fs *fleetSessions) watchRecords(ctx context.Context) {
 	for ctx.Err() == nil {
 		kv, err := fs.bucket(ctx)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-				continue
+		if err == nil {
+			var w jetstream.KeyWatcher
+			if w, err = kv.WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
+				for e := range w.Updates() {
+					if e != nil && e.Operation() == jetstream.KeyValuePut {
+						fs.apply(e.Value())
+					}
+				}
+				_ = w.Stop()
 			}
 		}
-		w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
 		if err != nil {
-			fs.log.Warn("cluster: watching session revocations", "err", err)
-			time.Sleep(time.Second)
-			continue
+			fs.log.Debug("cluster: watching session records", "err", err)
 		}
-		for e := range w.Updates() {
-			if e != nil && e.Operation() == jetstream.KeyValuePut {
-				fs.closeLocal(string(e.Value()))
-			}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
-		_ = w.Stop()
 	}
 }
 
-// closeLocal ends this replica's copy of session id, if it has one.
-func (fs *fleetSessions) closeLocal(id string) {
-	if v, ok := fs.local.Load(id); ok {
-		fs.log.Info("cluster: closing a session deleted on another replica")
-		v.(*session).conn.Close()
+// apply applies one session record to this replica's copy of the session.
+func (fs *fleetSessions) apply(b []byte) {
+	rec, err := decodeRecord(b)
+	if err != nil {
+		fs.log.Warn("cluster: refused a session record from NATS", "err", err)
+		return
 	}
+	v, ok := fs.local.Load(rec.ID)
+	if !ok {
+		return
+	}
+	s := v.(*session)
+	if rec.Revoked {
+		fs.log.Info("cluster: closing a session deleted on another replica")
+		s.conn.Close()
+		return
+	}
+	s.logLevel.Store(int32(levelIndex(rec.Level)))
 }
 
 // track and untrack keep the index of the sessions served here.
@@ -348,4 +389,42 @@ func (s *session) adopt(c *cluster.SessionClaims) {
 	}
 	s.owner = c.Owner
 	s.initialized.Store(true)
+}
+
+// shareLevel records a session's log level for the fleet (logging/setLevel).
+func (s *session) shareLevel(level string) {
+	if fs := s.g.fleetSess.Load(); fs != nil && s.transport == transportStreamable {
+		fs.put(sessionRecord{ID: s.conn.SessionID(), Level: level})
+	}
+}
+
+// syncLevel tells l the session's log level before the session's request
+// goes there, when the session set one (perhaps through another replica)
+// and l was told none or a less verbose one. Outside a fleet setLevel
+// tells every link itself.
+func (s *session) syncLevel(u *upstream, l *link) {
+	lv := s.logLevel.Load()
+	if lv < 0 || s.g.fleetSess.Load() == nil {
+		return
+	}
+	if _, ok := l.caps["logging"]; !ok {
+		return
+	}
+	if told := l.toldLevel.Load(); told != 0 && told-1 <= lv {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
+	defer cancel()
+	if _, err := l.call(ctx, "logging/setLevel", levelParams(logLevels[lv])); err != nil {
+		u.log.Warn("passing a session's log level upstream", "err", err)
+		return
+	}
+	l.toldLevel.Store(lv + 1)
+}
+
+func levelParams(level string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Level string `json:"level"`
+	}{level})
+	return b
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/natstest"
 	"github.com/edge-mcp/edge-mcp/internal/rrproxy"
+	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
@@ -406,6 +407,70 @@ func (f *testFleet) streamHolder(t testing.TB) int {
 		return false
 	})
 	return holder
+}
+
+// TestFleetReplicaDiesMidSession: a replica shut down (listener and
+// gateway) in the middle of a session, the GET stream's holder included,
+// takes nothing of the session with it: the next requests on the others
+// go on.
+func TestFleetReplicaDiesMidSession(t *testing.T) {
+	up, upURL := fleetUpstream(t)
+	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, upURL)))
+	updated := make(chan string, 4)
+	cs := connect(t, f.url, &mcp.ClientOptions{
+		CreateMessageHandler:   sampled("still here"),
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.stop(f.streamHolder(t))
+	for i := range 4 {
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatalf("list %d after the replica died: %v", i, err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"q": "q"}})
+		if err != nil || textOf(res) != "model said: still here" {
+			t.Fatalf("call %d after the replica died: %v %+v", i, err, res)
+		}
+		if err := cs.Ping(ctx, nil); err != nil {
+			t.Fatalf("ping %d: %v", i, err)
+		}
+	}
+	// The client's GET stream came back on a live replica: a resource
+	// update still reaches it.
+	holder := f.streamHolder(t)
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://note"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "mem://note"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-updated:
+	case <-ctx.Done():
+		t.Fatalf("no resource update reached the GET stream (now on replica %d)", holder)
+	}
+}
+
+// TestFleetConformance runs the official conformance server suite through
+// the round-robin proxy over three replicas: it must pass as it does
+// directly (40 passed, 0 failed).
+func TestFleetConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance suite: skipped in -short mode")
+	}
+	up := testenvEverything(t)
+	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"everything": {"url": %q}`, up)))
+	passed, failed, out := testenv.RunConformance(t, f.url)
+	if passed != 40 || failed != 0 {
+		t.Fatalf("conformance through 3 replicas behind round robin: %d passed, %d failed (want 40 passed, 0 failed)\n%s", passed, failed, out)
+	}
+	if f.proxy.Count() < 100 {
+		t.Fatalf("only %d requests went through the proxy", f.proxy.Count())
+	}
 }
 
 var _ = bytes.NewReader

@@ -85,6 +85,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		}
 		return nil
 	}
+	s.syncLevel(u, l)
 	start := info.start
 	if start.IsZero() {
 		start = time.Now()

@@ -402,6 +402,7 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 		return
 	}
 	s.logLevel.Store(int32(i))
+	s.shareLevel(level)
 	var wg sync.WaitGroup
 	for _, u := range s.g.route.upstreams().list {
 		l := u.current()
@@ -418,6 +419,8 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 			defer cancel()
 			if _, err := l.call(ctx, "logging/setLevel", req.Params); err != nil {
 				u.log.Warn("passing logging/setLevel upstream", "err", err)
+			} else {
+				l.toldLevel.Store(int32(i) + 1)
 			}
 		}()
 	}
