@@ -69,10 +69,10 @@ type link struct {
 	// the upstream's shared link); used is when it last carried a call, in
 	// Unix nanoseconds.
 	owner *session
+	used  atomic.Int64
 	// toldLevel is 1 + the index of the log level last passed to the
 	// upstream with logging/setLevel; 0: none.
 	toldLevel atomic.Int32
-	used      atomic.Int64
 
 	probeNow chan struct{} // asks the health loop for a ping at once
 	misses   int           // consecutive missed pings; health loop only
