@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -58,6 +59,8 @@ type fleetSessions struct {
 	mu      sync.Mutex
 	streams map[string]*streamSub // GET streams held here, by session id
 	answers *nats.Subscription
+	calls   *nats.Subscription
+	seq     atomic.Int64 // ids of forwarded requests
 
 	forwarded atomic.Int64 // client answers sent to the replica waiting for them
 }
@@ -142,6 +145,7 @@ func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
 	if rec.Level != "" {
 		c.LogLevel = rec.Level
 	}
+	c.Owner = cmp.Or(rec.Owner, c.Owner)
 	fs.log.Debug("cluster: adopting a session", "identity", who.Name, "owner", c.Owner)
 	return &peer{id: who, transport: transportStreamable, adopted: &c}, true
 }
@@ -226,11 +230,13 @@ func (fs *fleetSessions) onStreamMsg(id string, m *nats.Msg) {
 }
 
 // sessionRecord is what the fleet keeps of a session that its token
-// cannot say: deleted, or its log level.
+// cannot say: deleted, its log level, the replica that took its
+// per-client upstream sessions over.
 type sessionRecord struct {
 	ID      string `json:"id"`
 	Revoked bool   `json:"revoked,omitempty"`
 	Level   string `json:"level,omitempty"`
+	Owner   string `json:"owner,omitempty"`
 }
 
 // recordKey is the KV key of a session's record: a hash of its id.
@@ -256,10 +262,15 @@ func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error)
 	return kv, nil
 }
 
-// put records what the fleet must know of a session.
+// put records what the fleet must know of a session: rec's fields that
+// are set replace those of the stored record.
 func (fs *fleetSessions) put(rec sessionRecord) {
 	ctx, cancel := context.WithTimeout(fs.g.ctx, 5*time.Second)
 	defer cancel()
+	old := fs.record(ctx, rec.ID)
+	rec.Revoked = rec.Revoked || old.Revoked
+	rec.Level = cmp.Or(rec.Level, old.Level)
+	rec.Owner = cmp.Or(rec.Owner, old.Owner)
 	b, _ := json.Marshal(rec)
 	kv, err := fs.bucket(ctx)
 	if err == nil {
@@ -345,7 +356,22 @@ func (fs *fleetSessions) apply(b []byte) {
 		s.conn.Close()
 		return
 	}
-	s.logLevel.Store(int32(levelIndex(rec.Level)))
+	if rec.Level != "" {
+		s.logLevel.Store(int32(levelIndex(rec.Level)))
+	}
+	s.setOwner(fs, rec.Owner)
+}
+
+// setOwner records which replica holds the session's per-client upstream
+// sessions ("": unchanged).
+func (s *session) setOwner(fs *fleetSessions, owner string) {
+	switch owner {
+	case "":
+	case fs.node.Replica():
+		s.owner.Store(nil)
+	default:
+		s.owner.Store(&owner)
+	}
 }
 
 // track and untrack keep the index of the sessions served here.
@@ -387,7 +413,9 @@ func (s *session) adopt(c *cluster.SessionClaims) {
 	if i := levelIndex(c.LogLevel); i >= 0 {
 		s.logLevel.Store(int32(i))
 	}
-	s.owner = c.Owner
+	if fs := s.g.fleetSess.Load(); fs != nil {
+		s.setOwner(fs, c.Owner)
+	}
 	s.initialized.Store(true)
 }
 

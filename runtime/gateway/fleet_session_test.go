@@ -473,4 +473,66 @@ func TestFleetConformance(t *testing.T) {
 	}
 }
 
+// countingUpstream is a go-sdk server whose tool "count" counts the calls
+// of each upstream session: per-client state.
+func countingUpstream(t testing.TB) string {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	s := mcp.NewServer(&mcp.Implementation{Name: "counter", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "count"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		mu.Lock()
+		counts[req.Session.ID()]++
+		n := counts[req.Session.ID()]
+		mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(n)}}}, nil, nil
+	})
+	return serveMCP(t, s)
+}
+
+// TestFleetPerClientUpstream: a per_client upstream session lives on the
+// replica that opened the downstream session; the others send its calls
+// there, so the upstream sees one session whichever replica the client
+// reaches. When that replica dies, the next replica re-creates it (the
+// count starts again) and the fleet then uses that one.
+func TestFleetPerClientUpstream(t *testing.T) {
+	up := countingUpstream(t)
+	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"counter": {"url": %q, "session": "per_client"}`, up)))
+	cs := connect(t, f.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	count := func() string {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count"})
+		if err != nil || res.IsError {
+			t.Fatalf("count: %v %+v", err, res)
+		}
+		return textOf(res)
+	}
+	for want := 1; want <= 6; want++ {
+		if got := count(); got != fmt.Sprint(want) {
+			t.Fatalf("call %d counted %s: the calls did not all reach one upstream session", want, got)
+		}
+	}
+	owner := -1
+	for i, g := range f.gws {
+		for _, s := range g.route.allSessions() {
+			if s.owner.Load() == nil {
+				owner = i
+			}
+		}
+	}
+	if owner < 0 {
+		t.Fatal("no replica owns the session")
+	}
+	f.stop(owner)
+	var got []string
+	for range 6 {
+		got = append(got, count())
+	}
+	if strings.Join(got, " ") != "1 2 3 4 5 6" {
+		t.Fatalf("after the owner died: counts %v, want one re-created upstream session (1 … 6)", got)
+	}
+}
+
 var _ = bytes.NewReader

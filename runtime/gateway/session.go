@@ -49,7 +49,11 @@ type session struct {
 	client    policy.Client // who is calling, as policy modules see it
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
-	owner     string        // fleet: the replica that opened the session ("": this one)
+	// owner is the replica holding the session's per-client upstream
+	// sessions, when another one (fleet_session_calls.go).
+	owner     atomic.Pointer[string]
+	capturing atomic.Int32 // responses to catch for other replicas (caught)
+	caught    captures
 
 	mu        sync.Mutex
 	view      *sessionView                     // policy-filtered tools list, when a module filters
@@ -147,6 +151,9 @@ func (s *session) replyError(id jsonrpc.ID, code int64, format string, args ...a
 }
 
 func (s *session) write(ctx context.Context, msg jsonrpc.Message) {
+	if s.capturing.Load() > 0 && s.caughtResponse(msg) {
+		return
+	}
 	if s.modern.Load() {
 		msg = s.modernResult(msg)
 	}
@@ -320,6 +327,9 @@ func supportedVersion(requested string) string {
 func (s *session) handleCall(req *jsonrpc.Request) {
 	s.g.metrics.Request(req.Method)
 	if version, ok := requestVersion(req); ok && !s.modernRequest(req, version) {
+		return
+	}
+	if s.owner.Load() != nil && s.toOwner(req) {
 		return
 	}
 	switch req.Method {
