@@ -431,8 +431,20 @@ func (s *session) shareLevel(level string) {
 // and l was told none or a less verbose one. Outside a fleet setLevel
 // tells every link itself.
 func (s *session) syncLevel(u *upstream, l *link) {
+	fs := s.g.fleetSess.Load()
+	if fs == nil {
+		return
+	}
+	if !s.levelRead.Swap(true) && s.logLevel.Load() < 0 && s.transport == transportStreamable {
+		// The level may have been set through another replica since the
+		// session was opened or adopted here, and the watch may not have
+		// told us yet: read it once, before the first forwarded request.
+		if rec := fs.record(s.ctx, s.conn.SessionID()); rec.Level != "" && s.logLevel.Load() < 0 {
+			s.logLevel.Store(int32(levelIndex(rec.Level)))
+		}
+	}
 	lv := s.logLevel.Load()
-	if lv < 0 || s.g.fleetSess.Load() == nil {
+	if lv < 0 {
 		return
 	}
 	if _, ok := l.caps["logging"]; !ok {

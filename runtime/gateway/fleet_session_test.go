@@ -535,4 +535,60 @@ func TestFleetPerClientUpstream(t *testing.T) {
 	}
 }
 
+// TestFleetRefusesBadNATSMessages: garbage on every subject and bucket
+// the sessions use is refused (and logged), never a crash, and the
+// session goes on.
+func TestFleetRefusesBadNATSMessages(t *testing.T) {
+	up := testenvEverything(t)
+	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"everything": {"url": %q}`, up)))
+	cs := connect(t, f.url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cs.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	holder := f.streamHolder(t)
+	n := f.gws[holder].fleet
+	nc := n.Conn()
+	sid := cs.ID()
+	garbage := [][]byte{nil, []byte("{"), []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), []byte(`[1,2]`),
+		bytes.Repeat([]byte("x"), 100000), []byte(`{"session":"` + sid + `","response":"nope"}`),
+		[]byte(`{"session":"` + sid + `","request":{"jsonrpc":"2.0","method":"notifications/x"}}`)}
+	for i := range f.gws {
+		r := cluster.Token(fmt.Sprintf("r%d", i))
+		for _, g := range garbage {
+			for _, subj := range []string{n.Subject("sess", cluster.Token(sid), "out"), n.Subject("replica", r, "answer")} {
+				if err := nc.Publish(subj, g); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A call gets an answer ("not the owner") or none; never a crash.
+			_, _ = nc.Request(n.Subject("replica", r, "call"), g, time.Second)
+		}
+	}
+	kv, err := n.JetStream().KeyValue(ctx, n.Bucket("sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range garbage[:5] {
+		if _, err := kv.Put(ctx, recordKey(sid), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Put(ctx, recordKey(sid), []byte(`{"id":"`+sid+`","level":"loudest"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := cs.Ping(ctx, nil); err != nil {
+			t.Fatalf("ping after the garbage: %v", err)
+		}
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Fatalf("list after the garbage: %v", err)
+		}
+	}
+}
+
 var _ = bytes.NewReader

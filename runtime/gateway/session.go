@@ -53,6 +53,7 @@ type session struct {
 	// sessions, when another one (fleet_session_calls.go).
 	owner     atomic.Pointer[string]
 	capturing atomic.Int32 // responses to catch for other replicas (caught)
+	levelRead atomic.Bool  // fleet: the log level was read from the session's record (syncLevel)
 	caught    captures
 
 	mu        sync.Mutex
