@@ -144,3 +144,41 @@ func TestStreamableFleetHooks(t *testing.T) {
 		t.Fatalf("adoption asked %v", adopted)
 	}
 }
+
+// TestStreamableEventIDPrefix: a Last-Event-ID without the server's
+// prefix (another fleet replica's) starts the stream fresh, telling the
+// client to re-list, instead of replaying this server's events of the
+// same number; without a prefix the same id is resumed.
+func TestStreamableEventIDPrefix(t *testing.T) {
+	for _, tc := range []struct{ prefix, last, want string }{
+		{"R1/", "0-0", "list_changed"},
+		{"R1/", "R2/0-0", "list_changed"},
+		{"", "0-0", "notifications/message"},
+		{"R1/", "R1/0-0", "notifications/message"},
+	} {
+		t.Run(tc.prefix+tc.last, func(t *testing.T) {
+			h := srvStart(t, true, transports.StreamableServerOptions{EventIDPrefix: tc.prefix})
+			sid, conn := h.initSession(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for range 2 {
+				if err := conn.Write(ctx, &jsonrpc.Request{Method: "notifications/message", Params: []byte(`{"level":"info","data":"x"}`)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp := h.do(t, ctx, http.MethodGet, sid, "", map[string]string{"Last-Event-ID": tc.last})
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, srvBody(t, resp))
+			}
+			evs := srvEvents(resp.Body)
+			ev := srvNextEvent(t, evs, true)
+			for ev.data == "" {
+				ev = srvNextEvent(t, evs, true)
+			}
+			if !strings.Contains(ev.data, tc.want) {
+				t.Fatalf("first event %q, want %s", ev.data, tc.want)
+			}
+		})
+	}
+}

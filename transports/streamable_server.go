@@ -58,6 +58,11 @@ type StreamableServerOptions struct {
 	// Fleet, when set, shares the server's sessions with the other
 	// replicas of a fleet (see [StreamableFleet]).
 	Fleet StreamableFleet
+	// EventIDPrefix starts every SSE event id this server writes; a
+	// Last-Event-ID without it is not this server's (another replica's of
+	// a fleet): the stream starts fresh, as for an id no longer stored.
+	// It must not contain CR, LF or NUL.
+	EventIDPrefix string
 }
 
 // StreamableServer serves MCP streamable HTTP (protocol revisions 2025-03-26
@@ -113,6 +118,8 @@ type StreamableServer struct {
 	storeLen int // EventStoreSize
 	sessions sessionTable[*streamableSession]
 	fleet    StreamableFleet
+	// eventPrefix is EventIDPrefix.
+	eventPrefix string
 }
 
 const (
@@ -155,6 +162,12 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 		storeLen: opts.EventStoreSize,
 		no2026:   opts.Without2026,
 		fleet:    opts.Fleet,
+		eventPrefix: strings.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' || r == 0 {
+				return -1
+			}
+			return r
+		}, opts.EventIDPrefix),
 	}
 	s.bodyTimeout = opts.BodyReadTimeout
 	if s.idle == 0 {

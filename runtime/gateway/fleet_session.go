@@ -468,3 +468,13 @@ func levelParams(level string) json.RawMessage {
 	}{level})
 	return b
 }
+
+// fleetEventPrefix starts the SSE event ids of a fleet replica, so that a
+// client resuming a stream on another replica is not handed that
+// replica's events of the same number.
+func fleetEventPrefix(cfg *config.Config) string {
+	if cfg.Cluster == nil {
+		return ""
+	}
+	return cluster.Token(cmp.Or(cfg.Cluster.Replica, defaultReplica(cfg.Listen))) + "/"
+}

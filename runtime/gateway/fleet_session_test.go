@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +65,18 @@ func startFleet(t testing.TB, n int, servers string) *testFleet {
 		}
 	}
 	f.proxy = p
-	front := httptest.NewServer(p)
+	var h http.Handler = p
+	if os.Getenv("EDGE_MCP_TEST_DEBUG") != "" { // log every proxied request
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			start := time.Now()
+			p.ServeHTTP(w, r)
+			t.Logf("proxy: %s → %s %.120s Last-Event-ID=%q %v", r.Method, w.Header().Get("X-Edge-Backend"),
+				body, r.Header.Get("Last-Event-ID"), time.Since(start))
+		})
+	}
+	front := httptest.NewServer(h)
 	t.Cleanup(front.Close)
 	f.url = front.URL + "/mcp"
 	return f

@@ -176,6 +176,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		EventStoreSize:  cfg.Limits.ResumeEvents,
 		Without2026:     cfg.Protocol2026 != nil && !*cfg.Protocol2026,
 		Fleet:           fleetHooksOf(g, cfg),
+		EventIDPrefix:   fleetEventPrefix(cfg),
 	})
 	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
 		Logger:          g.log,
