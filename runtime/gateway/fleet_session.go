@@ -60,6 +60,7 @@ type fleetSessions struct {
 	streams map[string]*streamSub // GET streams held here, by session id
 	answers *nats.Subscription
 	calls   *nats.Subscription
+	cancels *nats.Subscription
 	seq     atomic.Int64 // ids of forwarded requests
 
 	forwarded atomic.Int64 // client answers sent to the replica waiting for them
@@ -83,6 +84,9 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 		return fmt.Errorf("subscribing to %s: %w", subj, err)
 	}
 	if err := fs.startCalls(); err != nil {
+		return err
+	}
+	if err := fs.startCancels(); err != nil {
 		return err
 	}
 	g.fleetSess.Store(fs)

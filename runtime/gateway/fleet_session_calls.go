@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -43,7 +44,7 @@ func (fs *fleetSessions) startCalls() error {
 	subj := fs.node.Subject("replica", cluster.Token(fs.node.Replica()), "call")
 	sub, err := fs.node.Conn().Subscribe(subj, func(m *nats.Msg) { go fs.serveCall(m) })
 	if err != nil {
-		return err
+		return fmt.Errorf("subscribing to %s: %w", subj, err)
 	}
 	fs.calls = sub
 	return nil

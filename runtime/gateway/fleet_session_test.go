@@ -603,4 +603,50 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 	}
 }
 
+// TestFleetCancelAcrossReplicas: a client's notifications/cancelled that
+// lands on another replica than its call's still cancels the call
+// upstream.
+func TestFleetCancelAcrossReplicas(t *testing.T) {
+	started, cancelled := make(chan bool, 1), make(chan bool, 1)
+	s := mcp.NewServer(&mcp.Implementation{Name: "waiter", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		started <- true
+		select {
+		case <-ctx.Done():
+			cancelled <- true
+		case <-time.After(20 * time.Second):
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "waited"}}}, nil, nil
+	})
+	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"waiter": {"url": %q}`, serveMCP(t, s))))
+	sid := f.initRaw(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // the cancelled call's POST gets no answer: end it
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", f.url, strings.NewReader(
+			`{"jsonrpc":"2.0","id":"w1","method":"tools/call","params":{"name":"wait","arguments":{}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call did not start")
+	}
+	// The call holds one replica; round robin sends this to the next.
+	if code, body := f.raw(t, "POST", sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"w1","reason":"changed my mind"}}`); code != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: %d %s", code, body)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the cancellation did not reach the upstream")
+	}
+}
+
 var _ = bytes.NewReader

@@ -289,7 +289,9 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 			return
 		}
 		reason, _ := wire.String(n.Params, "reason")
-		s.cancelCall(id, reason)
+		if !s.cancelCall(id, reason) {
+			s.shareCancel(n.Params) // in flight on another replica, perhaps
+		}
 	case "notifications/roots/list_changed":
 		for _, u := range s.g.route.upstreams().list {
 			if l := u.current(); l != nil {
