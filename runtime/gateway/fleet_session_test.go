@@ -565,11 +565,12 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 	sid := cs.ID()
 	garbage := [][]byte{nil, []byte("{"), []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), []byte(`[1,2]`),
 		bytes.Repeat([]byte("x"), 100000), []byte(`{"session":"` + sid + `","response":"nope"}`),
-		[]byte(`{"session":"` + sid + `","request":{"jsonrpc":"2.0","method":"notifications/x"}}`)}
+		[]byte(`{"session":"` + sid + `","request":{"jsonrpc":"2.0","method":"notifications/x"}}`),
+		[]byte(`{"session":"` + sid + `","params":{"requestId":[1]}}`)}
 	for i := range f.gws {
 		r := cluster.Token(fmt.Sprintf("r%d", i))
 		for _, g := range garbage {
-			for _, subj := range []string{n.Subject("sess", cluster.Token(sid), "out"), n.Subject("replica", r, "answer")} {
+			for _, subj := range []string{n.Subject("sess", cluster.Token(sid), "out"), n.Subject("replica", r, "answer"), n.Subject("cancel")} {
 				if err := nc.Publish(subj, g); err != nil {
 					t.Fatal(err)
 				}
