@@ -81,9 +81,62 @@ func (s *StreamableServer) WriteStandalone(id string, msg []byte) bool {
 	return true
 }
 
+// Rehome hands the backlog of session id, the standalone messages kept
+// while no GET stream was open anywhere, to the fleet ([StreamableFleet]
+// Elsewhere), when this server holds no GET stream of the session; what
+// the fleet does not take stays in the backlog.
+func (s *StreamableServer) Rehome(id string) {
+	sess := s.lookup(id)
+	if sess == nil || s.fleet == nil {
+		return
+	}
+	sess.mu.Lock()
+	if sess.closed || sess.standalone != nil || len(sess.backlog) == 0 {
+		sess.mu.Unlock()
+		return
+	}
+	backlog := sess.backlog
+	sess.backlog = nil
+	sess.mu.Unlock()
+	var kept []*[]byte
+	for _, bp := range backlog {
+		if sess.elsewhere(bp) {
+			putEncodeBuf(bp)
+		} else {
+			kept = append(kept, bp)
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	sess.mu.Lock()
+	newer := sess.backlog
+	sess.backlog = kept
+	dropped := 0
+	if !sess.closed {
+		dropped = sess.backlogLocked(newer...)
+	}
+	sess.mu.Unlock()
+	if dropped > 0 {
+		s.log.Warn("standalone stream backlog full: dropped oldest messages", "session", id, "dropped", dropped)
+	}
+}
+
 // elsewhere hands a standalone message to the fleet when this server holds
 // no GET stream of the session; it reports whether the fleet took it.
 func (sess *streamableSession) elsewhere(bp *[]byte) bool {
 	f := sess.srv.fleet
 	return f != nil && f.Elsewhere(sess.id, *bp)
+}
+
+// BacklogLen is the number of messages session id keeps for its next GET
+// stream (0 for an unknown session).
+func (s *StreamableServer) BacklogLen(id string) int {
+	sess := s.lookup(id)
+	if sess == nil {
+		return 0
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return len(sess.backlog)
 }

@@ -89,6 +89,9 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	if err := fs.startCancels(); err != nil {
 		return err
 	}
+	if _, err := node.Conn().Subscribe(node.Subject("getopen"), fs.onGetOpen); err != nil {
+		return fmt.Errorf("subscribing to %s: %w", node.Subject("getopen"), err)
+	}
 	g.fleetSess.Store(fs)
 	g.wg.Add(1)
 	go func() {
@@ -165,12 +168,23 @@ func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
 		return true
 	}
 	subj := fs.node.Subject("sess", cluster.Token(id), "out")
-	if err := fs.node.Conn().Publish(subj, msg); err != nil {
-		fs.log.Warn("cluster: publishing to a session's stream", "subject", subj, "err", err)
+	_, err := fs.node.Conn().Request(subj, msg, streamHandOver)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, nats.ErrNoResponders):
+		// No replica holds a GET stream: keep it here until one opens
+		// (then Rehome hands it over).
 		return false
+	default:
+		fs.log.Warn("cluster: handing a message to a session's stream", "subject", subj, "err", err)
+		return errors.Is(err, nats.ErrTimeout) // it may have arrived: do not repeat it
 	}
-	return true
 }
+
+// streamHandOver bounds the hand-over of one message to the replica
+// holding a session's GET stream.
+const streamHandOver = 2 * time.Second
 
 // isCatalogueNotice reports the notifications every replica produces
 // for every session of its own.
@@ -220,6 +234,24 @@ func (fs *fleetSessions) stream(id string, open bool) {
 		return
 	}
 	fs.streams[id] = &streamSub{sub: sub, refs: 1}
+	// Replicas that kept messages while no GET stream was open hand them
+	// over now.
+	if err := fs.node.Conn().Publish(fs.node.Subject("getopen"), []byte(id)); err != nil {
+		fs.log.Warn("cluster: announcing a GET stream", "err", err)
+	}
+}
+
+// onGetOpen hands what this replica kept for a session to the replica
+// that now holds its GET stream.
+func (fs *fleetSessions) onGetOpen(m *nats.Msg) {
+	if len(m.Data) == 0 || len(m.Data) > 8<<10 {
+		fs.log.Warn("cluster: refused a GET stream announcement from NATS", "bytes", len(m.Data))
+		return
+	}
+	id := string(m.Data)
+	if _, ok := fs.local.Load(id); ok {
+		go fs.g.http.Rehome(id)
+	}
 }
 
 // onStreamMsg writes a message another replica published for the GET
@@ -231,6 +263,9 @@ func (fs *fleetSessions) onStreamMsg(id string, m *nats.Msg) {
 		return
 	}
 	fs.g.http.WriteStandalone(id, m.Data)
+	if m.Reply != "" {
+		_ = m.Respond(nil)
+	}
 }
 
 // sessionRecord is what the fleet keeps of a session that its token

@@ -650,4 +650,47 @@ func TestFleetCancelAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestFleetBacklogFollowsTheGETStream: a notification produced while no
+// replica holds the client's GET stream waits on the replica that made
+// it, and reaches the GET stream once the client opens one, on another
+// replica.
+func TestFleetBacklogFollowsTheGETStream(t *testing.T) {
+	up, upURL := fleetUpstream(t)
+	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, upURL)))
+	sid := f.initRaw(t)
+	subscriber := int(f.proxy.Count() % 3)
+	if code, body := f.raw(t, "POST", sid, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"mem://note"}}`); code != http.StatusOK {
+		t.Fatalf("subscribe: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := up.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "mem://note"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the update kept on the subscribing replica", func() bool {
+		sess := f.gws[subscriber].route.allSessions()
+		return len(sess) == 1 && f.gws[subscriber].http.BacklogLen(sid) == 1
+	})
+	for f.proxy.Count()%3 == uint64(subscriber) {
+		f.raw(t, "POST", sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "notifications/resources/updated") {
+		n, err := resp.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("GET stream ended without the update: %v\n%s", err, got.String())
+		}
+	}
+}
+
 var _ = bytes.NewReader
