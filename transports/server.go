@@ -367,6 +367,26 @@ func (t *sessionTable[S]) add(id string, s S) bool {
 	return true
 }
 
+// addNew registers s under id unless a session is registered there
+// already; it returns that one and false, or the zero S and false once the
+// table has been shut down.
+func (t *sessionTable[S]) addNew(id string, s S) (S, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var zero S
+	if t.closed.Load() {
+		return zero, false
+	}
+	if cur, ok := t.m[id]; ok {
+		return cur, false
+	}
+	if t.m == nil {
+		t.m = make(map[string]S)
+	}
+	t.m[id] = s
+	return s, true
+}
+
 // get returns the session registered under id.
 func (t *sessionTable[S]) get(id string) (S, bool) {
 	t.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -57,6 +58,7 @@ func (sess *streamableSession) primingEvent(st *responseStream) []byte {
 	sess.mu.Unlock()
 	b := make([]byte, 0, 64)
 	b = append(b, "id: "...)
+	b = append(b, sess.srv.eventPrefix...)
 	b = append(b, formatEventID(st.num, seq)...)
 	b = append(b, "\nretry: "...)
 	b = strconv.AppendInt(b, resumeRetryMillis, 10)
@@ -76,7 +78,7 @@ func (sess *streamableSession) record(st *responseStream, batch []*[]byte) []str
 	for i, bp := range batch {
 		sess.seq++
 		sess.store.add(st.num, sess.seq, *bp)
-		ids[i] = formatEventID(st.num, sess.seq)
+		ids[i] = sess.srv.eventPrefix + formatEventID(st.num, sess.seq)
 	}
 	return ids
 }
@@ -124,7 +126,7 @@ func (o *streamOut) writeResumed(replay []storedEvent, gap bool) error {
 		}
 	} else {
 		for _, e := range replay {
-			if err := writeSSEEvent(o.w, "message", formatEventID(e.stream, e.seq), e.data); err != nil {
+			if err := writeSSEEvent(o.w, "message", o.sess.srv.eventPrefix+formatEventID(e.stream, e.seq), e.data); err != nil {
 				return err
 			}
 		}
@@ -157,7 +159,12 @@ func (sess *streamableSession) resumePointOf(w http.ResponseWriter, r *http.Requ
 			"stream resumption (Last-Event-ID) is disabled on this server", nil)
 		return nil, false
 	}
-	stream, seq, ok := parseEventID(v[0])
+	id, mine := strings.CutPrefix(v[0], sess.srv.eventPrefix)
+	if !mine {
+		// Another fleet replica's event: its events are not here.
+		return &resumePoint{fresh: true}, true
+	}
+	stream, seq, ok := parseEventID(id)
 	if !ok {
 		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeServerError,
 			"malformed Last-Event-ID", nil)

@@ -55,6 +55,14 @@ type StreamableServerOptions struct {
 	// oldest first. Zero means 256; negative disables event ids and
 	// resumption.
 	EventStoreSize int
+	// Fleet, when set, shares the server's sessions with the other
+	// replicas of a fleet (see [StreamableFleet]).
+	Fleet StreamableFleet
+	// EventIDPrefix starts every SSE event id this server writes; a
+	// Last-Event-ID without it is not this server's (another replica's of
+	// a fleet): the stream starts fresh, as for an id no longer stored.
+	// It must not contain CR, LF or NUL.
+	EventIDPrefix string
 }
 
 // StreamableServer serves MCP streamable HTTP (protocol revisions 2025-03-26
@@ -109,6 +117,9 @@ type StreamableServer struct {
 	epoch    time.Time
 	storeLen int // EventStoreSize
 	sessions sessionTable[*streamableSession]
+	fleet    StreamableFleet
+	// eventPrefix is EventIDPrefix.
+	eventPrefix string
 }
 
 const (
@@ -150,6 +161,13 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 		epoch:    time.Now(),
 		storeLen: opts.EventStoreSize,
 		no2026:   opts.Without2026,
+		fleet:    opts.Fleet,
+		eventPrefix: strings.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' || r == 0 {
+				return -1
+			}
+			return r
+		}, opts.EventIDPrefix),
 	}
 	s.bodyTimeout = opts.BodyReadTimeout
 	if s.idle == 0 {
@@ -254,7 +272,7 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 	var sess *streamableSession
 	created := false
 	if sid := r.Header[hdrSessionID]; len(sid) > 0 && sid[0] != "" {
-		if sess = s.lookup(sid[0]); sess == nil {
+		if sess = s.lookupOrAdopt(r, sid[0]); sess == nil {
 			writeJSONRPCError(w, http.StatusNotFound, reqID, codeServerError, "session not found", nil)
 			return
 		}
@@ -264,7 +282,11 @@ func (s *StreamableServer) servePOST(w http.ResponseWriter, r *http.Request) {
 				"Bad Request: missing "+hdrSessionID+" header (only an initialize request may start a session)", nil)
 			return
 		}
-		if sess = s.newSession(PeerFromContext(r.Context())); sess == nil {
+		peer, id := PeerFromContext(r.Context()), ""
+		if s.fleet != nil {
+			id = s.fleet.SessionID(peer, req)
+		}
+		if sess, _ = s.openSession(id, peer); sess == nil {
 			writeJSONRPCError(w, http.StatusServiceUnavailable, reqID, codeServerError, "server is shutting down", nil)
 			return
 		}
@@ -321,6 +343,9 @@ func (s *StreamableServer) serveDELETE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.close()
+	if s.fleet != nil {
+		s.fleet.Deleted(sess.id)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -337,7 +362,7 @@ func (s *StreamableServer) sessionFor(w http.ResponseWriter, r *http.Request) (*
 			fmt.Sprintf("Bad Request: %s requires an %s header", r.Method, hdrSessionID), nil)
 		return nil, false
 	}
-	sess := s.lookup(sid[0])
+	sess := s.lookupOrAdopt(r, sid[0])
 	if sess == nil {
 		writeJSONRPCError(w, http.StatusNotFound, jsonrpc.ID{}, codeServerError, "session not found", nil)
 		return nil, false
@@ -350,10 +375,19 @@ func (s *StreamableServer) lookup(id string) *streamableSession {
 	return sess
 }
 
-// newSession registers a new session, or returns nil when the server is
-// closed.
-func (s *StreamableServer) newSession(peer any) *streamableSession {
-	sess := &streamableSession{
+// lookupOrAdopt finds session id, or adopts it from the fleet.
+func (s *StreamableServer) lookupOrAdopt(r *http.Request, id string) *streamableSession {
+	if sess := s.lookup(id); sess != nil {
+		return sess
+	}
+	return s.adopt(r, id)
+}
+
+// openSession registers a new session under id ("": a random one), or
+// returns nil when the server is closed. When a session of that id is
+// registered already, it returns that one and fresh is false.
+func (s *StreamableServer) openSession(id string, peer any) (sess *streamableSession, fresh bool) {
+	sess = &streamableSession{
 		srv:      s,
 		calls:    make(map[jsonrpc.ID]*responseStream),
 		store:    newEventStore(s.storeLen),
@@ -361,9 +395,12 @@ func (s *StreamableServer) newSession(peer any) *streamableSession {
 		detached: make(map[uint64]*responseStream),
 	}
 	sess.init(peer)
+	if id != "" {
+		sess.id = id
+	}
 	sess.touch()
-	if !s.sessions.add(sess.id, sess) {
-		return nil
+	if cur, added := s.sessions.addNew(sess.id, sess); !added {
+		return cur, false
 	}
 	if s.idle > 0 {
 		sess.mu.Lock()
@@ -373,7 +410,7 @@ func (s *StreamableServer) newSession(peer any) *streamableSession {
 		sess.mu.Unlock()
 	}
 	s.log.Debug("streamable session opened", "session", sess.id)
-	return sess
+	return sess, true
 }
 
 // streamableSession is one client session; it is the [Connection] handed
@@ -492,6 +529,22 @@ func (sess *streamableSession) Write(ctx context.Context, msg jsonrpc.Message) e
 			failed, failedID = true, st.id
 			sess.failLocked(st)
 			st = nil
+		}
+		if st == nil && sess.srv.fleet != nil {
+			sess.mu.Unlock()
+			if sess.elsewhere(bp) {
+				putEncodeBuf(bp)
+				return nil
+			}
+			sess.mu.Lock()
+			if sess.closed {
+				sess.mu.Unlock()
+				putEncodeBuf(bp)
+				return fmt.Errorf("streamable session %s: %w", sess.id, ErrClosed)
+			}
+			if st = sess.standalone; st != nil && len(st.q) >= maxStreamQueue {
+				st = nil
+			}
 		}
 		if st == nil {
 			dropped = sess.backlogLocked(bp)
@@ -920,6 +973,10 @@ func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Re
 		st.signal()
 	}
 	sess.mu.Unlock()
+	if f := sess.srv.fleet; f != nil {
+		f.Standalone(sess.id, true)
+		defer f.Standalone(sess.id, false)
+	}
 
 	o := streamOut{w: w, sess: sess, st: st, prime: sess.store != nil && primes(r, nil)}
 	o.startSSE()

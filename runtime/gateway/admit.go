@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/transports"
 
@@ -67,6 +68,8 @@ type toolSettings struct {
 type peer struct {
 	id        auth.Identity
 	transport string // "streamable-http", "sse", "websocket"
+	// adopted is the token of a fleet session another replica opened.
+	adopted *cluster.SessionClaims
 }
 
 // anonymous is the identity of clients when authentication is off.

@@ -27,6 +27,9 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 	}
 	g.fleet = node
 	g.fleetLimits.Bind(node)
+	if err := g.startFleetSessions(node); err != nil {
+		g.log.Error("cluster: sessions stay on the replica that opened them", "err", err)
+	}
 	if err := g.startFleetControl(); err != nil {
 		node.Close(ctx)
 		g.fleet = nil

@@ -97,7 +97,7 @@ func leakThrough(t *testing.T, r *replica) string {
 func TestFleetControlNATSDown(t *testing.T) {
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
-	fleet := startFleet(t, ns.ClientURL(), up, 2)
+	fleet := startControlFleet(t, ns.ClientURL(), up, 2)
 	a, b := fleet[0], fleet[1]
 	redact := w.Example(t, "redact-secrets")
 	uploadAndAttach(t, a, redact)
@@ -182,7 +182,7 @@ func TestFleetControlReconcilesAfterPartition(t *testing.T) {
 func TestFleetControlRefusesGarbage(t *testing.T) {
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
-	fleet := startFleet(t, ns.ClientURL(), up, 2)
+	fleet := startControlFleet(t, ns.ClientURL(), up, 2)
 	a, b := fleet[0], fleet[1]
 	redact := w.Example(t, "redact-secrets")
 	uploadAndAttach(t, a, redact)
@@ -252,7 +252,7 @@ func TestFleetControlRefusesGarbage(t *testing.T) {
 func TestFleetControlRecordWiped(t *testing.T) {
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
-	fleet := startFleet(t, ns.ClientURL(), up, 2)
+	fleet := startControlFleet(t, ns.ClientURL(), up, 2)
 	a, b := fleet[0], fleet[1]
 	redact := w.Example(t, "redact-secrets")
 	uploadAndAttach(t, a, redact)

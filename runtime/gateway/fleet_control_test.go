@@ -103,7 +103,7 @@ func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string)
 }
 
 // startFleet starts n replicas a, b, c… on one NATS.
-func startFleet(t *testing.T, natsURL, upstream string, n int) []*replica {
+func startControlFleet(t *testing.T, natsURL, upstream string, n int) []*replica {
 	t.Helper()
 	var out []*replica
 	for i := range n {
@@ -171,7 +171,7 @@ func uploadAndAttach(t *testing.T, r *replica, wasm []byte) {
 func TestFleetControlUploadActiveOnEveryReplica(t *testing.T) {
 	nats := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
-	fleet := startFleet(t, nats.ClientURL(), up, 3)
+	fleet := startControlFleet(t, nats.ClientURL(), up, 3)
 	a, b, c := fleet[0], fleet[1], fleet[2]
 	redact := w.Example(t, "redact-secrets")
 
@@ -307,7 +307,7 @@ func TestFleetControlRefusalReportedPerReplica(t *testing.T) {
 func TestFleetControlRestartOnEmptyStateDir(t *testing.T) {
 	nats := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
-	fleet := startFleet(t, nats.ClientURL(), up, 2)
+	fleet := startControlFleet(t, nats.ClientURL(), up, 2)
 	a, b := fleet[0], fleet[1]
 	redact := w.Example(t, "redact-secrets")
 	uploadAndAttach(t, a, redact)
@@ -356,7 +356,7 @@ func TestFleetControlPinDecisions(t *testing.T) {
 	}
 	addTool("Adds two numbers.")
 	up := serveMCP(t, s)
-	fleet := startFleet(t, nats.ClientURL(), up, 2)
+	fleet := startControlFleet(t, nats.ClientURL(), up, 2)
 	a, b := fleet[0], fleet[1]
 	sa, sb := connect(t, a.mcp, nil), connect(t, b.mcp, nil)
 	has := func(cs *mcp.ClientSession) bool { return slices.Contains(toolNames(t, cs), "add") }

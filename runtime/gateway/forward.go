@@ -20,15 +20,16 @@ import (
 // its timeout. Everything else in params passes through as raw JSON.
 
 // cancelCall forwards a client's cancellation to the upstream holding the
-// request. The request gets no answer, as the protocol prescribes.
-func (s *session) cancelCall(id jsonrpc.ID, reason string) {
+// request. The request gets no answer, as the protocol prescribes. It
+// reports whether the request was in flight here.
+func (s *session) cancelCall(id jsonrpc.ID, reason string) bool {
 	s.mu.Lock()
 	f, ok := s.inflight[id]
 	delete(s.inflight, id)
 	s.mu.Unlock()
 	s.g.bridge.cancelRound(s, id) // a call whose client is being asked (bridge_rounds.go)
 	if !ok {
-		return
+		return false
 	}
 	if c := f.l.take(f.id); c != nil {
 		if t := c.timer.Load(); t != nil {
@@ -40,6 +41,7 @@ func (s *session) cancelCall(id jsonrpc.ID, reason string) {
 		c.end(reason)
 		f.l.notify("notifications/cancelled", cancelParams(f.id, reason))
 	}
+	return true
 }
 
 // forward sends the client's request to upstream u. The answer comes back
@@ -86,6 +88,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		}
 		return nil
 	}
+	s.syncLevel(u, l)
 	start := info.start
 	if start.IsZero() {
 		start = time.Now()

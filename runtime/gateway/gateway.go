@@ -91,6 +91,9 @@ type Gateway struct {
 	// fleetCtl is the fleet's control plane on this replica; nil without
 	// a fleet (fleet_control.go).
 	fleetCtl *fleetControl
+	// fleetSess shares the downstream sessions with the fleet
+	// (fleet_session.go); nil outside a fleet.
+	fleetSess atomic.Pointer[fleetSessions]
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log
@@ -185,6 +188,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		EventStoreSize:  cfg.Limits.ResumeEvents,
 		Without2026:     cfg.Protocol2026 != nil && !*cfg.Protocol2026,
+		Fleet:           fleetHooksOf(g, cfg),
+		EventIDPrefix:   fleetEventPrefix(cfg),
 	})
 	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
 		Logger:          g.log,
@@ -355,6 +360,9 @@ func (g *Gateway) ServeConn(conn transports.Connection) {
 	if sid := conn.SessionID(); sid != "" {
 		g.owners.Store(sid, s.id.Name)
 	}
+	if fs := g.fleetSess.Load(); fs != nil {
+		fs.track(s)
+	}
 	g.metrics.SessionOpened(s.transport)
 	g.route.addSession(s)
 	s.run()
@@ -363,6 +371,9 @@ func (g *Gateway) ServeConn(conn transports.Connection) {
 func (g *Gateway) removeSession(s *session) {
 	if sid := s.conn.SessionID(); sid != "" {
 		g.owners.Delete(sid)
+	}
+	if fs := g.fleetSess.Load(); fs != nil {
+		fs.untrack(s)
 	}
 	g.metrics.SessionClosed(s.transport)
 	for _, uri := range g.route.removeSession(s) {

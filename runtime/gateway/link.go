@@ -73,6 +73,9 @@ type link struct {
 	// Unix nanoseconds.
 	owner *session
 	used  atomic.Int64
+	// toldLevel is 1 + the index of the log level last passed to the
+	// upstream with logging/setLevel; 0: none.
+	toldLevel atomic.Int32
 
 	probeNow chan struct{} // asks the health loop for a ping at once
 	misses   int           // consecutive missed pings; health loop only

@@ -50,6 +50,12 @@ type session struct {
 	client    policy.Client // who is calling, as policy modules see it
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
+	// owner is the replica holding the session's per-client upstream
+	// sessions, when another one (fleet_session_calls.go).
+	owner     atomic.Pointer[string]
+	capturing atomic.Int32 // responses to catch for other replicas (caught)
+	levelRead atomic.Bool  // fleet: the log level was read from the session's record (syncLevel)
+	caught    captures
 
 	mu        sync.Mutex
 	view      *sessionView                     // policy-filtered tools list, when a module filters
@@ -77,6 +83,9 @@ func newSession(g *Gateway, conn transports.Connection) *session {
 	s.id, s.transport = anonymous, "stdio"
 	if p, ok := transports.Peer(conn).(*peer); ok {
 		s.id, s.transport = p.id, p.transport
+		if p.adopted != nil {
+			s.adopt(p.adopted)
+		}
 	}
 	s.client.ID = s.id.Name
 	return s
@@ -143,6 +152,9 @@ func (s *session) replyError(id jsonrpc.ID, code int64, format string, args ...a
 }
 
 func (s *session) write(ctx context.Context, msg jsonrpc.Message) {
+	if s.capturing.Load() > 0 && s.caughtResponse(msg) {
+		return
+	}
 	if s.modern.Load() {
 		msg = s.modernResult(msg)
 	}
@@ -226,7 +238,7 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 	if rel.IsValid() {
 		wctx = transports.WithRelated(wctx, rel)
 	}
-	if err := s.conn.Write(wctx, &jsonrpc.Request{ID: intID(id), Method: method, Params: params}); err != nil {
+	if err := s.conn.Write(wctx, &jsonrpc.Request{ID: s.outID(id), Method: method, Params: params}); err != nil {
 		s.mu.Lock()
 		delete(s.out, id)
 		s.mu.Unlock()
@@ -254,10 +266,13 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 }
 
 func (s *session) handleResponse(r *jsonrpc.Response) {
-	id, ok := idInt(r.ID)
-	if !ok {
-		return
+	if id, ok := s.outIndex(r); ok {
+		s.answer(id, r)
 	}
+}
+
+// answer hands r to our request number id, when it still waits.
+func (s *session) answer(id int64, r *jsonrpc.Response) {
 	s.mu.Lock()
 	ch := s.out[id]
 	delete(s.out, id)
@@ -277,7 +292,9 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 			return
 		}
 		reason, _ := wire.String(n.Params, "reason")
-		s.cancelCall(id, reason)
+		if !s.cancelCall(id, reason) {
+			s.shareCancel(n.Params) // in flight on another replica, perhaps
+		}
 	case "notifications/roots/list_changed":
 		for _, l := range s.sessionLinks() {
 			l.notify(n.Method, n.Params)
@@ -314,6 +331,9 @@ func supportedVersion(requested string) string {
 func (s *session) handleCall(req *jsonrpc.Request) {
 	s.g.metrics.Request(req.Method)
 	if version, ok := requestVersion(req); ok && !s.modernRequest(req, version) {
+		return
+	}
+	if s.owner.Load() != nil && s.toOwner(req) {
 		return
 	}
 	switch req.Method {
@@ -399,6 +419,7 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 		return
 	}
 	s.logLevel.Store(int32(i))
+	s.shareLevel(level)
 	var wg sync.WaitGroup
 	for _, l := range s.sessionLinks() {
 		if _, ok := l.caps["logging"]; !ok || l.v2026.Load() {
@@ -411,6 +432,8 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 			defer cancel()
 			if _, err := l.call(ctx, "logging/setLevel", req.Params); err != nil {
 				l.u.log.Warn("passing logging/setLevel upstream", "err", err)
+			} else {
+				l.toldLevel.Store(int32(i) + 1)
 			}
 		}()
 	}

@@ -1,0 +1,519 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/transports"
+)
+
+// This file lets any replica of a fleet serve any request of a session
+// (issue 17). The downstream Mcp-Session-Id is a sealed token
+// (cluster.Sealer): a replica that does not know the id opens it and
+// adopts the session. What changes during a session lives elsewhere:
+//
+//   - DELETE and logging/setLevel: the session's record in the
+//     "sessions" KV bucket (TTL: the token's lifetime), read before
+//     adoption and watched by every replica, which closes its copy of a
+//     deleted session and sets the level of its copy. A replica tells
+//     its upstream links a session's level before forwarding that
+//     session's next request (syncLevel).
+//   - the GET stream: the replica holding it subscribes to
+//     <fleet>.sess.<id>.out; the others publish there what they would
+//     have written on it.
+//   - answers to the gateway's requests to the client (sampling,
+//     elicitation, roots): their JSON-RPC id names the replica waiting
+//     (fleetOutID); a replica receiving the answer sends it there with
+//     request/reply on <fleet>.replica.<replica>.answer.
+//
+// Every message read from NATS is validated before use.
+
+// fleetSessions is this replica's part of the fleet's sessions; nil
+// outside a fleet (and until Start joined it).
+type fleetSessions struct {
+	g      *Gateway
+	node   *cluster.Node
+	sealer *cluster.Sealer
+	log    *slog.Logger
+
+	records atomic.Pointer[jetstream.KeyValue] // the "sessions" bucket, once made
+	local   sync.Map                           // session id → *session served here
+
+	mu      sync.Mutex
+	streams map[string]*streamSub // GET streams held here, by session id
+	answers *nats.Subscription
+	calls   *nats.Subscription
+	cancels *nats.Subscription
+	seq     atomic.Int64 // ids of forwarded requests
+
+	forwarded atomic.Int64 // client answers sent to the replica waiting for them
+}
+
+// streamSub is the subscription of a GET stream held here.
+type streamSub struct {
+	sub  *nats.Subscription
+	refs int
+}
+
+// startFleetSessions sets up session sharing once the fleet is joined.
+func (g *Gateway) startFleetSessions(node *cluster.Node) error {
+	sealer, err := cluster.NewSealer(node.Name(), node.Secrets())
+	if err != nil {
+		return fmt.Errorf("session tokens: %w", err)
+	}
+	fs := &fleetSessions{g: g, node: node, sealer: sealer, log: g.log, streams: map[string]*streamSub{}}
+	subj := node.Subject("replica", cluster.Token(node.Replica()), "answer")
+	if fs.answers, err = node.Conn().Subscribe(subj, fs.onAnswer); err != nil {
+		return fmt.Errorf("subscribing to %s: %w", subj, err)
+	}
+	if err := fs.startCalls(); err != nil {
+		return err
+	}
+	if err := fs.startCancels(); err != nil {
+		return err
+	}
+	if _, err := node.Conn().Subscribe(node.Subject("getopen"), fs.onGetOpen); err != nil {
+		return fmt.Errorf("subscribing to %s: %w", node.Subject("getopen"), err)
+	}
+	g.fleetSess.Store(fs)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		fs.watchRecords(g.ctx)
+	}()
+	return nil
+}
+
+// fleetHooks is the streamable server's transports.StreamableFleet; it
+// serves as a single replica until the fleet is joined.
+type fleetHooks struct{ g *Gateway }
+
+func (h fleetHooks) SessionID(p any, init *jsonrpc.Request) string {
+	fs := h.g.fleetSess.Load()
+	pr, ok := p.(*peer)
+	if fs == nil || !ok {
+		return ""
+	}
+	var params struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ClientInfo      json.RawMessage `json:"clientInfo"`
+	}
+	if json.Unmarshal(init.Params, &params) != nil {
+		return "" // initialize answers the error; the session is closed
+	}
+	tok, err := fs.sealer.Seal(cluster.SessionClaims{Identity: pr.id.Name, Method: pr.id.Method,
+		Version: supportedVersion(params.ProtocolVersion), Caps: params.Capabilities, Info: params.ClientInfo,
+		Owner: fs.node.Replica()})
+	if err != nil {
+		fs.log.Error("cluster: sealing a session token; the session is this replica's only", "err", err)
+		return ""
+	}
+	return tok
+}
+
+func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
+	fs := h.g.fleetSess.Load()
+	if fs == nil {
+		return nil, false
+	}
+	c, err := fs.sealer.Open(id)
+	who := identityOf(r)
+	switch {
+	case err != nil:
+		fs.log.Warn("cluster: refused a session id", "err", err, "remote", r.RemoteAddr)
+		return nil, false
+	case c.Identity != who.Name || c.Method != who.Method:
+		fs.log.Warn("cluster: refused another identity's session", "identity", who.Name, "remote", r.RemoteAddr)
+		return nil, false
+	}
+	rec := fs.record(r.Context(), id)
+	if rec.Revoked {
+		fs.log.Info("cluster: refused a deleted session", "identity", who.Name, "remote", r.RemoteAddr)
+		return nil, false
+	}
+	if rec.Level != "" {
+		c.LogLevel = rec.Level
+	}
+	c.Owner = cmp.Or(rec.Owner, c.Owner)
+	fs.log.Debug("cluster: adopting a session", "identity", who.Name, "owner", c.Owner)
+	return &peer{id: who, transport: transportStreamable, adopted: &c}, true
+}
+
+func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
+	fs := h.g.fleetSess.Load()
+	if fs == nil || !fs.node.Connected() {
+		return false
+	}
+	if m, _ := wire.String(msg, "method"); isCatalogueNotice(m) {
+		// Every replica's catalogue changes alike: the one holding the
+		// GET stream tells the client, the others would repeat it.
+		return true
+	}
+	subj := fs.node.Subject("sess", cluster.Token(id), "out")
+	_, err := fs.node.Conn().Request(subj, msg, streamHandOver)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, nats.ErrNoResponders):
+		// No replica holds a GET stream: keep it here until one opens
+		// (then Rehome hands it over).
+		return false
+	default:
+		fs.log.Warn("cluster: handing a message to a session's stream", "subject", subj, "err", err)
+		return errors.Is(err, nats.ErrTimeout) // it may have arrived: do not repeat it
+	}
+}
+
+// streamHandOver bounds the hand-over of one message to the replica
+// holding a session's GET stream.
+const streamHandOver = 2 * time.Second
+
+// isCatalogueNotice reports the notifications every replica produces
+// for every session of its own.
+func isCatalogueNotice(method string) bool {
+	switch method {
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		return true
+	}
+	return false
+}
+
+func (h fleetHooks) Standalone(id string, open bool) {
+	if fs := h.g.fleetSess.Load(); fs != nil {
+		fs.stream(id, open)
+	}
+}
+
+func (h fleetHooks) Deleted(id string) {
+	if fs := h.g.fleetSess.Load(); fs != nil {
+		fs.put(sessionRecord{ID: id, Revoked: true})
+	}
+}
+
+// stream subscribes to (open) or leaves (!open) the subject of session
+// id's GET stream.
+func (fs *fleetSessions) stream(id string, open bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	ss := fs.streams[id]
+	if !open {
+		if ss != nil {
+			if ss.refs--; ss.refs <= 0 {
+				delete(fs.streams, id)
+				_ = ss.sub.Unsubscribe()
+			}
+		}
+		return
+	}
+	if ss != nil {
+		ss.refs++
+		return
+	}
+	subj := fs.node.Subject("sess", cluster.Token(id), "out")
+	sub, err := fs.node.Conn().Subscribe(subj, func(m *nats.Msg) { fs.onStreamMsg(id, m) })
+	if err != nil {
+		fs.log.Warn("cluster: subscribing to a session's stream; other replicas' notifications will not reach it", "err", err)
+		return
+	}
+	fs.streams[id] = &streamSub{sub: sub, refs: 1}
+	// Replicas that kept messages while no GET stream was open hand them
+	// over now.
+	if err := fs.node.Conn().Publish(fs.node.Subject("getopen"), []byte(id)); err != nil {
+		fs.log.Warn("cluster: announcing a GET stream", "err", err)
+	}
+}
+
+// onGetOpen hands what this replica kept for a session to the replica
+// that now holds its GET stream.
+func (fs *fleetSessions) onGetOpen(m *nats.Msg) {
+	if len(m.Data) == 0 || len(m.Data) > 8<<10 {
+		fs.log.Warn("cluster: refused a GET stream announcement from NATS", "bytes", len(m.Data))
+		return
+	}
+	id := string(m.Data)
+	if _, ok := fs.local.Load(id); ok {
+		go fs.g.http.Rehome(id)
+	}
+}
+
+// onStreamMsg writes a message another replica published for the GET
+// stream held here, once it decodes as a request or notification.
+func (fs *fleetSessions) onStreamMsg(id string, m *nats.Msg) {
+	msg, err := wire.Decode(m.Data)
+	if _, ok := msg.(*jsonrpc.Request); err != nil || !ok {
+		fs.log.Warn("cluster: refused a message for a session's stream", "subject", m.Subject, "err", err)
+		return
+	}
+	fs.g.http.WriteStandalone(id, m.Data)
+	if m.Reply != "" {
+		_ = m.Respond(nil)
+	}
+}
+
+// sessionRecord is what the fleet keeps of a session that its token
+// cannot say: deleted, its log level, the replica that took its
+// per-client upstream sessions over.
+type sessionRecord struct {
+	ID      string `json:"id"`
+	Revoked bool   `json:"revoked,omitempty"`
+	Level   string `json:"level,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+}
+
+// recordKey is the KV key of a session's record: a hash of its id.
+func recordKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:16])
+}
+
+// bucket returns the sessions bucket, making it when NATS is reachable.
+func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if kv := fs.records.Load(); kv != nil {
+		return *kv, nil
+	}
+	if !fs.node.Connected() {
+		return nil, cluster.ErrUnavailable
+	}
+	kv, err := fs.node.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: fs.node.Bucket("sessions"), TTL: cluster.SessionTTL, Description: "deleted sessions, log levels"})
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %q: %w", fs.node.Bucket("sessions"), err)
+	}
+	fs.records.Store(&kv)
+	return kv, nil
+}
+
+// put records what the fleet must know of a session: rec's fields that
+// are set replace those of the stored record.
+func (fs *fleetSessions) put(rec sessionRecord) {
+	ctx, cancel := context.WithTimeout(fs.g.ctx, 5*time.Second)
+	defer cancel()
+	old := fs.record(ctx, rec.ID)
+	rec.Revoked = rec.Revoked || old.Revoked
+	rec.Level = cmp.Or(rec.Level, old.Level)
+	rec.Owner = cmp.Or(rec.Owner, old.Owner)
+	b, _ := json.Marshal(rec)
+	kv, err := fs.bucket(ctx)
+	if err == nil {
+		_, err = kv.Put(ctx, recordKey(rec.ID), b)
+	}
+	if err != nil {
+		fs.log.Warn("cluster: recording a session change; other replicas will not know it",
+			"revoked", rec.Revoked, "level", rec.Level, "err", err)
+	}
+}
+
+// record reads session id's record; while NATS is down it cannot and
+// returns none (the replica keeps serving; logged).
+func (fs *fleetSessions) record(ctx context.Context, id string) sessionRecord {
+	var rec sessionRecord
+	kv, err := fs.bucket(ctx)
+	if err == nil {
+		var e jetstream.KeyValueEntry
+		if e, err = kv.Get(ctx, recordKey(id)); err == nil {
+			if rec, err = decodeRecord(e.Value()); err == nil && rec.ID == id {
+				return rec
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		fs.log.Warn("cluster: cannot read a session's record; adopting without it", "err", err)
+	}
+	return sessionRecord{}
+}
+
+// decodeRecord validates a record read from NATS.
+func decodeRecord(b []byte) (sessionRecord, error) {
+	var rec sessionRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("undecodable session record: %w", err)
+	}
+	if rec.ID == "" || (rec.Level != "" && levelIndex(rec.Level) < 0) {
+		return sessionRecord{}, errors.New("invalid session record")
+	}
+	return rec, nil
+}
+
+// watchRecords applies other replicas' session changes to this
+// replica's copies, until ctx ends.
+func (fs *fleetSessions) watchRecords(ctx context.Context) {
+	for ctx.Err() == nil {
+		kv, err := fs.bucket(ctx)
+		if err == nil {
+			var w jetstream.KeyWatcher
+			if w, err = kv.WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
+				for e := range w.Updates() {
+					if e != nil && e.Operation() == jetstream.KeyValuePut {
+						fs.apply(e.Value())
+					}
+				}
+				_ = w.Stop()
+			}
+		}
+		if err != nil {
+			fs.log.Debug("cluster: watching session records", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// apply applies one session record to this replica's copy of the session.
+func (fs *fleetSessions) apply(b []byte) {
+	rec, err := decodeRecord(b)
+	if err != nil {
+		fs.log.Warn("cluster: refused a session record from NATS", "err", err)
+		return
+	}
+	v, ok := fs.local.Load(rec.ID)
+	if !ok {
+		return
+	}
+	s := v.(*session)
+	if rec.Revoked {
+		fs.log.Info("cluster: closing a session deleted on another replica")
+		s.conn.Close()
+		return
+	}
+	if rec.Level != "" {
+		s.logLevel.Store(int32(levelIndex(rec.Level)))
+	}
+	s.setOwner(fs, rec.Owner)
+}
+
+// setOwner records which replica holds the session's per-client upstream
+// sessions ("": unchanged).
+func (s *session) setOwner(fs *fleetSessions, owner string) {
+	switch owner {
+	case "":
+	case fs.node.Replica():
+		s.owner.Store(nil)
+	default:
+		s.owner.Store(&owner)
+	}
+}
+
+// track and untrack keep the index of the sessions served here.
+func (fs *fleetSessions) track(s *session) {
+	if sid := s.conn.SessionID(); sid != "" {
+		fs.local.Store(sid, s)
+	}
+}
+
+func (fs *fleetSessions) untrack(s *session) {
+	if sid := s.conn.SessionID(); sid != "" {
+		fs.local.CompareAndDelete(sid, s)
+	}
+}
+
+// fleetHooksOf is the streamable server's fleet hooks when cfg has a
+// cluster section, else nil.
+func fleetHooksOf(g *Gateway, cfg *config.Config) transports.StreamableFleet {
+	if cfg.Cluster == nil {
+		return nil
+	}
+	return fleetHooks{g}
+}
+
+// adopt sets up a session another replica opened, from its token: it is
+// initialized, with the client's capabilities, name and log level.
+func (s *session) adopt(c *cluster.SessionClaims) {
+	var caps struct {
+		Sampling    json.RawMessage `json:"sampling"`
+		Elicitation json.RawMessage `json:"elicitation"`
+		Roots       json.RawMessage `json:"roots"`
+	}
+	_ = json.Unmarshal(c.Caps, &caps) // sealed by the fleet: valid JSON or absent
+	s.caps.sampling = caps.Sampling != nil
+	s.caps.elicitation = caps.Elicitation != nil
+	s.caps.roots = caps.Roots != nil
+	name, _ := wire.String(c.Info, "name")
+	s.client.Name = name
+	if i := levelIndex(c.LogLevel); i >= 0 {
+		s.logLevel.Store(int32(i))
+	}
+	if fs := s.g.fleetSess.Load(); fs != nil {
+		s.setOwner(fs, c.Owner)
+	}
+	s.initialized.Store(true)
+}
+
+// shareLevel records a session's log level for the fleet (logging/setLevel).
+func (s *session) shareLevel(level string) {
+	if fs := s.g.fleetSess.Load(); fs != nil && s.transport == transportStreamable {
+		fs.put(sessionRecord{ID: s.conn.SessionID(), Level: level})
+	}
+}
+
+// syncLevel tells l the session's log level before the session's request
+// goes there, when the session set one (perhaps through another replica)
+// and l was told none or a less verbose one. Outside a fleet setLevel
+// tells every link itself.
+func (s *session) syncLevel(u *upstream, l *link) {
+	fs := s.g.fleetSess.Load()
+	if fs == nil {
+		return
+	}
+	if !s.levelRead.Swap(true) && s.logLevel.Load() < 0 && s.transport == transportStreamable {
+		// The level may have been set through another replica since the
+		// session was opened or adopted here, and the watch may not have
+		// told us yet: read it once, before the first forwarded request.
+		if rec := fs.record(s.ctx, s.conn.SessionID()); rec.Level != "" && s.logLevel.Load() < 0 {
+			s.logLevel.Store(int32(levelIndex(rec.Level)))
+		}
+	}
+	lv := s.logLevel.Load()
+	if lv < 0 {
+		return
+	}
+	if _, ok := l.caps["logging"]; !ok {
+		return
+	}
+	if told := l.toldLevel.Load(); told != 0 && told-1 <= lv {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
+	defer cancel()
+	if _, err := l.call(ctx, "logging/setLevel", levelParams(logLevels[lv])); err != nil {
+		u.log.Warn("passing a session's log level upstream", "err", err)
+		return
+	}
+	l.toldLevel.Store(lv + 1)
+}
+
+func levelParams(level string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Level string `json:"level"`
+	}{level})
+	return b
+}
+
+// fleetEventPrefix starts the SSE event ids of a fleet replica, so that a
+// client resuming a stream on another replica is not handed that
+// replica's events of the same number.
+func fleetEventPrefix(cfg *config.Config) string {
+	if cfg.Cluster == nil {
+		return ""
+	}
+	return cluster.Token(cmp.Or(cfg.Cluster.Replica, defaultReplica(cfg.Listen))) + "/"
+}
