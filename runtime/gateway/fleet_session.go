@@ -471,7 +471,8 @@ func (s *session) shareLevel(level string) {
 // tells every link itself.
 func (s *session) syncLevel(u *upstream, l *link) {
 	fs := s.g.fleetSess.Load()
-	if fs == nil {
+	if fs == nil || s.modern.Load() || l.v2026.Load() {
+		// A 2026-07-28 request carries its level in _meta (clientMeta).
 		return
 	}
 	if !s.levelRead.Swap(true) && s.logLevel.Load() < 0 && s.transport == transportStreamable {
@@ -483,7 +484,7 @@ func (s *session) syncLevel(u *upstream, l *link) {
 		}
 	}
 	lv := s.logLevel.Load()
-	if lv < 0 {
+	if lv < 0 || int(lv) >= len(logLevels) {
 		return
 	}
 	if _, ok := l.caps["logging"]; !ok {
