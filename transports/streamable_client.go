@@ -236,6 +236,26 @@ func (c *streamableClientConn) Read(ctx context.Context) (jsonrpc.Message, error
 // answer to it; otherwise exactly one. ctx bounds only the wait for the
 // response headers.
 func (c *streamableClientConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	return c.write(ctx, msg, false)
+}
+
+// WriteAndRead is Write for a caller with nothing else to do until the
+// call is over (the gateway's forwarding workers): when the answer to a
+// request comes as an event stream, the stream is read on the calling
+// goroutine instead of one started for it, so it returns when the stream
+// ends. What Read delivers is the same.
+func (c *streamableClientConn) WriteAndRead(ctx context.Context, msg jsonrpc.Message) error {
+	return c.write(ctx, msg, true)
+}
+
+// StreamReader is implemented by connections with WriteAndRead (streamable
+// HTTP clients).
+type StreamReader interface {
+	WriteAndRead(ctx context.Context, msg jsonrpc.Message) error
+}
+
+// write is Write; inline reads a response stream on the calling goroutine.
+func (c *streamableClientConn) write(ctx context.Context, msg jsonrpc.Message, inline bool) error {
 	var call *jsonrpc.Request
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
@@ -326,12 +346,13 @@ func (c *streamableClientConn) Write(ctx context.Context, msg jsonrpc.Message) e
 		}
 		return fmt.Errorf("posting %s to %s: %w", describeMsg(msg), c.url.Redacted(), err)
 	}
-	return c.handlePOSTResponse(msg, call, resp, sentSession, reqCtx, cancelReq)
+	return c.handlePOSTResponse(msg, call, resp, sentSession, reqCtx, cancelReq, inline)
 }
 
 // handlePOSTResponse handles the response to the POST of msg; call is msg
 // when it is a request with an id.
-func (c *streamableClientConn) handlePOSTResponse(msg jsonrpc.Message, call *jsonrpc.Request, resp *http.Response, sentSession bool, reqCtx context.Context, cancelReq context.CancelFunc) error {
+// inline reads a response stream on the calling goroutine.
+func (c *streamableClientConn) handlePOSTResponse(msg jsonrpc.Message, call *jsonrpc.Request, resp *http.Response, sentSession bool, reqCtx context.Context, cancelReq context.CancelFunc, inline bool) error {
 	code := resp.StatusCode
 	if code >= 200 && code < 300 && !sentSession {
 		if v := resp.Header[hdrSessionID]; len(v) > 0 && v[0] != "" {
@@ -387,7 +408,11 @@ func (c *streamableClientConn) handlePOSTResponse(msg jsonrpc.Message, call *jso
 		c.wg.Add(1)
 		c.mu.Unlock()
 		st := &streamState{call: call, isInit: isInit, cancel: cancelReq}
-		go c.readResponseStream(reqCtx, st, resp.Body)
+		if inline {
+			c.readResponseStream(reqCtx, st, resp.Body)
+		} else {
+			go c.readResponseStream(reqCtx, st, resp.Body)
+		}
 	case "application/json":
 		c.readJSONResponse(call, isInit, resp)
 		cancelReq()

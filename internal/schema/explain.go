@@ -633,8 +633,9 @@ func multipleOf(n, m float64) bool {
 }
 
 // isTrue reports whether s accepts everything without evaluating anything
-// (true or {}).
-func isTrue(s *jsonschema.Schema) bool { return reflect.ValueOf(*s).IsZero() }
+// (true or {}). Through Elem: boxing *s would copy the whole struct to the
+// heap on every call.
+func isTrue(s *jsonschema.Schema) bool { return reflect.ValueOf(s).Elem().IsZero() }
 
 // isFalse reports whether s is the library's reading of false, {"not": {}}.
 func isFalse(s *jsonschema.Schema) bool { return s.Not != nil && isTrue(s.Not) }

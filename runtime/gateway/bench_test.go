@@ -227,6 +227,7 @@ func runOps(b *testing.B, workers int, op func(ctx context.Context, worker int) 
 	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	start := 0
 	for w := range workers {
 		n := b.N / workers
@@ -248,6 +249,7 @@ func runOps(b *testing.B, workers int, op func(ctx context.Context, worker int) 
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu := processCPU() - cpu0
 	elapsed := b.Elapsed()
 	slices.Sort(lat)
 	f := figures{
@@ -258,6 +260,7 @@ func runOps(b *testing.B, workers int, op func(ctx context.Context, worker int) 
 	b.ReportMetric(f.callsPerSec, "calls/s")
 	b.ReportMetric(float64(f.p50.Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(f.p99.Nanoseconds())/1e3, "p99-µs")
+	b.ReportMetric(µs(cpu)/float64(b.N), "cpu-µs/op")
 	return f
 }
 

@@ -147,7 +147,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 	}))
 	schema, cm := s.toolSchema(l, u, &info), s.clientMeta()
 	s.g.senders.submit(func() {
-		err := l.conn.Write(l.ctx, l.upstreamRequest(req, id, params, schema, cm))
+		err := l.writeAndRead(l.upstreamRequest(req, id, params, schema, cm))
 		if err != nil {
 			if c := l.take(id); c != nil {
 				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))
@@ -156,6 +156,18 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		}
 	})
 	return c.done
+}
+
+// writeAndRead sends msg for a forwarding worker, which waits for nothing
+// else: over streamable HTTP it also reads the answer's event stream (one
+// goroutine less per call); the answer still comes through the read loop.
+// The POST is not tied to l.ctx (a context.AfterFunc per call): whatever
+// ends l.ctx closes the link, and closing the connection ends its POSTs.
+func (l *link) writeAndRead(msg *jsonrpc.Request) error {
+	if sr, ok := l.conn.(transports.StreamReader); ok {
+		return sr.WriteAndRead(l.postCtx, msg)
+	}
+	return l.conn.Write(l.ctx, msg)
 }
 
 // rewriteMeta replaces the client's progress token with the upstream request

@@ -60,6 +60,9 @@ type link struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the read loop ends
+	// postCtx is ctx without its cancellation, for forwarded writes
+	// (writeAndRead).
+	postCtx context.Context
 
 	protocolVersion string
 	v2026           atomic.Bool                // requests carry the _meta keys of 2026-07-28 (probe.go)
@@ -95,6 +98,7 @@ func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner
 	lctx, cancel := context.WithCancel(ctx)
 	l := &link{
 		u: u, conn: conn, ctx: lctx, cancel: cancel, done: make(chan struct{}), owner: owner,
+		postCtx:     context.WithoutCancel(lctx),
 		pending:     make(map[int64]*call),
 		serverCalls: make(map[jsonrpc.ID]context.CancelFunc),
 		probeNow:    make(chan struct{}, 1),
