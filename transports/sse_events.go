@@ -70,7 +70,7 @@ type sseReader struct {
 	lastID       []byte
 	reconnect    time.Duration // last reconnection time set by the server
 	hasReconnect bool
-	scratch      []byte // value of an "id:" or "retry:" line
+	scratch      []byte   // value of an "id:" or "retry:" line
 	chunks       [][]byte // the pieces of a long data line, kept (longData)
 
 	meter budgetMeter // charges the budget for what is read; see charge
