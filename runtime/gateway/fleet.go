@@ -27,6 +27,9 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 	}
 	g.fleet = node
 	g.fleetLimits.Bind(node)
+	if err := g.openFleetOAuth(node); err != nil {
+		return fmt.Errorf("sharing upstream tokens with the fleet: %w", err)
+	}
 	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
 	return nil
 }
@@ -36,6 +39,7 @@ func (g *Gateway) closeFleet() {
 	if g.fleet == nil {
 		return
 	}
+	g.closeFleetOAuth()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	g.fleet.Close(ctx)

@@ -88,6 +88,9 @@ type Gateway struct {
 	// fleetLimits share the rate limits with the fleet; nil without a
 	// cluster section (fleet_limits.go).
 	fleetLimits *cluster.Limits
+	// oauthKV is the fleet's upstream token store; nil without a cluster
+	// section (oauth_fleet.go).
+	oauthKV *oauth.KVStore
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log

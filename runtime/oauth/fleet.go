@@ -81,6 +81,12 @@ func (m *Manager) Changed(server, identity string) {
 	if err != nil {
 		return // logged by the store; the token in memory stays in use
 	}
+	var idle *flight // a first login this replica waits for, made moot
+	defer func() {
+		if idle != nil {
+			idle.cancel()
+		}
+	}()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -97,9 +103,12 @@ func (m *Manager) Changed(server, identity string) {
 		h.loaded = true
 		if h.ts != nil {
 			h.needs, h.lastErr = false, ""
+			if h.flight != nil && !h.stepping {
+				idle = h.flight
+			}
 			close(h.authorized)
 			h.authorized = make(chan struct{})
-			m.log.Info("upstream token taken from the fleet", "server_name", server, "identity", identity)
+			m.log.Debug("upstream token taken from the fleet", "server_name", server, "identity", identity)
 		}
 	}
 }
@@ -169,8 +178,9 @@ func (s *savingSource) fleetToken(v Versioned) (*oauth2.Token, error) {
 	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, h.m.opts.HTTPClient)
 	tok, err := s.rec.config().TokenSource(ctx, &oauth2.Token{RefreshToken: s.rec.Token.RefreshToken}).Token()
 	if err != nil {
-		// Spent by another replica's refresh? Its token is in the store.
-		if s.takeStored(v) && unexpired(s.rec.Token) {
+		// Spent by another replica's refresh? Its token is in the store
+		// (or soon will be: it may be storing it now).
+		if s.awaitStored(v) && unexpired(s.rec.Token) {
 			return s.rec.Token, nil
 		}
 		if unexpired(s.rec.Token) {
@@ -219,6 +229,25 @@ func (s *savingSource) takeStored(v Versioned) bool {
 	s.set(rec, rev)
 	return true
 }
+
+// awaitStored is takeStored, tried for up to storedWait while the store
+// still holds the token s has.
+func (s *savingSource) awaitStored(v Versioned) bool {
+	deadline := time.Now().Add(storedWait)
+	for {
+		if s.takeStored(v) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(storedWait / 10)
+	}
+}
+
+// storedWait bounds how long a replica whose refresh was refused waits
+// for the replica that spent the refresh token to store the new one.
+const storedWait = time.Second
 
 // set makes rec (at version rev) the source's record.
 func (s *savingSource) set(rec *Record, rev uint64) {

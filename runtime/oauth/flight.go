@@ -76,7 +76,7 @@ func (f *flight) run(ctx context.Context, req *http.Request, resp *http.Response
 		h.needs, h.lastErr = false, ""
 		close(h.authorized)
 		h.authorized = make(chan struct{})
-	} else {
+	} else if h.ts == nil { // else cancelled: a token came meanwhile (fleet.go)
 		h.lastErr = "authorization failed: " + f.reason()
 	}
 	h.mu.Unlock()
