@@ -51,7 +51,7 @@ func (g *Gateway) openFleetOAuth(node *cluster.Node) error {
 		return err
 	}
 	open := func(ctx context.Context) (jetstream.KeyValue, error) { return openOAuthBucket(ctx, node) }
-	g.oauthKV = oauth.NewKVStore(open, sealer, g.log, g.oauth.Changed)
+	g.oauthKV = oauth.NewKVStore(open, node.Connected, sealer, g.log, g.oauth.Changed)
 	g.oauth.UseFleet(g.oauthKV, oauth.NewNATSRelay(node.Conn(), node.Subject("oauth", "callback"), g.log))
 	return nil
 }

@@ -349,3 +349,45 @@ func TestOAuthFleetNeedsSharedKey(t *testing.T) {
 		t.Fatalf("New: %v; want a config error naming oauth.key", err)
 	}
 }
+
+// TestOAuthFleetNATSDown: with NATS down a replica keeps calling with the
+// token it holds, refreshing it; the rotated refresh token reaches the
+// fleet's bucket when NATS is back.
+func TestOAuthFleetNATSDown(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true, TokenTTL: time.Second})
+	srv := natstest.Start(t)
+	entry := fmt.Sprintf(`{"url": %q, "oauth": {}, "health_interval": 3600}`, as.MCPURL)
+	a := startOAuthReplica(t, entry, srv.ClientURL(), "a")
+	b := startOAuthReplica(t, entry, srv.ClientURL(), "b")
+	if code, page := approveVia(t, a.pendingURL(t), b.base); code != http.StatusOK {
+		t.Fatalf("login: HTTP %d %s", code, page)
+	}
+	b.waitState(t, StateConnected)
+	cs := connect(t, b.base+"/mcp", nil)
+	defer cs.Close()
+	// Only B calls while NATS is down: two replicas refreshing a rotating
+	// refresh token without NATS cannot agree (README), one would lose it.
+	a.stop()
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	for i := range 3 {
+		time.Sleep(1100 * time.Millisecond) // expired: the next call refreshes
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "down"}})
+		if err != nil || res.IsError {
+			t.Fatalf("call %d with NATS down: %v %+v", i, err, res)
+		}
+	}
+	srv.Restart(t)
+	kv := fleetTokenBucket(t, srv.ClientURL())
+	waitFor(t, "the refresh made while NATS was down to reach the bucket", func() bool {
+		e, err := kv.Get(context.Background(), oauth.KVKey("up", ""))
+		if err != nil {
+			return false
+		}
+		s, _ := oauth.NewSealer(fleetOAuthKey)
+		rec, err := s.Open("up", "", e.Value())
+		return err == nil && as.RefreshValid(rec.Token.RefreshToken)
+	})
+	noFleetTokens(t, as, kv, b)
+}

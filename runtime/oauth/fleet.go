@@ -202,12 +202,21 @@ func (s *savingSource) fleetToken(v Versioned) (*oauth2.Token, error) {
 	case errors.Is(err, ErrStale):
 		// Another replica refreshed at the same time and stored first:
 		// the fleet keeps its token; this one is dropped.
-		if s.takeStored(v) && unexpired(s.rec.Token) {
-			h.m.log.Info("upstream token refreshed by another replica meanwhile; using the fleet's", "server_name", h.server)
-			return s.rec.Token, nil
+		if s.takeStored(v) {
+			if unexpired(s.rec.Token) {
+				h.m.log.Info("upstream token refreshed by another replica meanwhile; using the fleet's", "server_name", h.server)
+				return s.rec.Token, nil
+			}
+		} else if rev, err = v.SaveVersion(h.server, h.identity, &rec, s.rev.Load()); err != nil {
+			// The store holds this source's token at a newer version (a
+			// kept write landed): stored on that version now, or kept.
+			rev = s.rev.Load()
 		}
 	case err != nil:
+		// Kept by the store and retried against the version it was based
+		// on, which stays this source's until a write lands.
 		h.m.log.Warn("storing the refreshed upstream token in the fleet", "server_name", h.server, "err", err)
+		rev = s.rev.Load()
 	}
 	s.set(&rec, rev)
 	h.m.log.Debug("upstream token refreshed", "server_name", h.server, "valid_until", tok.Expiry)

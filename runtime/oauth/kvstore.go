@@ -42,6 +42,9 @@ const (
 // based on: another replica stored a newer one.
 var ErrStale = errors.New("the stored token record changed meanwhile")
 
+// ErrFleetUnreachable says the fleet's NATS does not answer now.
+var ErrFleetUnreachable = errors.New("the fleet's NATS is not reachable")
+
 // Versioned is a Store whose records carry versions, so that a replica
 // replacing a token (a rotated refresh token) does not overwrite a newer
 // one another replica stored meanwhile.
@@ -58,6 +61,7 @@ type Versioned interface {
 // are safe for concurrent use.
 type KVStore struct {
 	open    func(context.Context) (jetstream.KeyValue, error)
+	up      func() bool
 	sealer  *Sealer
 	log     *slog.Logger
 	changed func(server, identity string)
@@ -80,12 +84,14 @@ type kvWrite struct {
 }
 
 // NewKVStore returns a store over the bucket that open opens (called
-// again until it succeeds: NATS may be down at start). changed is called
+// again until it succeeds: NATS may be down at start). up reports whether
+// NATS is reachable now (nil: always asked): while it is not, operations
+// fail at once instead of waiting out their timeout. changed is called
 // for every record another replica (or this one) writes or deletes.
 // Close ends its watch and retries.
-func NewKVStore(open func(context.Context) (jetstream.KeyValue, error), sealer *Sealer, log *slog.Logger, changed func(server, identity string)) *KVStore {
+func NewKVStore(open func(context.Context) (jetstream.KeyValue, error), up func() bool, sealer *Sealer, log *slog.Logger, changed func(server, identity string)) *KVStore {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &KVStore{open: open, sealer: sealer, log: log, changed: changed, ctx: ctx, cancel: cancel,
+	s := &KVStore{open: open, up: up, sealer: sealer, log: log, changed: changed, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), pending: map[string]kvWrite{}}
 	go s.run()
 	return s
@@ -121,6 +127,9 @@ func ParseKVKey(key string) (server, identity string, err error) {
 
 // bucket is the KV bucket, opened at first use.
 func (s *KVStore) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if s.up != nil && !s.up() {
+		return nil, ErrFleetUnreachable
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.kv != nil {

@@ -49,7 +49,7 @@ func newKVRig(t *testing.T, url string, key []byte) *kvRig {
 	if r.kv, err = open(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r.store = NewKVStore(open, sealer, slog.New(slog.NewTextHandler(r.logs, nil)), func(server, identity string) {
+	r.store = NewKVStore(open, nc.IsConnected, sealer, slog.New(slog.NewTextHandler(r.logs, nil)), func(server, identity string) {
 		r.mu.Lock()
 		r.seen = append(r.seen, server+"/"+identity)
 		r.mu.Unlock()

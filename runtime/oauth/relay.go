@@ -96,6 +96,10 @@ func (r *NATSRelay) Own(state string, complete func(ctx context.Context, q url.V
 // an answer that does not decode: ok is false and the redirect is
 // refused as unknown.
 func (r *NATSRelay) Forward(ctx context.Context, state string, q url.Values) (int, string, bool) {
+	if !r.nc.IsConnected() {
+		r.log.Warn("an authorization redirect for another replica cannot be forwarded: the fleet's NATS is not reachable")
+		return 0, "", false
+	}
 	body, err := json.Marshal(relayRequest{State: state, Code: q.Get("code"), Iss: q.Get("iss"), Error: q.Get("error")})
 	if err != nil || len(body) > maxRelayMessage {
 		return 0, "", false
