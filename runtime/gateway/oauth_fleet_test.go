@@ -348,6 +348,21 @@ func TestOAuthFleetNeedsSharedKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "oauth.key") || !strings.Contains(err.Error(), "test.json") {
 		t.Fatalf("New: %v; want a config error naming oauth.key", err)
 	}
+
+	// Started without OAuth servers, a reload adding one is refused too.
+	plain, err := config.Parse("test.json", []byte(`{"mcpServers": {},
+		"cluster": {"nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(plain, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.Reload(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "oauth.key") {
+		t.Fatalf("reload: %v; want a config error naming oauth.key", err)
+	}
 }
 
 // TestOAuthFleetNATSDown: with NATS down a replica keeps calling with the

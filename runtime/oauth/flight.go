@@ -109,10 +109,12 @@ func (h *Handler) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*aut
 	}
 	state := u.Query().Get("state")
 	deadline, _ := ctx.Deadline()
+	// Registered (and, in a fleet, its redirects routed here) before the
+	// URL shows anywhere.
+	h.m.register(state, f)
 	f.mu.Lock()
 	f.url, f.state, f.expires = args.URL, state, deadline
 	f.mu.Unlock()
-	h.m.register(state, f)
 	h.m.listenLoopback(h.redirect)
 	close(f.urlReady)
 	h.m.log.Info("upstream authorization pending: an operator must open the URL", "server_name", h.server, "identity", h.identity, "url", args.URL)

@@ -476,8 +476,12 @@ func (h *Handler) Begin(ctx context.Context) (Status, error) {
 	case <-ctx.Done():
 		return h.Status(), ctx.Err()
 	}
-	if f.err != nil {
-		return h.Status(), fmt.Errorf("authorizing server %q: %s", h.server, f.reason())
+	select {
+	case <-f.done: // f.err is set only once done is closed
+		if f.err != nil {
+			return h.Status(), fmt.Errorf("authorizing server %q: %s", h.server, f.reason())
+		}
+	default:
 	}
 	return h.Status(), nil
 }
