@@ -84,6 +84,7 @@ func (m *Manager) Changed(server, identity string) {
 	var idle *flight // a first login this replica waits for, made moot
 	defer func() {
 		if idle != nil {
+			idle.moot.Store(true)
 			idle.cancel()
 		}
 	}()
