@@ -30,6 +30,11 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 	if err := g.startFleetSessions(node); err != nil {
 		g.log.Error("cluster: sessions stay on the replica that opened them", "err", err)
 	}
+	if err := g.openFleetOAuth(node); err != nil {
+		node.Close(ctx)
+		g.fleet = nil
+		return fmt.Errorf("sharing upstream tokens with the fleet: %w", err)
+	}
 	if err := g.startFleetControl(); err != nil {
 		node.Close(ctx)
 		g.fleet = nil
@@ -44,6 +49,7 @@ func (g *Gateway) closeFleet() {
 	if g.fleet == nil {
 		return
 	}
+	g.closeFleetOAuth()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	g.fleet.Close(ctx)

@@ -94,6 +94,9 @@ type Gateway struct {
 	// fleetSess shares the downstream sessions with the fleet
 	// (fleet_session.go); nil outside a fleet.
 	fleetSess atomic.Pointer[fleetSessions]
+	// oauthKV is the fleet's upstream token store; nil without a cluster
+	// section (oauth_fleet.go).
+	oauthKV *oauth.KVStore
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log

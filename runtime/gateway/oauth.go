@@ -29,6 +29,9 @@ const StateNeedsAuthorization State = "needs_authorization"
 // openOAuth builds the gateway's manager over its state folder; the
 // callback is oauth.redirect_url, else /oauth/callback on the listener.
 func (g *Gateway) openOAuth(cfg *config.Config) error {
+	if err := checkFleetOAuthKey(cfg); err != nil {
+		return err
+	}
 	redirect := cfg.OAuth.RedirectURL
 	if redirect == "" {
 		redirect = "http://" + cfg.Listen + "/oauth/callback"

@@ -90,6 +90,9 @@ type reloadPlan struct {
 // prepare builds and validates the next configuration aside. Called with
 // g.pol.mu held.
 func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan, error) {
+	if err := checkFleetOAuthKey(cfg); err != nil {
+		return nil, err
+	}
 	plan := &reloadPlan{cfg: cfg, old: g.config()}
 	plan.res.RestartNeeded = restartNeeded(plan.old, cfg)
 	if err := g.prepareUpstreams(plan); err != nil {

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"fmt"
 	"html"
 	"net"
@@ -22,13 +23,27 @@ func (m *Manager) CallbackHandler() http.Handler {
 }
 
 func (m *Manager) serveCallback(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	code, msg := m.complete(r.Context(), r.URL.Query(), true)
+	if code != 0 {
+		page(w, code, msg)
+	}
+}
+
+// complete hands a redirect's query to the flight of its state and
+// returns the page to show (code 0: the request ended first). A state
+// this replica does not own goes, when forward is set, to the replica of
+// the fleet that does (Relay).
+func (m *Manager) complete(ctx context.Context, q url.Values, forward bool) (int, string) {
 	state := q.Get("state")
 	f := m.take(state)
 	if state == "" || f == nil {
+		if r := m.relay.Load(); forward && state != "" && r != nil {
+			if code, msg, ok := (*r).Forward(ctx, state, q); ok {
+				return code, msg
+			}
+		}
 		m.log.Warn("authorization callback refused: unknown or expired state")
-		page(w, http.StatusBadRequest, "edge-mcp: this authorization is unknown or has expired; start it again (edge-mcp auth login SERVER).")
-		return
+		return http.StatusBadRequest, "edge-mcp: this authorization is unknown or has expired; start it again (edge-mcp auth login SERVER)."
 	}
 	res := callbackResult{code: q.Get("code"), state: state, iss: q.Get("iss")}
 	if e := q.Get("error"); e != "" {
@@ -45,16 +60,14 @@ func (m *Manager) serveCallback(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-f.done:
 	case <-t.C:
-		page(w, http.StatusAccepted, fmt.Sprintf("edge-mcp: the authorization of server %q is being completed.", f.h.server))
-		return
-	case <-r.Context().Done():
-		return
+		return http.StatusAccepted, fmt.Sprintf("edge-mcp: the authorization of server %q is being completed.", f.h.server)
+	case <-ctx.Done():
+		return 0, ""
 	}
 	if f.err != nil {
-		page(w, http.StatusBadRequest, fmt.Sprintf("edge-mcp: the authorization of server %q failed: %s", f.h.server, f.reason()))
-		return
+		return http.StatusBadRequest, fmt.Sprintf("edge-mcp: the authorization of server %q failed: %s", f.h.server, f.reason())
 	}
-	page(w, http.StatusOK, fmt.Sprintf("edge-mcp: server %q is authorized. You may close this window.", f.h.server))
+	return http.StatusOK, fmt.Sprintf("edge-mcp: server %q is authorized. You may close this window.", f.h.server)
 }
 
 func page(w http.ResponseWriter, code int, msg string) {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -24,6 +25,7 @@ type flight struct {
 	done     chan struct{} // closed when the flight ended; err is set
 	cancel   context.CancelFunc
 	err      error
+	moot     atomic.Bool // cancelled: a token came from the fleet (fleet.go)
 
 	mu      sync.Mutex
 	url     string
@@ -76,12 +78,16 @@ func (f *flight) run(ctx context.Context, req *http.Request, resp *http.Response
 		h.needs, h.lastErr = false, ""
 		close(h.authorized)
 		h.authorized = make(chan struct{})
-	} else {
+	}
+	moot := err != nil && f.moot.Load()
+	if err != nil && !moot {
 		h.lastErr = "authorization failed: " + f.reason()
 	}
 	h.mu.Unlock()
 	close(f.done)
-	if err != nil {
+	if moot {
+		h.m.log.Info("pending upstream authorization dropped: a token came from the fleet", "server_name", h.server, "identity", h.identity)
+	} else if err != nil {
 		h.m.log.Warn("upstream authorization failed", "server_name", h.server, "identity", h.identity, "err", f.reason())
 	} else {
 		h.m.log.Info("upstream authorized", "server_name", h.server, "identity", h.identity)
@@ -109,10 +115,12 @@ func (h *Handler) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*aut
 	}
 	state := u.Query().Get("state")
 	deadline, _ := ctx.Deadline()
+	// Registered (and, in a fleet, its redirects routed here) before the
+	// URL shows anywhere.
+	h.m.register(state, f)
 	f.mu.Lock()
 	f.url, f.state, f.expires = args.URL, state, deadline
 	f.mu.Unlock()
-	h.m.register(state, f)
 	h.m.listenLoopback(h.redirect)
 	close(f.urlReady)
 	h.m.log.Info("upstream authorization pending: an operator must open the URL", "server_name", h.server, "identity", h.identity, "url", args.URL)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -194,7 +195,7 @@ func (h *Handler) load() {
 	if done {
 		return
 	}
-	rec, err := h.m.opts.Store.Load(h.server, h.identity)
+	rec, rev, err := h.m.loadRecord(h.server, h.identity)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.loaded {
@@ -209,6 +210,7 @@ func (h *Handler) load() {
 		h.needs = true
 	default:
 		h.adoptLocked(rec)
+		h.setVersionLocked(rev)
 	}
 }
 
@@ -245,7 +247,7 @@ func (r *Record) config() *oauth2.Config {
 func (h *Handler) newTokenSource(ctx context.Context, cfg *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
 	rec := &Record{Token: tok, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, TokenURL: cfg.Endpoint.TokenURL,
 		AuthStyle: int(cfg.Endpoint.AuthStyle), Scopes: grantedScopes(tok, cfg.Scopes), Saved: time.Now()}
-	if err := h.m.opts.Store.Save(h.server, h.identity, rec); err != nil {
+	if err := h.m.store().Save(h.server, h.identity, rec); err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
@@ -276,11 +278,15 @@ type savingSource struct {
 	src oauth2.TokenSource
 	mu  sync.Mutex
 	rec *Record
+	rev atomic.Uint64 // version of rec in a Versioned store (fleet.go)
 }
 
 func (s *savingSource) Token() (*oauth2.Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if v, ok := s.h.m.store().(Versioned); ok {
+		return s.fleetToken(v)
+	}
 	tok, err := s.src.Token()
 	if err != nil {
 		if unexpired(s.rec.Token) {
@@ -298,7 +304,7 @@ func (s *savingSource) Token() (*oauth2.Token, error) {
 		if sc, ok := tok.Extra("scope").(string); ok && sc != "" {
 			rec.Scopes = splitScopes(sc)
 		}
-		if err := s.h.m.opts.Store.Save(s.h.server, s.h.identity, &rec); err != nil {
+		if err := s.h.m.store().Save(s.h.server, s.h.identity, &rec); err != nil {
 			s.h.m.log.Error("storing the refreshed upstream token", "server_name", s.h.server, "err", err)
 		}
 		s.rec = &rec
@@ -386,7 +392,7 @@ func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 // reloadStored adopts a stored token other than the one the failed
 // request carried; it reports whether there was one.
 func (h *Handler) reloadStored(sent string) bool {
-	rec, err := h.m.opts.Store.Load(h.server, h.identity)
+	rec, rev, err := h.m.loadRecord(h.server, h.identity)
 	if err != nil || rec == nil || rec.Token.AccessToken == sent || !usable(rec.Token) {
 		return false
 	}
@@ -396,6 +402,7 @@ func (h *Handler) reloadStored(sent string) bool {
 		return sent != rec.Token.AccessToken
 	}
 	h.adoptLocked(rec)
+	h.setVersionLocked(rev)
 	h.loaded = true
 	return h.ts != nil
 }
@@ -469,8 +476,12 @@ func (h *Handler) Begin(ctx context.Context) (Status, error) {
 	case <-ctx.Done():
 		return h.Status(), ctx.Err()
 	}
-	if f.err != nil {
-		return h.Status(), fmt.Errorf("authorizing server %q: %s", h.server, f.reason())
+	select {
+	case <-f.done: // f.err is set only once done is closed
+		if f.err != nil {
+			return h.Status(), fmt.Errorf("authorizing server %q: %s", h.server, f.reason())
+		}
+	default:
 	}
 	return h.Status(), nil
 }
@@ -535,7 +546,7 @@ func (h *Handler) Logout() error {
 	h.mu.Lock()
 	h.ts, h.rec, h.needs, h.lastErr, h.loaded = nil, nil, true, "", true
 	h.mu.Unlock()
-	return h.m.opts.Store.Delete(h.server, h.identity)
+	return h.m.store().Delete(h.server, h.identity)
 }
 
 // Status reports the handler's state; it holds no token.

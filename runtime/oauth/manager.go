@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
@@ -58,6 +59,12 @@ type Manager struct {
 	// with a Bearer challenge (challenge.go).
 	challenged map[string]bool
 	closed     bool
+
+	// st is the token store: opts.Store, or the fleet's (UseFleet).
+	st atomic.Pointer[Store]
+	// relay and owned: pending authorizations across replicas (fleet.go).
+	relay atomic.Pointer[Relay]
+	owned map[string]func() // by state: releases the relay's subscription
 }
 
 type handlerKey struct{ server, identity string }
@@ -76,8 +83,11 @@ func New(opts Options) *Manager {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = http.DefaultClient
 	}
-	return &Manager{opts: opts, log: opts.Logger, servers: map[string]config.Server{},
-		handlers: map[handlerKey]*Handler{}, pending: map[string]*flight{}, loops: map[string]*http.Server{}, challenged: map[string]bool{}}
+	m := &Manager{opts: opts, log: opts.Logger, servers: map[string]config.Server{},
+		handlers: map[handlerKey]*Handler{}, pending: map[string]*flight{}, loops: map[string]*http.Server{}, challenged: map[string]bool{},
+		owned: map[string]func(){}}
+	m.st.Store(&opts.Store)
+	return m
 }
 
 // SetRedirectURL sets the gateway's callback once its listener is known
@@ -220,6 +230,7 @@ func (m *Manager) register(state string, f *flight) {
 	m.mu.Lock()
 	m.pending[state] = f
 	m.mu.Unlock()
+	m.own(state)
 }
 
 // take returns the flight of state and forgets it (a state is used once).
@@ -228,6 +239,7 @@ func (m *Manager) take(state string) *flight {
 	defer m.mu.Unlock()
 	f := m.pending[state]
 	delete(m.pending, state)
+	m.disownLocked(state)
 	return f
 }
 
@@ -235,6 +247,7 @@ func (m *Manager) forget(state string, f *flight) {
 	m.mu.Lock()
 	if m.pending[state] == f {
 		delete(m.pending, state)
+		m.disownLocked(state)
 	}
 	m.mu.Unlock()
 }

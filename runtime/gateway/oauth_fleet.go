@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
+)
+
+// With a cluster section, upstream OAuth state is the fleet's: the tokens
+// live in the JetStream KV bucket "<fleet>_oauth", sealed with oauth.key
+// as in the single-replica file store (runtime/oauth/kvstore.go), and a
+// redirect that reaches a replica other than the one that started the
+// authorization is forwarded to it by NATS request/reply
+// (runtime/oauth/relay.go).
+
+// checkFleetOAuthKey refuses a fleet whose replicas would each generate
+// their own token key: a token sealed by one could not be opened by the
+// others.
+func checkFleetOAuthKey(cfg *config.Config) error {
+	if cfg.Cluster == nil || cfg.OAuth.Key != "" || cfg.OAuth.KeyFile != "" {
+		return nil
+	}
+	for _, sc := range cfg.Servers {
+		if sc.OAuth != nil {
+			file := cfg.Path
+			if file == "" {
+				file = "config"
+			}
+			return fmt.Errorf("%s: oauth.key: with a \"cluster\" section every replica must seal upstream tokens with the same key (server %q has an \"oauth\" section); set oauth.key or oauth.key_file to the same 32-byte key on every replica", file, sc.Name)
+		}
+	}
+	return nil
+}
+
+// openFleetOAuth makes the fleet's bucket the token store and NATS the
+// carrier of redirects between replicas.
+func (g *Gateway) openFleetOAuth(node *cluster.Node) error {
+	cfg := g.config()
+	key, _, err := oauthKey(cfg, g.stateDir(cfg))
+	if err != nil {
+		return err
+	}
+	sealer, err := oauth.NewSealer(key)
+	if err != nil {
+		return err
+	}
+	open := func(ctx context.Context) (jetstream.KeyValue, error) { return openOAuthBucket(ctx, node) }
+	g.oauthKV = oauth.NewKVStore(open, node.Connected, sealer, g.log, g.oauth.Changed)
+	g.oauth.UseFleet(g.oauthKV, oauth.NewNATSRelay(node.Conn(), node.Subject("oauth", "callback"), g.log))
+	return nil
+}
+
+// openOAuthBucket creates (or opens) the token bucket: file storage, so
+// tokens outlive a NATS restart, replicated on a NATS cluster.
+func openOAuthBucket(ctx context.Context, node *cluster.Node) (jetstream.KeyValue, error) {
+	if !node.Connected() {
+		return nil, cluster.ErrUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	kvc := jetstream.KeyValueConfig{Bucket: node.Bucket("oauth"), History: 1,
+		Storage: jetstream.FileStorage, Replicas: 3, MaxValueSize: 64 << 10}
+	kv, err := node.JetStream().CreateOrUpdateKeyValue(ctx, kvc)
+	if err != nil {
+		kvc.Replicas = 1
+		kv, err = node.JetStream().CreateOrUpdateKeyValue(ctx, kvc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %q: %w", kvc.Bucket, err)
+	}
+	return kv, nil
+}
+
+// closeFleetOAuth stops the fleet token store's watch and retries.
+func (g *Gateway) closeFleetOAuth() {
+	if g.oauthKV != nil {
+		g.oauthKV.Close()
+	}
+}
