@@ -102,6 +102,14 @@ func TestFleetControlNATSDown(t *testing.T) {
 	redact := w.Example(t, "redact-secrets")
 	uploadAndAttach(t, a, redact)
 	waitFor(t, "guard on b", func() bool { return activeDigest(t, b, "guard") == digestOf(redact) })
+	// b's member list is refreshed every few beats: wait until it has seen
+	// a, so that what it shows while NATS is down is the whole fleet.
+	waitFor(t, "b to list both members", func() bool {
+		_, st := getJSON(t, strings.TrimSuffix(b.mcp, "/mcp")+"/status")
+		f, _ := st["fleet"].(map[string]any)
+		m, _ := f["members"].([]any)
+		return len(m) == 2
+	})
 
 	ns.Shutdown()
 	waitFor(t, "both replicas to see NATS gone", func() bool { return !a.g.fleet.Connected() && !b.g.fleet.Connected() })
