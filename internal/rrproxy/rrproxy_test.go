@@ -62,3 +62,53 @@ func TestStrictRoundRobin(t *testing.T) {
 		t.Fatalf("first event held back %v: the proxy buffers streams", d)
 	}
 }
+
+// TestSkipDown: with SkipDown, a request whose backend refuses the
+// connection goes to the next backend, body and all, and the rotation
+// stays strict for the others; without it, that request gets 502.
+func TestSkipDown(t *testing.T) {
+	var urls []string
+	for i := range 3 {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "%d %s", i, b)
+		}))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // its port now refuses connections
+	urls[1] = dead.URL
+	for _, tc := range []struct {
+		skip bool
+		want []string // per request: body, or the status when not 200
+	}{
+		{true, []string{"0 r0", "2 r1", "2 r2", "0 r3", "2 r4", "2 r5"}},
+		{false, []string{"0 r0", "502", "2 r2", "0 r3", "502", "2 r5"}},
+	} {
+		t.Run(fmt.Sprintf("SkipDown=%v", tc.skip), func(t *testing.T) {
+			p, err := New(urls...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.SkipDown = tc.skip
+			front := httptest.NewServer(p)
+			defer front.Close()
+			for n, want := range tc.want {
+				resp, err := http.Post(front.URL+"/x", "text/plain", strings.NewReader(fmt.Sprintf("r%d", n)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				got := string(b)
+				if resp.StatusCode != http.StatusOK {
+					got = fmt.Sprint(resp.StatusCode)
+				}
+				if got != want {
+					t.Fatalf("request %d: got %q, want %q", n, got, want)
+				}
+			}
+		})
+	}
+}

@@ -484,7 +484,7 @@ func (s *session) syncLevel(u *upstream, l *link) {
 		}
 	}
 	lv := s.logLevel.Load()
-	if lv < 0 || int(lv) >= len(logLevels) {
+	if lv < 0 || int(lv) >= len(logLevels) { // not set, or a 2026-07-28 request's "none"
 		return
 	}
 	if _, ok := l.caps["logging"]; !ok {
