@@ -67,7 +67,7 @@ for i in 1 2 3; do
 	backends+=("http://127.0.0.1:$((base + i))")
 done
 
-"$tmp/rrproxy" -listen "127.0.0.1:$base" "${backends[@]}" >"$tmp/rrproxy.log" 2>&1 &
+"$tmp/rrproxy" -skip-down -listen "127.0.0.1:$base" "${backends[@]}" >"$tmp/rrproxy.log" 2>&1 &
 pids+=($!)
 
 # Wait until every replica answers /readyz and the front forwards.
