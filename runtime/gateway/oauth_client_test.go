@@ -133,3 +133,38 @@ func TestOAuthPerClientIdentity(t *testing.T) {
 		t.Errorf("oauth status by identity = %v", ids)
 	}
 }
+
+// TestOAuthPerClientIdentityWithoutElicitation: a client that cannot be
+// asked gets a tool error carrying its authorization URL; once its person
+// has opened it, the next call goes through with its own token.
+func TestOAuthPerClientIdentityWithoutElicitation(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
+	key := "carol-key-0123456789abcdef"
+	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
+		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [{"name": "carol", "key": %q}]},`, key))
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	operator := testenv.TokenFingerprint(as.Issued()[0])
+	cs := connectVersion(t, og.base+"/mcp", "2025-11-25", bearer(key), nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami"})
+	if err != nil || !res.IsError {
+		t.Fatalf("first call: %v %s, want a tool error", err, textOf(res))
+	}
+	text := textOf(res)
+	i := strings.Index(text, as.URL+"/authorize?")
+	if i < 0 {
+		t.Fatalf("the error carries no authorization URL: %s", text)
+	}
+	u := strings.Fields(text[i:])[0]
+	u = strings.TrimRight(u, ",")
+	if err := browse(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami"})
+	if err != nil || res.IsError {
+		t.Fatalf("call after authorizing: %v %s", err, textOf(res))
+	}
+	if fp := textOf(res); fp == operator || fp == testenv.TokenFingerprint(key) {
+		t.Errorf("the call carried the operator's token or the API key")
+	}
+}
