@@ -132,6 +132,17 @@ func TestOAuthPerClientIdentity(t *testing.T) {
 	if ids["alice"] != "authorized" || ids["bob"] != "authorized" || ids[""] != "authorized" {
 		t.Errorf("oauth status by identity = %v", ids)
 	}
+
+	// Logging one identity out forgets its tokens only.
+	if err := (adminOps{og.g}).OAuthLogout("up", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range og.g.OAuthStatus() {
+		ids[st.Identity] = st.State
+	}
+	if ids["alice"] != "needs_authorization" || ids["bob"] != "authorized" || ids[""] != "authorized" {
+		t.Errorf("oauth status by identity after alice's logout = %v", ids)
+	}
 }
 
 // TestOAuthPerClientIdentityWithoutElicitation: a client that cannot be
