@@ -127,6 +127,13 @@ func (s *OAuthServer) mcpServer() *mcp.Server {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: TokenFingerprint(tok)}}}, nil, nil
 	}
 	mcp.AddTool(server, &mcp.Tool{Name: "whoami", Description: "the fingerprint of the token the call carried"}, whoami)
+	server.AddResource(&mcp.Resource{URI: "test://whoami", Name: "whoami"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		var tok string
+		if req.Extra != nil {
+			tok = strings.TrimPrefix(req.Extra.Header.Get("Authorization"), "Bearer ")
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://whoami", Text: TokenFingerprint(tok)}}}, nil
+	})
 	if s.opts.StepUpTool != "" {
 		mcp.AddTool(server, &mcp.Tool{Name: s.opts.StepUpTool, Description: "needs " + s.opts.StepUpScope}, echo)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -102,12 +103,12 @@ func (s *session) authorizeUser(tc *toolCall) bool {
 		return s.askByInputRequired(tc, params, st.PendingURL)
 	}
 	if !s.caps.elicitationURL {
-		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: server %q needs your authorization: open %s, then call again", u.name, st.PendingURL))
+		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: server %q needs your authorization: open this URL, then call again: %s", u.name, st.PendingURL))
 		return false
 	}
 	res, rpcErr := s.request(ctx, tc.req.ID, "elicitation/create", params)
 	if rpcErr != nil {
-		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: asking for the authorization of server %q failed (%s); open %s, then call again", u.name, rpcErr.Message, st.PendingURL))
+		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: asking for the authorization of server %q failed (%s); open this URL, then call again: %s", u.name, rpcErr.Message, st.PendingURL))
 		return false
 	}
 	var answer struct {
@@ -134,7 +135,7 @@ func (s *session) authorizeUser(tc *toolCall) bool {
 // ordinary call, which goes on once the callback has stored the token.
 func (s *session) askByInputRequired(tc *toolCall, params json.RawMessage, pending string) bool {
 	if !s.declares("elicitation") {
-		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: server %q needs your authorization: open %s, then call again", tc.target.name, pending))
+		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: server %q needs your authorization: open this URL, then call again: %s", tc.target.name, pending))
 		return false
 	}
 	res, err := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": map[string]any{
@@ -145,4 +146,31 @@ func (s *session) askByInputRequired(tc *toolCall, params json.RawMessage, pendi
 	}
 	s.reply(tc.req.ID, res)
 	return false
+}
+
+// beginWait bounds how long a request other than tools/call waits for the
+// authorization URL of its identity (discovery and registration).
+const beginWait = 10 * time.Second
+
+// refuseUnauthorized answers a request other than tools/call (resources/
+// read, prompts/get, completion) of an identity without a token for u
+// with an error carrying its authorization URL, instead of holding the
+// session while its link cannot be dialed; it reports whether it did.
+func (s *session) refuseUnauthorized(req *jsonrpc.Request, u *upstream) bool {
+	if !u.needsUserAuthorization(s) {
+		return false
+	}
+	h := s.g.oauth.Handler(u.name, s.id.Name)
+	ctx, cancel := context.WithTimeout(s.ctx, beginWait)
+	defer cancel()
+	st, err := h.Begin(ctx)
+	switch {
+	case h.Ready():
+		return false
+	case err != nil || st.PendingURL == "":
+		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: authorizing server %q for %q: %v", u.name, s.id.Name, err)
+	default:
+		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q needs your authorization: open this URL, then try again: %s", u.name, st.PendingURL)
+	}
+	return true
 }

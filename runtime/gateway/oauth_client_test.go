@@ -179,3 +179,37 @@ func TestOAuthPerClientIdentityWithoutElicitation(t *testing.T) {
 		t.Errorf("the call carried the operator's token or the API key")
 	}
 }
+
+// TestOAuthPerClientIdentityOtherRequests: a request other than tools/call
+// (here resources/read) of an identity without a token is answered at
+// once with an error carrying its authorization URL (the session is not
+// held while its link cannot be dialed); after the person opened it, the
+// read goes through with the identity's own token.
+func TestOAuthPerClientIdentityOtherRequests(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
+	key := "dave-key-0123456789abcdef"
+	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
+		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [{"name": "dave", "key": %q}]},`, key))
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	operator := testenv.TokenFingerprint(as.Issued()[0])
+	cs := connectVersion(t, og.base+"/mcp", "2025-11-25", bearer(key), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // well below oauth.pending_wait
+	defer cancel()
+	_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://whoami"})
+	if err == nil || !strings.Contains(err.Error(), as.URL+"/authorize?") {
+		t.Fatalf("resources/read of an identity without a token: %v, want an error with the URL", err)
+	}
+	msg := err.Error()
+	u := strings.Fields(msg[strings.Index(msg, as.URL+"/authorize?"):])[0]
+	if err := browse(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://whoami"})
+	if err != nil || len(res.Contents) != 1 {
+		t.Fatalf("resources/read after authorizing: %v", err)
+	}
+	if fp := res.Contents[0].Text; fp == operator || fp == testenv.TokenFingerprint(key) {
+		t.Errorf("the read carried the operator's token or the API key")
+	}
+}
