@@ -82,14 +82,14 @@ func (s *session) authorizeUser(tc *toolCall) bool {
 	if h == nil || h.Ready() {
 		return true
 	}
-	wait := s.g.config().OAuth.PendingWait
-	if wait <= 0 {
-		wait = config.DefaultOAuthPendingWait
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, wait)
+	// The person has as long as for an approval (the pending
+	// authorization itself expires after oauth.DefaultPendingTTL).
+	ctx, cancel := context.WithTimeout(s.ctx, approvalTimeout)
 	defer cancel()
 	authorized := h.Authorized()
-	st, err := h.Begin(ctx)
+	bctx, bcancel := context.WithTimeout(ctx, beginWait)
+	st, err := h.Begin(bctx)
+	bcancel()
 	switch {
 	case h.Ready():
 		return true
@@ -120,6 +120,7 @@ func (s *session) authorizeUser(tc *toolCall) bool {
 	}
 	select {
 	case <-authorized:
+	case <-h.Settled(): // completed, failed or expired
 	case <-ctx.Done():
 	}
 	if !h.Ready() {
