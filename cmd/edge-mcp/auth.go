@@ -269,13 +269,18 @@ func printAuthStatus(w io.Writer, list []oauth.Status) {
 
 func authLogoutFlags(fs *flag.FlagSet) runFunc {
 	a := authFlags(fs)
+	identity := fs.String("identity", "", "forget the tokens of this downstream identity (a server with \"identity\": \"per_client\") instead of the shared ones")
 	return func(ctx context.Context, args []string, s streams) error {
 		c, err := a.viaAdmin(ctx)
 		if err != nil {
 			return err
 		}
 		if c != nil {
-			if err := c.call(ctx, http.MethodDelete, "/admin/oauth/"+url.PathEscape(args[0]), nil, nil); err != nil {
+			path := "/admin/oauth/" + url.PathEscape(args[0])
+			if *identity != "" {
+				path += "?identity=" + url.QueryEscape(*identity)
+			}
+			if err := c.call(ctx, http.MethodDelete, path, nil, nil); err != nil {
 				return err
 			}
 		} else {
@@ -284,7 +289,7 @@ func authLogoutFlags(fs *flag.FlagSet) runFunc {
 				return err
 			}
 			defer m.Close()
-			if err := m.Logout(args[0], ""); err != nil {
+			if err := m.Logout(args[0], *identity); err != nil {
 				return fmt.Errorf("server %q: %w", args[0], err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -118,10 +119,32 @@ func (s *OAuthServer) mcpServer() *mcp.Server {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
 	}
 	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "echoes text"}, echo)
+	whoami := func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		var tok string
+		if req.Extra != nil {
+			tok = strings.TrimPrefix(req.Extra.Header.Get("Authorization"), "Bearer ")
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: TokenFingerprint(tok)}}}, nil, nil
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "whoami", Description: "the fingerprint of the token the call carried"}, whoami)
+	server.AddResource(&mcp.Resource{URI: "test://whoami", Name: "whoami"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		var tok string
+		if req.Extra != nil {
+			tok = strings.TrimPrefix(req.Extra.Header.Get("Authorization"), "Bearer ")
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://whoami", Text: TokenFingerprint(tok)}}}, nil
+	})
 	if s.opts.StepUpTool != "" {
 		mcp.AddTool(server, &mcp.Tool{Name: s.opts.StepUpTool, Description: "needs " + s.opts.StepUpScope}, echo)
 	}
 	return server
+}
+
+// TokenFingerprint is what the whoami tool answers for a token: the first
+// 8 bytes of its SHA-256, in hex (the token itself never shows).
+func TokenFingerprint(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:8])
 }
 
 // Mount serves h at path behind the same bearer check, with its own

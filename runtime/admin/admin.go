@@ -59,8 +59,9 @@ type Operations interface {
 	// OAuthLogin starts (or joins) the authorization of server; the
 	// status carries the URL a person must open, unless none is needed.
 	OAuthLogin(ctx context.Context, server string) (oauth.Status, error)
-	// OAuthLogout forgets the tokens of server.
-	OAuthLogout(server string) error
+	// OAuthLogout forgets the tokens of server for identity ("" the
+	// shared one; a downstream identity with "identity": "per_client").
+	OAuthLogout(server, identity string) error
 }
 
 // Upload is one module upload as the request carried it.

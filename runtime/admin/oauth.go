@@ -42,8 +42,8 @@ func (s *Server) oauthLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) oauthLogout(w http.ResponseWriter, r *http.Request) {
-	server := r.PathValue("server")
-	if err := s.ops.OAuthLogout(server); err != nil {
+	server, identity := r.PathValue("server"), r.URL.Query().Get("identity")
+	if err := s.ops.OAuthLogout(server, identity); err != nil {
 		if errors.Is(err, oauth.ErrUnknownServer) {
 			s.writeError(w, Errorf(http.StatusNotFound, "not_found", "server %q has no \"oauth\" section", server))
 			return
@@ -51,6 +51,10 @@ func (s *Server) oauthLogout(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	s.record(r, "oauth.logout", server, "", "tokens forgotten")
+	detail := "tokens forgotten"
+	if identity != "" {
+		detail = "tokens of identity " + identity + " forgotten"
+	}
+	s.record(r, "oauth.logout", server, "", detail)
 	writeJSON(w, http.StatusOK, map[string]bool{"logged_out": true})
 }

@@ -25,6 +25,10 @@ type OAuth struct {
 	// ClientID and ClientSecret are a pre-registered client ("clientId",
 	// "clientSecret"); the secret may be empty (a public client).
 	ClientID, ClientSecret string
+	// ClientPrivateKey is a PEM private key ("client_private_key") the
+	// client authenticates with at the token endpoint instead of a
+	// secret (private_key_jwt, RFC 7523): client_credentials only.
+	ClientPrivateKey string
 	// ClientMetadataURL is a Client ID Metadata Document URL
 	// ("client_metadata_url"): an https URL with a path, used as the
 	// client id when the authorization server supports it.
@@ -78,6 +82,7 @@ const DefaultOAuthPendingWait = 30 * time.Second
 type configRawOAuth struct {
 	grant, authMethod                         string
 	clientID, clientSecret, cimd, redirectURL configString
+	privateKey                                configString
 	scopes                                    []configString
 	callbackPort                              int
 	seen                                      map[string]bool
@@ -101,6 +106,8 @@ var serverOAuthKeys = []key{
 		doc: "a pre-registered client id"},
 	{name: "mcpServers.*.oauth.clientSecret", field: oa(func(o *configRawOAuth) *configString { return &o.clientSecret }),
 		doc: "its secret (write `${VAR}` or `${file:…}`); none: a public client"},
+	{name: "mcpServers.*.oauth.client_private_key", field: oa(func(o *configRawOAuth) *configString { return &o.privateKey }),
+		doc: "with `client_credentials`: a PEM private key (write `${file:…}`; EC P-256/P-384, RSA or Ed25519) the client proves itself with (`private_key_jwt`) instead of `clientSecret`"},
 	{name: "mcpServers.*.oauth.client_metadata_url", field: oa(func(o *configRawOAuth) *configString { return &o.cimd }),
 		doc: "a Client ID Metadata Document (https URL with a path) used as the client id where the authorization server supports it, else dynamic registration"},
 	{name: "mcpServers.*.oauth.scopes", def: "discovered", field: oa(func(o *configRawOAuth) *[]configString { return &o.scopes }),
@@ -183,7 +190,7 @@ func (d *decoder) finishOAuth(rs *configRawServer, sc *Server) *Error {
 	for _, f := range []struct {
 		cs  configString
 		dst *string
-	}{{ro.clientID, &o.ClientID}, {ro.clientSecret, &o.ClientSecret}, {ro.cimd, &o.ClientMetadataURL}, {ro.redirectURL, &o.RedirectURL}} {
+	}{{ro.clientID, &o.ClientID}, {ro.clientSecret, &o.ClientSecret}, {ro.cimd, &o.ClientMetadataURL}, {ro.redirectURL, &o.RedirectURL}, {ro.privateKey, &o.ClientPrivateKey}} {
 		if !f.cs.set {
 			continue
 		}
@@ -217,8 +224,14 @@ func (d *decoder) checkOAuth(ro *configRawOAuth, o *OAuth, opath string) *Error 
 		return d.fail(configJoin(opath, "clientId"), "must not be empty (omit it to register dynamically)")
 	case ro.clientSecret.set && o.ClientID == "":
 		return d.fail(configJoin(opath, "clientSecret"), `needs "clientId"`)
-	case o.Grant == "client_credentials" && (o.ClientID == "" || o.ClientSecret == ""):
-		return d.fail(configJoin(opath, "grant"), `"client_credentials" needs a pre-registered "clientId" and "clientSecret"`)
+	case o.Grant == "client_credentials" && (o.ClientID == "" || (o.ClientSecret == "" && o.ClientPrivateKey == "")):
+		return d.fail(configJoin(opath, "grant"), `"client_credentials" needs a pre-registered "clientId" and "clientSecret" (or "client_private_key")`)
+	case o.ClientPrivateKey != "" && o.Grant != "client_credentials":
+		return d.fail(configJoin(opath, "client_private_key"), `needs "grant": "client_credentials"`)
+	case o.ClientPrivateKey != "" && o.ClientSecret != "":
+		return d.fail(configJoin(opath, "client_private_key"), `set "clientSecret" or "client_private_key", not both`)
+	case o.ClientPrivateKey != "" && !strings.Contains(o.ClientPrivateKey, "PRIVATE KEY-----"):
+		return d.fail(configJoin(opath, "client_private_key"), "must be a PEM private key (-----BEGIN PRIVATE KEY-----)")
 	case o.ClientMetadataURL != "":
 		if u, err := url.Parse(o.ClientMetadataURL); err != nil || u.Scheme != "https" || u.Host == "" || u.Path == "" || u.Path == "/" {
 			return d.fail(configJoin(opath, "client_metadata_url"), "must be an https URL with a path (the client id of a Client ID Metadata Document), got %s", configQuote(o.ClientMetadataURL))

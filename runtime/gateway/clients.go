@@ -49,7 +49,7 @@ type clientLink struct {
 }
 
 // perClient reports whether u gives each downstream session its own link.
-func (u *upstream) perClient() bool { return u.cfg.Session == "per_client" }
+func (u *upstream) perClient() bool { return u.cfg.Session == "per_client" || u.perIdentity() }
 
 // linkFor returns the link that carries s's requests to u: the shared one,
 // or s's own when u is per_client (opened now if needed).
@@ -230,6 +230,9 @@ func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
 	u.mu.Lock()
 	t := u.transport
 	u.mu.Unlock()
+	if u.perIdentity() {
+		t = u.g.identityTransport(u.cfg, t, s.id.Name) // oauth_client.go
+	}
 	return u.connect(ctx, t, s, u.versionMode(s))
 }
 

@@ -75,6 +75,10 @@ func (info *forwardInfo) abandon() {
 // It returns a channel closed when the call ends when info.waited, else nil;
 // nil also when the call never went upstream (it has been answered).
 func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) <-chan struct{} {
+	if info.tool == "" && u.perIdentity() && s.refuseUnauthorized(req, u) { // oauth_client.go
+		info.abandon()
+		return nil
+	}
 	l, err := u.linkFor(s)
 	if err != nil {
 		info.abandon()

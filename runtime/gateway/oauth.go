@@ -181,12 +181,17 @@ func (g *Gateway) OAuthLogin(ctx context.Context, server string) (oauth.Status, 
 	return g.oauth.Login(ctx, server, "")
 }
 
-// OAuthLogout forgets the tokens of server.
-func (g *Gateway) OAuthLogout(server string) error { return g.oauth.Logout(server, "") }
+// OAuthLogout forgets the tokens of server for identity ("" the shared
+// one).
+func (g *Gateway) OAuthLogout(server, identity string) error {
+	return g.oauth.Logout(server, identity)
+}
 
 // The admin API's OAuth operations.
 func (o adminOps) OAuthStatus() []oauth.Status { return o.g.OAuthStatus() }
 func (o adminOps) OAuthLogin(ctx context.Context, server string) (oauth.Status, error) {
 	return o.g.OAuthLogin(ctx, server)
 }
-func (o adminOps) OAuthLogout(server string) error { return o.g.OAuthLogout(server) }
+func (o adminOps) OAuthLogout(server, identity string) error {
+	return o.g.OAuthLogout(server, identity)
+}

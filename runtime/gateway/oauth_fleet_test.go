@@ -222,7 +222,7 @@ func TestOAuthFleetLoginCallbackLogout(t *testing.T) {
 	kv := fleetTokenBucket(t, srv.ClientURL())
 	noFleetTokens(t, as, kv, a, b)
 
-	if err := b.g.OAuthLogout("up"); err != nil {
+	if err := b.g.OAuthLogout("up", ""); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "A to need authorization after the logout on B", func() bool {

@@ -57,14 +57,21 @@ func (l *syncLog) String() string {
 // that the callback URL is known to the config.
 func startOAuthGateway(t *testing.T, entry, dir string) *oauthGateway {
 	t.Helper()
+	return startOAuthGatewayWith(t, entry, dir, "")
+}
+
+// startOAuthGatewayWith is startOAuthGateway with more top-level keys
+// (JSON members, each followed by a comma).
+func startOAuthGatewayWith(t *testing.T, entry, dir, extra string) *oauthGateway {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
-	js := fmt.Sprintf(`{"mcpServers": {"up": %s}, "admin": {"state_dir": %q}, "audit": {"path": %q},
-		"oauth": {"pending_wait": 5, "redirect_url": %q}}`, entry, dir, audit, base+"/oauth/callback")
+	js := fmt.Sprintf(`{%s "mcpServers": {"up": %s}, "admin": {"state_dir": %q}, "audit": {"path": %q},
+		"oauth": {"pending_wait": 5, "redirect_url": %q}}`, extra, entry, dir, audit, base+"/oauth/callback")
 	cfg, err := config.Parse("test.json", []byte(js))
 	if err != nil {
 		t.Fatal(err)

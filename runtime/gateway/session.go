@@ -43,7 +43,7 @@ type session struct {
 	modern      atomic.Bool // a request followed revision 2026-07-28 (modern.go)
 	lastActive  atomic.Int64
 	logLevel    atomic.Int32 // index into logLevels; -1: not set
-	caps        struct{ sampling, elicitation, roots bool }
+	caps        struct{ sampling, elicitation, elicitationURL, roots bool }
 	relayed     atomic.Pointer[json.RawMessage] // client capabilities declared upstream for this client (modern.go)
 
 	nextOut   atomic.Int64
@@ -389,6 +389,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	s.client.Name = p.ClientInfo.Name
 	s.caps.sampling = p.Capabilities.Sampling != nil
 	s.caps.elicitation = p.Capabilities.Elicitation != nil
+	_, s.caps.elicitationURL, _ = wire.Field(p.Capabilities.Elicitation, "url")
 	s.caps.roots = p.Capabilities.Roots != nil
 	s.setRelayed(req.Params, "capabilities")
 	version := supportedVersion(p.ProtocolVersion)

@@ -82,7 +82,7 @@ func (s *session) toolCall(req *jsonrpc.Request, it *item) {
 	}
 	tc.scope = s.g.pol.scope(kindTools, it.up.name, it.name)
 	tc.approval = tc.ts.approval
-	if tc.scope.held() || tc.approval || gd.concurrency(it.up.name) != nil {
+	if tc.scope.held() || tc.approval || gd.concurrency(it.up.name) != nil || it.up.needsUserAuthorization(s) {
 		go s.toolCallSlow(tc, gd) // modules, people and queues take time: off the read loop
 		return
 	}
@@ -105,6 +105,9 @@ func (s *session) toolCallSlow(tc *toolCall, gd *guard) {
 			s.refuse(tc, metrics.OutcomeDenied, err.Error())
 			return
 		}
+	}
+	if tc.target.perIdentity() && !s.authorizeUser(tc) { // oauth_client.go
+		return
 	}
 	if conc := gd.concurrency(tc.target.name); conc != nil {
 		ctx, cancel := context.WithTimeout(s.ctx, s.timeoutOf(tc))

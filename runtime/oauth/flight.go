@@ -123,7 +123,11 @@ func (h *Handler) fetch(ctx context.Context, args *auth.AuthorizationArgs) (*aut
 	f.mu.Unlock()
 	h.m.listenLoopback(h.redirect)
 	close(f.urlReady)
-	h.m.log.Info("upstream authorization pending: an operator must open the URL", "server_name", h.server, "identity", h.identity, "url", args.URL)
+	who := "an operator"
+	if h.identity != "" {
+		who = "the identity's user" // asked by the gateway (per_client)
+	}
+	h.m.log.Info("upstream authorization pending: "+who+" must open the URL", "server_name", h.server, "identity", h.identity, "url", args.URL)
 	select {
 	case r := <-f.result:
 		if r.err != nil {

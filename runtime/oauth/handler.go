@@ -94,12 +94,15 @@ func (h *Handler) build() {
 		h.redirect = m.redirectURL()
 	}
 	var err error
-	if h.cc {
+	switch {
+	case h.cc && o.ClientPrivateKey != "":
+		h.inner, err = newKeyCredentials(o.ClientID, o.ClientPrivateKey, m.opts.HTTPClient)
+	case h.cc:
 		h.inner, err = extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{
 			Credentials: &oauthex.ClientCredentials{ClientID: o.ClientID, ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: o.ClientSecret}},
 			HTTPClient:  m.opts.HTTPClient,
 		})
-	} else {
+	default:
 		h.inner, err = auth.NewAuthorizationCodeHandler(h.codeConfig())
 	}
 	if err != nil {

@@ -9,6 +9,12 @@
 // everything-client named by EVERYTHING_CLIENT against edge-mcp with the
 // environment (MCP_CONFORMANCE_*) passed through, relays its exit code and
 // stops edge-mcp.
+//
+// For the auth/* scenarios (MCP_CONFORMANCE_SCENARIO) the upstream gets an
+// "oauth" section built from MCP_CONFORMANCE_CONTEXT, and the driver acts
+// as the operator: it follows each pending authorization URL /status shows
+// (before and while the client runs: a step-up arises mid-run) so that
+// edge-mcp completes the authorization at its /oauth/callback (auth.go).
 package main
 
 import (
@@ -45,6 +51,8 @@ type driver struct {
 	edgeMCP     string // the edge-mcp binary (EDGE_MCP)
 	client      string // the everything-client binary (EVERYTHING_CLIENT)
 	upstreamURL string // the scenario server's URL (the last argument)
+	scenario    string // MCP_CONFORMANCE_SCENARIO
+	context     string // MCP_CONFORMANCE_CONTEXT
 }
 
 func main() {
@@ -67,7 +75,13 @@ func run(args []string, getenv func(string) string) (int, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cfgPath := filepath.Join(tmp, "edge-mcp.json")
-	if err := writeConfig(cfgPath, d.upstreamURL); err != nil {
+	var oauth map[string]any
+	if authScenario(d.scenario) {
+		if oauth, err = oauthSection(d.scenario, d.context); err != nil {
+			return 2, err
+		}
+	}
+	if err := writeConfig(cfgPath, d.upstreamURL, oauth); err != nil {
 		return 1, err
 	}
 	gw, err := startGateway(d.edgeMCP, cfgPath, filepath.Join(tmp, "state"))
@@ -75,10 +89,20 @@ func run(args []string, getenv func(string) string) (int, error) {
 		return 1, err
 	}
 	defer gw.stop()
+	if oauth != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { operator(ctx, gw.statusURL()); close(done) }()
+		defer func() { cancel(); <-done }()
+	}
 	if err := waitUpstream(gw.statusURL()); err != nil {
 		fmt.Fprintf(os.Stderr, "conformance-client: %v; running the client anyway\n", err)
 	}
-	return runClient(d.client, gw.url)
+	var env []string
+	if clientCredentialsScenario(d.scenario) {
+		env = append(env, "MCP_CONFORMANCE_SCENARIO="+clientScenario)
+	}
+	return runClient(d.client, gw.url, env)
 }
 
 // parse reads the arguments (the URL is the last one) and the environment.
@@ -90,6 +114,8 @@ func parse(args []string, getenv func(string) string) (driver, error) {
 		edgeMCP:     getenv("EDGE_MCP"),
 		client:      getenv("EVERYTHING_CLIENT"),
 		upstreamURL: args[len(args)-1],
+		scenario:    getenv("MCP_CONFORMANCE_SCENARIO"),
+		context:     getenv("MCP_CONFORMANCE_CONTEXT"),
 	}
 	if d.edgeMCP == "" {
 		return driver{}, errors.New("environment: EDGE_MCP (the edge-mcp binary) is not set")
@@ -104,19 +130,20 @@ func parse(args []string, getenv func(string) string) (driver, error) {
 }
 
 // config returns the edge-mcp config with url as its only upstream:
-// streamable HTTP, no prefix, so names pass through unchanged.
-func config(url string) ([]byte, error) {
-	cfg := map[string]any{
-		"mcpServers": map[string]any{
-			upstreamName: map[string]any{"type": "streamable-http", "url": url},
-		},
+// streamable HTTP, no prefix, so names pass through unchanged; with its
+// "oauth" section when oauth is not nil.
+func config(url string, oauth map[string]any) ([]byte, error) {
+	up := map[string]any{"type": "streamable-http", "url": url}
+	if oauth != nil {
+		up["oauth"] = oauth
 	}
+	cfg := map[string]any{"mcpServers": map[string]any{upstreamName: up}}
 	return json.MarshalIndent(cfg, "", "  ")
 }
 
-// writeConfig writes the config for url to path.
-func writeConfig(path, url string) error {
-	b, err := config(url)
+// writeConfig writes the config for url (and oauth) to path.
+func writeConfig(path, url string, oauth map[string]any) error {
+	b, err := config(url, oauth)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -218,38 +245,60 @@ func waitUpstream(url string) error {
 	}
 }
 
-// upstreamState returns the state /status reports for the upstream.
-func upstreamState(ctx context.Context, url string) (string, error) {
+// statusDoc is the part of /status the driver reads.
+type statusDoc struct {
+	Servers []struct {
+		Name          string `json:"name"`
+		State         string `json:"state"`
+		Authorization *struct {
+			PendingURL string `json:"pending_url"`
+			LastError  string `json:"last_error"`
+		} `json:"authorization"`
+	} `json:"servers"`
+}
+
+// status reads /status.
+func status(ctx context.Context, url string) (*statusDoc, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	var st struct {
-		Servers []struct {
-			Name  string `json:"name"`
-			State string `json:"state"`
-		} `json:"servers"`
-	}
+	var st statusDoc
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return "", fmt.Errorf("decoding /status: %w", err)
+		return nil, fmt.Errorf("decoding /status: %w", err)
+	}
+	return &st, nil
+}
+
+// upstreamState returns the state /status reports for the upstream; an
+// authorization that failed (a wrong iss) counts as failed.
+func upstreamState(ctx context.Context, url string) (string, error) {
+	st, err := status(ctx, url)
+	if err != nil {
+		return "", err
 	}
 	for _, s := range st.Servers {
-		if s.Name == upstreamName {
-			return s.State, nil
+		if s.Name != upstreamName {
+			continue
 		}
+		if a := s.Authorization; a != nil && strings.HasPrefix(a.LastError, "authorization failed") {
+			return "failed", nil
+		}
+		return s.State, nil
 	}
 	return "", errors.New("the upstream is not in /status")
 }
 
 // runClient runs the everything-client against url with our environment
-// and returns its exit code.
-func runClient(bin, url string) (int, error) {
+// (env added) and returns its exit code.
+func runClient(bin, url string, env []string) (int, error) {
 	cmd := exec.Command(bin, url)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	err := cmd.Run()
 	var ee *exec.ExitError

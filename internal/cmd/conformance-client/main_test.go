@@ -44,7 +44,7 @@ func TestParse(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.json")
-	if err := writeConfig(path, "http://127.0.0.1:4000/mcp?x=\"y\""); err != nil {
+	if err := writeConfig(path, "http://127.0.0.1:4000/mcp?x=\"y\"", nil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -71,5 +71,22 @@ func TestListenRE(t *testing.T) {
 	g := &gateway{url: m[1]}
 	if got := g.statusURL(); got != "http://127.0.0.1:41234/status" {
 		t.Errorf("statusURL = %q", got)
+	}
+}
+
+func TestConfigOAuth(t *testing.T) {
+	b, err := config("http://h/mcp", map[string]any{"clientId": "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"mcpServers": map[string]any{
+		"scenario": map[string]any{"type": "streamable-http", "url": "http://h/mcp", "oauth": map[string]any{"clientId": "c"}},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("config = %s", b)
 	}
 }
