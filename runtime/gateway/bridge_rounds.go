@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
-	"github.com/edge-mcp/edge-mcp/transports"
 )
 
 // This file bridges the other way from bridge.go: a 2026-07-28 upstream
@@ -268,7 +267,7 @@ func (s *session) askAll(ctx context.Context, c *call, reqs map[string]inputRequ
 	}
 	for key, r := range reqs {
 		wg.Go(func() {
-			res, rerr := s.ask(ctx, c.origID, r.Method, r.Params)
+			res, rerr := s.request(ctx, c.origID, r.Method, r.Params)
 			mu.Lock()
 			defer mu.Unlock()
 			if rerr == nil {
@@ -408,50 +407,3 @@ func (s *session) armTimer(l *link, c *call, id int64) {
 // errCallCancelled is the cause of a round's end when the client cancelled
 // its call.
 var errCallCancelled = errors.New("the client cancelled the call")
-
-// ask sends one input request to the client, related to its call rel, and
-// waits for the answer. It is session.request, but for where a cancelled
-// request's notifications/cancelled goes: when the client cancelled its
-// call it no longer reads that call's stream, so the cancellation goes to
-// the session's own stream (noID).
-func (s *session) ask(ctx context.Context, rel jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	id := s.nextOut.Add(1)
-	ch := make(chan *jsonrpc.Response, 1)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: the downstream client disconnected"}
-	}
-	if s.out == nil {
-		s.out = make(map[int64]chan *jsonrpc.Response)
-	}
-	s.out[id] = ch
-	s.mu.Unlock()
-	if err := s.conn.Write(transports.WithRelated(s.ctx, rel), &jsonrpc.Request{ID: intID(id), Method: method, Params: params}); err != nil {
-		s.mu.Lock()
-		delete(s.out, id)
-		s.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: asking the client: " + err.Error()}
-	}
-	select {
-	case resp, ok := <-ch:
-		if !ok {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: the downstream client disconnected"}
-		}
-		if e, ok := resp.Error.(*jsonrpc.Error); ok {
-			return nil, e
-		} else if resp.Error != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: resp.Error.Error()}
-		}
-		return resp.Result, nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		delete(s.out, id)
-		s.mu.Unlock()
-		if errors.Is(context.Cause(ctx), errCallCancelled) {
-			rel = noID
-		}
-		s.notify(rel, "notifications/cancelled", cancelParams(id, "the request it belongs to ended"))
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: request cancelled"}
-	}
-}

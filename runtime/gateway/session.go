@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -260,7 +261,14 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 		s.mu.Lock()
 		delete(s.out, id)
 		s.mu.Unlock()
-		s.notify(rel, "notifications/cancelled", cancelParams(id, "cancelled by the server"))
+		reason := "cancelled by the server"
+		if errors.Is(context.Cause(ctx), errCallCancelled) {
+			// The client cancelled the call this request belongs to (a
+			// bridged round, bridge_rounds.go) and no longer reads that
+			// call's stream: tell it on the session's own.
+			rel, reason = noID, "the request it belongs to ended"
+		}
+		s.notify(rel, "notifications/cancelled", cancelParams(id, reason))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: request cancelled"}
 	}
 }
