@@ -360,7 +360,7 @@ func (s *session) sendAgain(l *link, c *call, params json.RawMessage) {
 		c.end("cancelled by the client") // between the answers and now
 		return
 	}
-	s.armTimer(l, c, id)
+	s.armTimer(l, c, id, c.again.timeout)
 	up := l.upstreamRequest(c.again.req, id, params, c.again.schema, s.clientMeta())
 	s.g.senders.submit(func() {
 		if err := l.conn.Write(l.ctx, up); err != nil {
@@ -382,26 +382,6 @@ func setProgressToken(params json.RawMessage, id int64) (json.RawMessage, error)
 		return nil, fmt.Errorf("setting the progress token: %w", err)
 	}
 	return wire.SetField(params, "_meta", meta)
-}
-
-// armTimer ends call c, sent again as upstream id, when it outlives its
-// deadline, as forward's timer does for the first attempt.
-func (s *session) armTimer(l *link, c *call, id int64) {
-	timeout := c.again.timeout
-	c.timer.Store(time.AfterFunc(timeout, func() {
-		if l.take(id) == nil {
-			return
-		}
-		if c.tool != "" {
-			s.g.recordToolCall(s, c.server, c.tool, metricsTimeout, c.start, c.args, "timeout")
-		}
-		c.end("timeout")
-		s.mu.Lock()
-		delete(s.inflight, c.origID)
-		s.mu.Unlock()
-		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
-		s.replyError(c.origID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", c.server, c.method, timeout)
-	}))
 }
 
 // errCallCancelled is the cause of a round's end when the client cancelled

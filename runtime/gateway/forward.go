@@ -135,20 +135,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		// What an input_required answer needs to send the call again (bridge_rounds.go).
 		c.again = &again{req: req, params: params, schema: s.toolSchema(l, u, &info), timeout: timeout}
 	}
-	c.timer.Store(time.AfterFunc(timeout, func() {
-		if l.take(id) == nil {
-			return
-		}
-		if c.tool != "" {
-			s.g.recordToolCall(s, u.name, c.tool, metricsTimeout, c.start, c.args, "timeout")
-		}
-		c.end("timeout")
-		s.mu.Lock()
-		delete(s.inflight, req.ID)
-		s.mu.Unlock()
-		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
-		s.replyError(req.ID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", u.name, req.Method, timeout)
-	}))
+	s.armTimer(l, c, id, timeout)
 	schema, cm := s.toolSchema(l, u, &info), s.clientMeta()
 	s.g.senders.submit(func() {
 		err := l.writeAndRead(l.upstreamRequest(req, id, params, schema, cm))
@@ -252,4 +239,25 @@ func (s *session) toolSchema(l *link, u *upstream, info *forwardInfo) json.RawMe
 		return nil
 	}
 	return sch
+}
+
+// armTimer ends call c, sent upstream as id, when it outlives timeout:
+// the upstream is told it is cancelled and the client gets a timeout
+// error. A call sent again in a bridged round (bridge_rounds.go) is armed
+// anew for its new id.
+func (s *session) armTimer(l *link, c *call, id int64, timeout time.Duration) {
+	c.timer.Store(time.AfterFunc(timeout, func() {
+		if l.take(id) == nil {
+			return
+		}
+		if c.tool != "" {
+			s.g.recordToolCall(s, c.server, c.tool, metricsTimeout, c.start, c.args, "timeout")
+		}
+		c.end("timeout")
+		s.mu.Lock()
+		delete(s.inflight, c.origID)
+		s.mu.Unlock()
+		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
+		s.replyError(c.origID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", c.server, c.method, timeout)
+	}))
 }
