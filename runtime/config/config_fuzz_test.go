@@ -205,6 +205,9 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 				if o.ClientID != "" {
 					fmt.Fprintf(&b, `,"clientId":%s,"clientSecret":%s`, str(o.ClientID), str(o.ClientSecret))
 				}
+				if o.TokenURL != "" {
+					fmt.Fprintf(&b, `,"token_url":%s,"audience":%s,"resource":%s`, str(o.TokenURL), str(o.Audience), str(o.Resource))
+				}
 				if o.CallbackPort != 0 {
 					fmt.Fprintf(&b, `,"callbackPort":%d`, o.CallbackPort)
 				}

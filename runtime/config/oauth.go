@@ -53,6 +53,10 @@ type OAuth struct {
 	// authorization server decides. Pre-registered clients use what the
 	// authorization server advertises.
 	TokenEndpointAuthMethod string
+	// TokenURL is the token endpoint of "grant": "token_exchange"
+	// ("token_url"); Audience and Resource are sent with each exchange
+	// (RFC 8693) when set.
+	TokenURL, Audience, Resource string
 }
 
 // OAuthSettings is the top-level "oauth" section: where upstream tokens
@@ -83,6 +87,7 @@ type configRawOAuth struct {
 	grant, authMethod                         string
 	clientID, clientSecret, cimd, redirectURL configString
 	privateKey                                configString
+	tokenURL, audience, resource              configString
 	scopes                                    []configString
 	callbackPort                              int
 	seen                                      map[string]bool
@@ -100,8 +105,14 @@ func oa[F any](f func(*configRawOAuth) *F) func(any) any { return at(f) }
 var serverOAuthKeys = []key{
 	{name: "mcpServers.*.oauth", field: srv(func(s *configRawServer) **configRawOAuth { return &s.oauth }),
 		doc: "edge-mcp as an OAuth client of this server (remote types; see [Fronting servers that need OAuth](#fronting-servers-that-need-oauth)); `{}`: discovery and dynamic registration"},
-	{name: "mcpServers.*.oauth.grant", def: "`authorization_code`", field: oa(func(o *configRawOAuth) *string { return &o.grant }), check: oneOf("authorization_code", "client_credentials"),
-		doc: "`authorization_code` (an operator approves once: `edge-mcp auth login SERVER`) or `client_credentials` (the client's own access, no person)"},
+	{name: "mcpServers.*.oauth.grant", def: "`authorization_code`", field: oa(func(o *configRawOAuth) *string { return &o.grant }), check: oneOf("authorization_code", "client_credentials", "token_exchange"),
+		doc: "`authorization_code` (an operator approves once: `edge-mcp auth login SERVER`), `client_credentials` (the client's own access, no person) or `token_exchange` (RFC 8693: each downstream JWT exchanged for an upstream token; needs `identity: per_client` and `auth.mode: jwt`)"},
+	{name: "mcpServers.*.oauth.token_url", field: oa(func(o *configRawOAuth) *configString { return &o.tokenURL }),
+		doc: "with `token_exchange` (required): the token endpoint the exchanges are posted to (`clientId`/`clientSecret` sent as HTTP Basic)"},
+	{name: "mcpServers.*.oauth.audience", field: oa(func(o *configRawOAuth) *configString { return &o.audience }),
+		doc: "with `token_exchange`: the `audience` asked for"},
+	{name: "mcpServers.*.oauth.resource", field: oa(func(o *configRawOAuth) *configString { return &o.resource }),
+		doc: "with `token_exchange`: the `resource` asked for (an absolute URI)"},
 	{name: "mcpServers.*.oauth.clientId", field: oa(func(o *configRawOAuth) *configString { return &o.clientID }),
 		doc: "a pre-registered client id"},
 	{name: "mcpServers.*.oauth.clientSecret", field: oa(func(o *configRawOAuth) *configString { return &o.clientSecret }),
@@ -190,7 +201,8 @@ func (d *decoder) finishOAuth(rs *configRawServer, sc *Server) *Error {
 	for _, f := range []struct {
 		cs  configString
 		dst *string
-	}{{ro.clientID, &o.ClientID}, {ro.clientSecret, &o.ClientSecret}, {ro.cimd, &o.ClientMetadataURL}, {ro.redirectURL, &o.RedirectURL}, {ro.privateKey, &o.ClientPrivateKey}} {
+	}{{ro.clientID, &o.ClientID}, {ro.clientSecret, &o.ClientSecret}, {ro.cimd, &o.ClientMetadataURL}, {ro.redirectURL, &o.RedirectURL}, {ro.privateKey, &o.ClientPrivateKey},
+		{ro.tokenURL, &o.TokenURL}, {ro.audience, &o.Audience}, {ro.resource, &o.Resource}} {
 		if !f.cs.set {
 			continue
 		}
@@ -211,6 +223,9 @@ func (d *decoder) finishOAuth(rs *configRawServer, sc *Server) *Error {
 		o.Scopes = append(o.Scopes, v)
 	}
 	if cerr := d.checkOAuth(ro, o, opath); cerr != nil {
+		return cerr
+	}
+	if cerr := d.checkExchange(o, opath, sc.Identity); cerr != nil {
 		return cerr
 	}
 	sc.OAuth = o
@@ -244,6 +259,34 @@ func (d *decoder) checkOAuth(ro *configRawOAuth, o *OAuth, opath string) *Error 
 	}
 	if o.ClientID == "" {
 		o.DynamicRegistration = true
+	}
+	return nil
+}
+
+// checkExchange checks the keys of "grant": "token_exchange" (auth.mode
+// is checked by parse, which sees the whole file).
+func (d *decoder) checkExchange(o *OAuth, opath, identity string) *Error {
+	if o.Grant != "token_exchange" {
+		for _, f := range [][2]string{{"token_url", o.TokenURL}, {"audience", o.Audience}, {"resource", o.Resource}} {
+			if f[1] != "" {
+				return d.fail(configJoin(opath, f[0]), `needs "grant": "token_exchange"`)
+			}
+		}
+		return nil
+	}
+	switch {
+	case identity != "per_client":
+		return d.fail(configJoin(opath, "grant"), `"token_exchange" needs "identity": "per_client" (each downstream identity's own token is exchanged)`)
+	case o.TokenURL == "":
+		return d.fail(configJoin(opath, "token_url"), `is required with "grant": "token_exchange"`)
+	case o.ClientID == "" || o.ClientSecret == "":
+		return d.fail(configJoin(opath, "grant"), `"token_exchange" needs a pre-registered "clientId" and "clientSecret"`)
+	}
+	if reason := configCheckRedirect(o.TokenURL); reason != "" {
+		return d.fail(configJoin(opath, "token_url"), "%s", reason)
+	}
+	if u, err := url.Parse(o.Resource); o.Resource != "" && (err != nil || !u.IsAbs() || u.Fragment != "") {
+		return d.fail(configJoin(opath, "resource"), "must be an absolute URI without a fragment, got %s", configQuote(o.Resource))
 	}
 	return nil
 }

@@ -104,6 +104,9 @@ func (d *decoder) parse() (*Config, *Error) {
 		if cerr != nil {
 			return nil, cerr
 		}
+		if sc.OAuth != nil && sc.OAuth.Grant == "token_exchange" && doc.cfg.Auth.Mode != "jwt" {
+			return nil, d.fail(configJoin(rs.path, "oauth.grant"), `"token_exchange" needs "auth": {"mode": "jwt"}: the downstream JWT is the subject token`)
+		}
 		doc.cfg.Servers = append(doc.cfg.Servers, sc)
 	}
 	var cerr *Error

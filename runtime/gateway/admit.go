@@ -323,7 +323,15 @@ func (g *Gateway) admit(transport string, next http.Handler) http.Handler {
 			g.admitted(gd, transport, w, r, next)
 			return
 		}
-		inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.admitted(gd, transport, w, r, next) })
+		inner := http.HandlerFunc(func(w http.ResponseWriter, ar *http.Request) {
+			if id := identityOf(ar); id.Method == auth.ModeJWT {
+				// The identity's newest validated JWT (ar no longer has
+				// it), for token exchange: memory only, never sent
+				// upstream, logged or shown.
+				g.oauth.SetSubject(id.Name, bearerToken(r))
+			}
+			g.admitted(gd, transport, w, ar, next)
+		})
 		sw := &statusWriter{ResponseWriter: w}
 		gd.auth.Middleware(inner).ServeHTTP(sw, r)
 		if sw.status == http.StatusUnauthorized {
@@ -382,6 +390,15 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 		r = r.WithContext(transports.WithPeer(r.Context(), &peer{id: id, transport: transport}))
 	}
 	next.ServeHTTP(w, r)
+}
+
+// bearerToken is the token of r's Authorization header.
+func bearerToken(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
 }
 
 // opensSession reports whether r may open a downstream session, the only

@@ -74,7 +74,7 @@ var _ auth.OAuthHandler = (*Handler)(nil)
 
 func newHandler(m *Manager, sc config.Server, identity string) *Handler {
 	return &Handler{m: m, server: sc.Name, identity: identity, sc: sc, authorized: make(chan struct{}),
-		cc: sc.OAuth.Grant == "client_credentials"}
+		cc: sc.OAuth.Grant == "client_credentials" || sc.OAuth.Grant == "token_exchange"}
 }
 
 // init builds the go-sdk handler at first use, when the gateway's
@@ -95,6 +95,8 @@ func (h *Handler) build() {
 	}
 	var err error
 	switch {
+	case o.Grant == "token_exchange":
+		h.inner = &exchanger{o: o, server: h.server, identity: h.identity, m: m}
 	case h.cc && o.ClientPrivateKey != "":
 		h.inner, err = newKeyCredentials(o.ClientID, o.ClientPrivateKey, m.opts.HTTPClient)
 	case h.cc:
@@ -443,6 +445,9 @@ func (h *Handler) clientCredentials(ctx context.Context, req *http.Request, resp
 		h.mu.Lock()
 		h.needs, h.lastErr = true, describe(err)
 		h.mu.Unlock()
+		if h.sc.OAuth.Grant == "token_exchange" {
+			return fmt.Errorf("token exchange for server %q (identity %q): %s", h.server, h.identity, describe(err))
+		}
 		return fmt.Errorf("client credentials grant for server %q: %s", h.server, describe(err))
 	}
 	ts, _ := h.inner.TokenSource(ctx)

@@ -65,6 +65,11 @@ type Manager struct {
 	// relay and owned: pending authorizations across replicas (fleet.go).
 	relay atomic.Pointer[Relay]
 	owned map[string]func() // by state: releases the relay's subscription
+
+	// exchanges: some server has "grant": "token_exchange"; subjects
+	// holds each identity's newest downstream JWT for it (exchange.go).
+	exchanges atomic.Bool
+	subjects  sync.Map
 }
 
 type handlerKey struct{ server, identity string }
@@ -109,11 +114,14 @@ func (m *Manager) redirectURL() string {
 // dropped, their pending authorizations cancelled. Tokens stay stored.
 func (m *Manager) Configure(servers []config.Server) {
 	next := map[string]config.Server{}
+	exchanges := false
 	for _, sc := range servers {
 		if sc.OAuth != nil {
 			next[sc.Name] = sc
+			exchanges = exchanges || sc.OAuth.Grant == "token_exchange"
 		}
 	}
+	m.exchanges.Store(exchanges)
 	m.mu.Lock()
 	var drop []*Handler
 	for k, h := range m.handlers {
