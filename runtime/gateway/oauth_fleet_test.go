@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	neturl "net/url"
 	"path/filepath"
 	"strings"
@@ -44,31 +42,7 @@ func startOAuthReplica(t *testing.T, entry, natsURL, replica string) *oauthGatew
 		"oauth": {"pending_wait": 5, "redirect_url": %q, "key": %q},
 		"cluster": {"nats_url": %q, "name": "oafleet", "secret": "fleet-secret-fleet-secret-fleet-secret", "replica": %q}}`,
 		entry, t.TempDir(), audit, base+"/oauth/callback", hex.EncodeToString(fleetOAuthKey), natsURL, replica)
-	cfg, err := config.Parse("test.json", []byte(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncLog{}
-	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.Start(ctx)
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: g.Handler()}}
-	srv.Start()
-	og := &oauthGateway{base: base, g: g, logs: logs, audit: audit}
-	var once sync.Once
-	og.stop = func() {
-		once.Do(func() {
-			srv.CloseClientConnections()
-			srv.Close()
-			g.Close()
-			cancel()
-		})
-	}
-	t.Cleanup(og.stop)
-	return og
+	return serveOAuthGateway(t, ln, base, audit, js)
 }
 
 // pendingURL waits for the authorization URL in og's /status.

@@ -72,31 +72,7 @@ func startOAuthGatewayWith(t *testing.T, entry, dir, extra string) *oauthGateway
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	js := fmt.Sprintf(`{%s "mcpServers": {"up": %s}, "admin": {"state_dir": %q}, "audit": {"path": %q},
 		"oauth": {"pending_wait": 5, "redirect_url": %q}}`, extra, entry, dir, audit, base+"/oauth/callback")
-	cfg, err := config.Parse("test.json", []byte(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncLog{}
-	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.Start(ctx)
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: g.Handler()}}
-	srv.Start()
-	og := &oauthGateway{base: base, g: g, logs: logs, audit: audit}
-	var once sync.Once
-	og.stop = func() {
-		once.Do(func() {
-			srv.CloseClientConnections()
-			srv.Close()
-			g.Close()
-			cancel()
-		})
-	}
-	t.Cleanup(og.stop)
-	return og
+	return serveOAuthGateway(t, ln, base, audit, js)
 }
 
 // status returns the /status entry of "up" and the whole document.
@@ -373,4 +349,35 @@ func TestOAuthRevokedTokenReauthorizedDuringACall(t *testing.T) {
 		t.Fatalf("call after the revocation: %v %+v", err, res)
 	}
 	og.waitState(t, StateConnected)
+}
+
+// serveOAuthGateway starts a gateway of config js on ln (its address is
+// base), with its log captured, and stops it when the test ends.
+func serveOAuthGateway(t *testing.T, ln net.Listener, base, audit, js string) *oauthGateway {
+	t.Helper()
+	cfg, err := config.Parse("test.json", []byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncLog{}
+	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(io.MultiWriter(logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.Start(ctx)
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: g.Handler()}}
+	srv.Start()
+	og := &oauthGateway{base: base, g: g, logs: logs, audit: audit}
+	var once sync.Once
+	og.stop = func() {
+		once.Do(func() {
+			srv.CloseClientConnections()
+			srv.Close()
+			g.Close()
+			cancel()
+		})
+	}
+	t.Cleanup(og.stop)
+	return og
 }
