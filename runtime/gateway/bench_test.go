@@ -16,6 +16,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -74,7 +76,30 @@ func newBenchEnvOpts(b *testing.B, s *mcp.Server, opts *mcp.StreamableHTTPOption
 	pprof.Do(b.Context(), pprof.Labels("side", "gateway"), func(context.Context) {
 		gw, g = startGateway(b, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, up)), Options{PageSize: 1000})
 	})
-	return benchEnv{urls: map[string]string{"direct": up, "gateway": gw}, gw: g}
+	var relay string
+	pprof.Do(b.Context(), pprof.Labels("side", "relay"), func(context.Context) {
+		relay = serveHandler(b, newBenchRelay(b, up))
+	})
+	return benchEnv{urls: map[string]string{"direct": up, "gateway": gw, "relay": relay}, gw: g}
+}
+
+// newBenchRelay is the floor of any HTTP gateway in this set-up: a
+// reverse proxy from the standard library (httputil.ReverseProxy over an
+// http.Transport with the same idle pool as the benchmark clients) that
+// passes every request to the upstream endpoint and streams the answer
+// back, doing no MCP work at all. A benchmark's "relay" path runs the same
+// client code through it, so that the extra HTTP hop's own cost on these
+// shared cores is measured in the same run as direct and gateway.
+func newBenchRelay(b *testing.B, endpoint string) http.Handler {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &httputil.ReverseProxy{
+		Transport:     newBenchHTTPClient().Transport,
+		FlushInterval: -1,
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+	}
 }
 
 // newBenchServer is the upstream of the call benchmarks: "echo" returns its
@@ -357,6 +382,11 @@ func logRatios(name string, got map[string]figures, budget func(d, g figures) st
 	if budget != nil {
 		line += "; budget: " + budget(d, g)
 	}
+	if r, ok := got["relay"]; ok {
+		// The bare relay's hop, and the gateway against it.
+		line += fmt.Sprintf("; relay (a do-nothing HTTP hop) calls/s %.0f (%.2fx of direct), p50 %.0f µs (%+.0f µs); gateway/relay calls/s %.2fx",
+			r.callsPerSec, r.callsPerSec/d.callsPerSec, µs(r.p50), µs(r.p50)-µs(d.p50), g.callsPerSec/r.callsPerSec)
+	}
 	fmt.Fprintln(os.Stdout, line)
 }
 
@@ -388,6 +418,7 @@ const benchProtocolVersion2026 = "2026-07-28"
 // for 2026-07-28 calls/s ≥ 0.9x of direct.
 func benchCallEcho(b *testing.B, name string, env benchEnv, version string) {
 	sessions := map[string]int{"sessions=1": 1, "sessions=8": 8}
+	env.paths = []string{"direct", "relay", "gateway"}
 	got := benchPair(b, env, []string{"sessions=1", "sessions=8"}, func(b *testing.B, url, sub string) figures {
 		n := sessions[sub]
 		c := newBenchClient(url)
