@@ -151,12 +151,14 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 
 // writeAndRead sends msg for a forwarding worker, which waits for nothing
 // else: over streamable HTTP it also reads the answer's event stream (one
-// goroutine less per call); the answer still comes through the read loop.
+// goroutine less per call), and an answer that comes first on it is
+// finished by the worker itself (one hand-off less); other messages, and
+// an answer after them, come through the read loop, in order.
 // The POST is not tied to l.ctx (a context.AfterFunc per call): whatever
 // ends l.ctx closes the link, and closing the connection ends its POSTs.
 func (l *link) writeAndRead(msg *jsonrpc.Request) error {
 	if sr, ok := l.conn.(transports.StreamReader); ok {
-		return sr.WriteAndRead(l.postCtx, msg)
+		return sr.WriteAndRead(l.postCtx, msg, l.onAnswer)
 	}
 	return l.conn.Write(l.ctx, msg)
 }

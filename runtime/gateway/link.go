@@ -61,8 +61,9 @@ type link struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the read loop ends
 	// postCtx is ctx without its cancellation, for forwarded writes
-	// (writeAndRead).
-	postCtx context.Context
+	// (writeAndRead); onAnswer is l.answered, made once.
+	postCtx  context.Context
+	onAnswer func(*jsonrpc.Response)
 
 	protocolVersion string
 	v2026           atomic.Bool                // requests carry the _meta keys of 2026-07-28 (probe.go)
@@ -103,6 +104,7 @@ func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner
 		serverCalls: make(map[jsonrpc.ID]context.CancelFunc),
 		probeNow:    make(chan struct{}, 1),
 	}
+	l.onAnswer = l.answered
 	go l.readLoop()
 	return l
 }
@@ -396,21 +398,7 @@ func (l *link) readLoop() {
 		}
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
-			id, ok := idInt(m.ID)
-			if !ok {
-				l.u.log.Debug("dropping response with foreign id", "id", m.ID.Raw())
-				continue
-			}
-			if c := l.take(id); c != nil {
-				if e, ok := m.Error.(*jsonrpc.Error); ok && transports.IsLocal(m) && c.reply == nil {
-					// The transport answered because the server could not:
-					// say which server, and check whether it is still there.
-					m = &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: e.Code, Data: e.Data,
-						Message: fmt.Sprintf("edge-mcp: server %q: %s", l.u.name, e.Message)}}
-					l.suspect()
-				}
-				l.finish(c, m, nil)
-			}
+			l.answered(m)
 		case *jsonrpc.Request:
 			if m.IsCall() {
 				l.serverRequest(m)
@@ -419,6 +407,30 @@ func (l *link) readLoop() {
 			}
 		}
 	}
+}
+
+// answered gives the upstream's response m to the call it answers. The
+// read loop calls it, and so does a forwarding worker for a response that
+// came first on its POST (transports.StreamReader): no hand-off to the
+// read loop then.
+func (l *link) answered(m *jsonrpc.Response) {
+	id, ok := idInt(m.ID)
+	if !ok {
+		l.u.log.Debug("dropping response with foreign id", "id", m.ID.Raw())
+		return
+	}
+	c := l.take(id)
+	if c == nil {
+		return
+	}
+	if e, ok := m.Error.(*jsonrpc.Error); ok && transports.IsLocal(m) && c.reply == nil {
+		// The transport answered because the server could not: say which
+		// server, and check whether it is still there.
+		m = &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: e.Code, Data: e.Data,
+			Message: fmt.Sprintf("edge-mcp: server %q: %s", l.u.name, e.Message)}}
+		l.suspect()
+	}
+	l.finish(c, m, nil)
 }
 
 // end is called once when a forwarded call is over: it ends the call's
