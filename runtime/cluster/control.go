@@ -141,6 +141,15 @@ func (c *Control) Get(ctx context.Context, key string) (Entry, error) {
 // based on; read it again and retry.
 var ErrConflict = errors.New("the control record changed meanwhile")
 
+// IsConflict reports whether err, from a KV Create or Update, says the key
+// exists or has another revision than the one the write was based on.
+func IsConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
 // Put writes value as the next revision of key if its revision is still
 // prev (0: the key must not exist) and returns the new revision.
 func (c *Control) Put(ctx context.Context, key string, value []byte, prev uint64) (uint64, error) {
@@ -157,11 +166,8 @@ func (c *Control) Put(ctx context.Context, key string, value []byte, prev uint64
 		rev, err = kv.Update(ctx, key, value, prev)
 	}
 	c.forget(err)
-	var apiErr *jetstream.APIError
 	switch {
-	case errors.Is(err, jetstream.ErrKeyExists),
-		errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+	case IsConflict(err):
 		return 0, fmt.Errorf("writing %q: %w", key, ErrConflict)
 	case err != nil:
 		return 0, unavailable(fmt.Errorf("writing %q: %w", key, err))

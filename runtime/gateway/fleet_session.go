@@ -302,41 +302,81 @@ func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error)
 }
 
 // put records what the fleet must know of a session: rec's fields that
-// are set replace those of the stored record.
+// are set replace those of the stored record. The write is a compare and
+// set on the record's revision, read again on a conflict, so that two
+// replicas changing one session at once (a DELETE on one, a log level on
+// another) cannot lose either change.
 func (fs *fleetSessions) put(rec sessionRecord) {
 	ctx, cancel := context.WithTimeout(fs.g.ctx, 5*time.Second)
 	defer cancel()
-	old := fs.record(ctx, rec.ID)
-	rec.Revoked = rec.Revoked || old.Revoked
-	rec.Level = cmp.Or(rec.Level, old.Level)
-	rec.Owner = cmp.Or(rec.Owner, old.Owner)
-	b, _ := json.Marshal(rec)
-	kv, err := fs.bucket(ctx)
-	if err == nil {
-		_, err = kv.Put(ctx, recordKey(rec.ID), b)
-	}
+	err := fs.putCAS(ctx, rec)
 	if err != nil {
 		fs.log.Warn("cluster: recording a session change; other replicas will not know it",
 			"revoked", rec.Revoked, "level", rec.Level, "err", err)
 	}
 }
 
+// maxRecordRetries bounds the rereads of a session record changed meanwhile.
+const maxRecordRetries = 8
+
+func (fs *fleetSessions) putCAS(ctx context.Context, rec sessionRecord) error {
+	kv, err := fs.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	key := recordKey(rec.ID)
+	for range maxRecordRetries {
+		old, rev, err := fs.recordRev(ctx, kv, rec.ID)
+		if err != nil {
+			return err
+		}
+		merged := rec
+		merged.Revoked = rec.Revoked || old.Revoked
+		merged.Level = cmp.Or(rec.Level, old.Level)
+		merged.Owner = cmp.Or(rec.Owner, old.Owner)
+		b, _ := json.Marshal(merged)
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, b)
+		} else {
+			_, err = kv.Update(ctx, key, b, rev)
+		}
+		if !cluster.IsConflict(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("session record changed %d times while being written", maxRecordRetries)
+}
+
+// recordRev reads session id's record and its revision (0: none). A
+// record that does not decode, or belongs to another id, counts as none
+// but keeps its revision, so that the write replaces it.
+func (fs *fleetSessions) recordRev(ctx context.Context, kv jetstream.KeyValue, id string) (sessionRecord, uint64, error) {
+	e, err := kv.Get(ctx, recordKey(id))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return sessionRecord{}, 0, nil
+	case err != nil:
+		return sessionRecord{}, 0, err
+	}
+	rec, derr := decodeRecord(e.Value())
+	if derr != nil || rec.ID != id {
+		fs.log.Warn("cluster: ignoring an invalid session record", "err", derr)
+		return sessionRecord{}, e.Revision(), nil
+	}
+	return rec, e.Revision(), nil
+}
+
 // record reads session id's record; while NATS is down it cannot and
 // returns none (the replica keeps serving; logged).
 func (fs *fleetSessions) record(ctx context.Context, id string) sessionRecord {
-	var rec sessionRecord
 	kv, err := fs.bucket(ctx)
 	if err == nil {
-		var e jetstream.KeyValueEntry
-		if e, err = kv.Get(ctx, recordKey(id)); err == nil {
-			if rec, err = decodeRecord(e.Value()); err == nil && rec.ID == id {
-				return rec
-			}
+		var rec sessionRecord
+		if rec, _, err = fs.recordRev(ctx, kv, id); err == nil {
+			return rec
 		}
 	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		fs.log.Warn("cluster: cannot read a session's record; adopting without it", "err", err)
-	}
+	fs.log.Warn("cluster: cannot read a session's record; adopting without it", "err", err)
 	return sessionRecord{}
 }
 
