@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/h1"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -95,12 +96,15 @@ type StreamableClientTransport struct {
 	OAuthHandler auth.OAuthHandler
 }
 
+// sharedHTTPClient sends plain-HTTP requests with h1 (the whole exchange
+// on the caller's goroutine, no proxy) and the rest (https, proxies) with
+// net/http's Transport.
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 512
 	tr.IdleConnTimeout = 90 * time.Second
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: &h1.Transport{Fallback: tr, MaxIdlePerHost: 512, IdleTimeout: 90 * time.Second}}
 })
 
 // Connect returns a connection to the server. No request is sent until the
