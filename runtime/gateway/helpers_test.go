@@ -120,7 +120,15 @@ func textOf(r *mcp.CallToolResult) string {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitForWithin(t, 10*time.Second, what, cond)
+}
+
+// waitForWithin is waitFor with its own deadline, for conditions that
+// take NATS round trips and OAuth exchanges (slow under the race detector
+// with the package's tests running in parallel; a pass is as fast).
+func waitForWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

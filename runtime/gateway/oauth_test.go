@@ -117,7 +117,7 @@ func (og *oauthGateway) approvePending(t *testing.T) {
 
 func (og *oauthGateway) waitState(t *testing.T, want State) {
 	t.Helper()
-	waitFor(t, "state "+string(want), func() bool {
+	waitForWithin(t, 30*time.Second, "state "+string(want), func() bool {
 		st, _ := og.status(t)
 		return st.State == want
 	})
