@@ -36,6 +36,7 @@ type Node struct {
 	name    string
 	replica string
 	secrets []string
+	ttl     time.Duration // of session tokens; 0: SessionTTL
 	log     *slog.Logger
 	up      atomic.Bool
 }
@@ -45,7 +46,7 @@ type Node struct {
 // it comes (Connected says which). defaultReplica names the replica when
 // the config does not (host name and listen port).
 func Open(ctx context.Context, cfg *config.Cluster, defaultReplica string, log *slog.Logger) (*Node, error) {
-	n := &Node{name: cfg.Name, replica: cfg.Replica, secrets: cfg.Secrets, log: log}
+	n := &Node{name: cfg.Name, replica: cfg.Replica, secrets: cfg.Secrets, ttl: cfg.SessionTTL, log: log}
 	if n.name == "" {
 		n.name = DefaultName
 	}
@@ -118,6 +119,14 @@ func (n *Node) Replica() string { return n.replica }
 
 // Secrets are the session-token keys, first one sealing.
 func (n *Node) Secrets() []string { return n.secrets }
+
+// SessionTTL is how long a session token is valid (cluster.session_ttl).
+func (n *Node) SessionTTL() time.Duration {
+	if n.ttl > 0 {
+		return n.ttl
+	}
+	return SessionTTL
+}
 
 // Connected reports whether NATS is reachable now.
 func (n *Node) Connected() bool { return n.up.Load() && n.nc.IsConnected() }

@@ -25,8 +25,9 @@ import (
 // secret) does not open. The first secret seals, every secret opens
 // (rotation).
 
-// SessionTTL is how long a session token is valid after it was issued; a
-// client holding an expired one gets 404 and initialises again.
+// SessionTTL is how long a session token is valid after it was issued,
+// unless the config says otherwise (cluster.session_ttl); a client holding
+// an expired one gets 404 and initialises again.
 const SessionTTL = 24 * time.Hour
 
 // maxTokenLen bounds the session ids the opener looks at.
@@ -64,6 +65,7 @@ type Sealer struct {
 	fleet []byte
 	aeads []cipher.AEAD // first seals
 	now   func() time.Time
+	ttl   time.Duration
 }
 
 // ErrBadToken says a session id is not a valid token of this fleet: forged,
@@ -76,7 +78,7 @@ func NewSealer(fleet string, secrets []string) (*Sealer, error) {
 	if len(secrets) == 0 {
 		return nil, errors.New("session tokens: no secret configured")
 	}
-	s := &Sealer{fleet: []byte(fleet), now: time.Now}
+	s := &Sealer{fleet: []byte(fleet), now: time.Now, ttl: SessionTTL}
 	for i, secret := range secrets {
 		if secret == "" {
 			return nil, fmt.Errorf("session tokens: secret %d is empty", i)
@@ -94,6 +96,21 @@ func NewSealer(fleet string, secrets []string) (*Sealer, error) {
 	return s, nil
 }
 
+// WithTTL returns a Sealer whose tokens are valid for ttl after they are
+// issued (SessionTTL when ttl is not positive). Opening checks the expiry a
+// token carries, so tokens sealed before keep theirs.
+func (s *Sealer) WithTTL(ttl time.Duration) *Sealer {
+	c := *s
+	c.ttl = SessionTTL
+	if ttl > 0 {
+		c.ttl = ttl
+	}
+	return &c
+}
+
+// TTL is how long the tokens s seals are valid.
+func (s *Sealer) TTL() time.Duration { return s.ttl }
+
 // Seal stamps c with the issue time and expiry and seals it into a token.
 // Capabilities or client info larger than 1 KiB are not carried verbatim:
 // capabilities keep their top-level names, client info is dropped.
@@ -101,7 +118,7 @@ func (s *Sealer) Seal(c SessionClaims) (string, error) { return s.SealAt(c, s.no
 
 // SealAt is Seal as if at time now (tests make expired tokens with it).
 func (s *Sealer) SealAt(c SessionClaims, now time.Time) (string, error) {
-	c.Issued, c.Expires = now.Unix(), now.Add(SessionTTL).Unix()
+	c.Issued, c.Expires = now.Unix(), now.Add(s.ttl).Unix()
 	if len(c.Caps) > maxClaimJSON {
 		c.Caps = capNames(c.Caps)
 	}

@@ -137,3 +137,31 @@ func FuzzOpenSessionToken(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionTokenTTL: a sealer WithTTL stamps its lifetime; its tokens
+// open until then and not after; tokens keep the expiry they were sealed
+// with.
+func TestSessionTokenTTL(t *testing.T) {
+	s := mustSealer(t, "edge", "secret-one").WithTTL(10 * time.Minute)
+	if s.TTL() != 10*time.Minute {
+		t.Fatalf("TTL %v", s.TTL())
+	}
+	now := time.Now()
+	tok, _ := s.SealAt(testClaims(), now)
+	c, err := s.Open(tok)
+	if err != nil || c.Expires-c.Issued != 600 {
+		t.Fatalf("claims %+v, %v: want a 600 s lifetime", c, err)
+	}
+	old, _ := s.SealAt(testClaims(), now.Add(-11*time.Minute))
+	if _, err := s.Open(old); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a token sealed 11 min ago with a 10 min lifetime opened: %v", err)
+	}
+	// The default sealer still opens the short-lived token, by its own expiry.
+	long := s.WithTTL(0)
+	if long.TTL() != SessionTTL {
+		t.Fatalf("WithTTL(0) = %v, want %v", long.TTL(), SessionTTL)
+	}
+	if _, err := long.Open(old); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a token past its own expiry opened with a longer-lived sealer: %v", err)
+	}
+}

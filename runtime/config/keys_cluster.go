@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -28,7 +29,15 @@ var clusterKeys = []key{
 		doc: "client certificate (with `key_file`)"},
 	{name: "cluster.nats_tls.key_file", field: at(func(t *ClusterTLS) *string { return &t.KeyFile }),
 		doc: "client key (with `cert_file`)"},
+	{name: "cluster.session_ttl", def: "86400", field: at(func(c *Cluster) *time.Duration { return &c.SessionTTL }),
+		doc: "how long a session id (sealed token) is valid after `initialize`, the same on every replica: a client still using it then gets 404 and initialises again; at least 60, at most 30 days"},
 }
+
+// Bounds of cluster.session_ttl.
+const (
+	minSessionTTL = time.Minute
+	maxSessionTTL = 30 * 24 * time.Hour
+)
 
 // minClusterSecret is the shortest secret accepted: the token key is
 // derived from it, so it must carry enough entropy.
@@ -91,6 +100,9 @@ func checkCluster(v any) (at, reason string) {
 	}
 	if len(c.Replica) > 128 || strings.ContainsFunc(c.Replica, unicode.IsSpace) {
 		return "replica", "must be at most 128 characters without white space"
+	}
+	if t := c.SessionTTL; t != 0 && (t < minSessionTTL || t > maxSessionTTL) {
+		return "session_ttl", "must be between 60 and 2592000 seconds (30 days), got " + strconv.FormatFloat(t.Seconds(), 'f', -1, 64)
 	}
 	return "", ""
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseSectionsRejects covers the gateway sections, which the key
@@ -43,6 +44,9 @@ func TestParseSectionsRejects(t *testing.T) {
 		{"cluster without secret", `{"cluster": {"nats_url": "nats://127.0.0.1:4222"}}`, "cluster.secret", "is required"},
 		{"cluster secret too short", `{"cluster": {"nats_url": "nats://n:4222", "secret": ["0123456789abcdef0123456789abcdef", "${CFG_TEST_SECRET}"]}}`, "cluster.secret[1]", "at least 32 characters (got 6)"},
 		{"cluster secret is a number", `{"cluster": {"nats_url": "nats://n:4222", "secret": 7}}`, "cluster.secret", "must be a string or an array of strings, got a number"},
+		{"cluster session_ttl too short", `{"cluster": {"nats_url": "nats://n:4222", "secret": "0123456789abcdef0123456789abcdef", "session_ttl": 30}}`, "cluster.session_ttl", "must be between 60 and 2592000 seconds (30 days), got 30"},
+		{"cluster session_ttl too long", `{"cluster": {"nats_url": "nats://n:4222", "secret": "0123456789abcdef0123456789abcdef", "session_ttl": 2592001}}`, "cluster.session_ttl", "must be between 60 and 2592000 seconds"},
+		{"cluster session_ttl a string", `{"cluster": {"nats_url": "nats://n:4222", "secret": "0123456789abcdef0123456789abcdef", "session_ttl": "1h"}}`, "cluster.session_ttl", "must be a positive number of seconds, got \"1h\""},
 		{"cluster name with a dot", `{"cluster": {"nats_url": "nats://n:4222", "name": "a.b", "secret": "0123456789abcdef0123456789abcdef"}}`, "cluster.name", "letters, digits"},
 		{"cluster url not a url", `{"cluster": {"nats_url": "nats://n:4222, 127.0.0.1", "secret": "0123456789abcdef0123456789abcdef"}}`, "cluster.nats_url", `got "127.0.0.1"`},
 		{"cluster tls half a pair", `{"cluster": {"nats_url": "nats://n:4222", "secret": "0123456789abcdef0123456789abcdef", "nats_tls": {"cert_file": "c"}}}`, "cluster.nats_tls", "go together"},
@@ -81,6 +85,8 @@ func TestParseSectionsAccepts(t *testing.T) {
 		{"expanded string", `{"telemetry": {"otlp_endpoint": "${CFG_TEST_ENDPOINT}"}}`, func(c *Config) any { return c.Telemetry.OTLPEndpoint }, "http://otel:4318"},
 		{"cluster secret as one string", `{"cluster": {"nats_url": "nats://a:4222,nats://b:4222", "secret": "0123456789abcdef0123456789abcdef"}}`,
 			func(c *Config) any { return *c.Cluster }, Cluster{NatsURL: "nats://a:4222,nats://b:4222", Secrets: []string{"0123456789abcdef0123456789abcdef"}}},
+		{"cluster session_ttl", `{"cluster": {"nats_url": "nats://a:4222", "secret": "0123456789abcdef0123456789abcdef", "session_ttl": 604800}}`,
+			func(c *Config) any { return c.Cluster.SessionTTL }, 7 * 24 * time.Hour},
 		{"no cluster section", `{}`, func(c *Config) any { return c.Cluster }, (*Cluster)(nil)},
 		{"tool rules in order", `{"tool_rules": [{"tools": ["a*"], "timeout": 1.5}, {"require_approval": true}]}`,
 			func(c *Config) any { return c.ToolRules }, []ToolRule{{Tools: []string{"a*"}, Timeout: 1.5}, {RequireApproval: ptr(true)}}},

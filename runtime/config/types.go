@@ -88,6 +88,9 @@ type Cluster struct {
 	// NatsTLS configures TLS to NATS ("nats_tls"); nil: none unless the
 	// URL says tls://.
 	NatsTLS *ClusterTLS `json:"nats_tls,omitempty"`
+	// SessionTTL is how long a session token is valid after it was issued
+	// ("session_ttl"); 0: the default, 24 h.
+	SessionTTL time.Duration `json:"session_ttl,omitempty"`
 }
 
 // ClusterTLS is "cluster.nats_tls".

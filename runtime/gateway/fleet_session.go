@@ -78,7 +78,7 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	if err != nil {
 		return fmt.Errorf("session tokens: %w", err)
 	}
-	fs := &fleetSessions{g: g, node: node, sealer: sealer, log: g.log, streams: map[string]*streamSub{}}
+	fs := &fleetSessions{g: g, node: node, sealer: sealer.WithTTL(node.SessionTTL()), log: g.log, streams: map[string]*streamSub{}}
 	subj := node.Subject("replica", cluster.Token(node.Replica()), "answer")
 	if fs.answers, err = node.Conn().Subscribe(subj, fs.onAnswer); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", subj, err)
@@ -293,7 +293,7 @@ func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error)
 		return nil, cluster.ErrUnavailable
 	}
 	kv, err := fs.node.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: fs.node.Bucket("sessions"), TTL: cluster.SessionTTL, Description: "deleted sessions, log levels"})
+		Bucket: fs.node.Bucket("sessions"), TTL: fs.node.SessionTTL(), Description: "deleted sessions, log levels"})
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %q: %w", fs.node.Bucket("sessions"), err)
 	}

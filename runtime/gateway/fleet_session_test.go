@@ -37,13 +37,22 @@ type testFleet struct {
 
 	mu   sync.Mutex
 	down map[int]bool // replicas shut down: the proxy skips them
+
+	clusterExtra string // more keys of each replica's cluster section (startFleetWith)
 }
 
 // startFleet starts n replicas (r0…) of one fleet with the servers
 // section servers, each on its own 127.0.0.1 listener.
 func startFleet(t testing.TB, n int, servers string) *testFleet {
 	t.Helper()
-	f := &testFleet{nats: natstest.Start(t), down: map[int]bool{}}
+	return startFleetWith(t, n, servers, "")
+}
+
+// startFleetWith is startFleet with more keys for the cluster section
+// (such as `"session_ttl": 120`).
+func startFleetWith(t testing.TB, n int, servers, clusterExtra string) *testFleet {
+	t.Helper()
+	f := &testFleet{nats: natstest.Start(t), down: map[int]bool{}, clusterExtra: clusterExtra}
 	var urls []string
 	for i := range n {
 		g, srv := f.startReplica(t, i, servers)
@@ -84,8 +93,12 @@ func startFleet(t testing.TB, n int, servers string) *testFleet {
 
 func (f *testFleet) startReplica(t testing.TB, i int, servers string) (*Gateway, *httptest.Server) {
 	t.Helper()
-	js := strings.TrimSuffix(servers, "}") + fmt.Sprintf(`, "cluster": {"nats_url": %q, "name": "tf", "secret": %q, "replica": "r%d"}}`,
-		f.nats.ClientURL(), testFleetSecret, i)
+	extra := ""
+	if f.clusterExtra != "" {
+		extra = ", " + f.clusterExtra
+	}
+	js := strings.TrimSuffix(servers, "}") + fmt.Sprintf(`, "cluster": {"nats_url": %q, "name": "tf", "secret": %q, "replica": "r%d"%s}}`,
+		f.nats.ClientURL(), testFleetSecret, i, extra)
 	cfg, err := config.Parse("test.json", []byte(js))
 	if err != nil {
 		t.Fatalf("config: %v", err)
