@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +56,9 @@ type OAuthServer struct {
 	SSEURL string
 	opts   OAuthServerOptions
 	mux    *http.ServeMux
+	// metaDelay holds the authorization server metadata back (see
+	// SetMetadataDelay), in nanoseconds.
+	metaDelay atomic.Int64
 
 	mu      sync.Mutex
 	clients map[string]oauthClient
@@ -192,7 +196,18 @@ func (s *OAuthServer) serveResourceMeta(w http.ResponseWriter, r *http.Request) 
 		AuthorizationServers: []string{s.URL}, ScopesSupported: s.opts.Scopes})
 }
 
+// SetMetadataDelay makes the authorization server metadata answer d late
+// from now on (a slow discovery).
+func (s *OAuthServer) SetMetadataDelay(d time.Duration) { s.metaDelay.Store(int64(d)) }
+
 func (s *OAuthServer) serveAuthMeta(w http.ResponseWriter, r *http.Request) {
+	if d := time.Duration(s.metaDelay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, &oauthex.AuthServerMeta{
 		Issuer: s.URL, AuthorizationEndpoint: s.URL + "/authorize", TokenEndpoint: s.URL + "/token",
 		RegistrationEndpoint: s.URL + "/register", ScopesSupported: append(slices.Clone(s.opts.Scopes), "offline_access"),

@@ -213,3 +213,37 @@ func TestOAuthPerClientIdentityOtherRequests(t *testing.T) {
 		t.Errorf("the read carried the operator's token or the API key")
 	}
 }
+
+// TestOAuthPerClientAuthorizeOffTheReadLoop: a resources/read of an
+// identity without a token starts its authorization, which takes a
+// discovery round trip (here a slow authorization server, 2 s); the
+// session's other requests meanwhile are answered at once, not after it.
+func TestOAuthPerClientAuthorizeOffTheReadLoop(t *testing.T) {
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
+	key := "erin-key-0123456789abcdef"
+	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
+		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [{"name": "erin", "key": %q}]},`, key))
+	og.approvePending(t)
+	og.waitState(t, StateConnected)
+	cs := connectVersion(t, og.base+"/mcp", "2025-11-25", bearer(key), nil)
+	const slow = 2 * time.Second
+	as.SetMetadataDelay(slow)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	readDone := make(chan error, 1)
+	go func() {
+		_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "test://whoami"})
+		readDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the read is in its discovery
+	start := time.Now()
+	if err := cs.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > slow/2 {
+		t.Errorf("a ping during another request's authorization took %v: it waited for the discovery", d)
+	}
+	if err := <-readDone; err == nil || !strings.Contains(err.Error(), as.URL+"/authorize?") {
+		t.Fatalf("resources/read: %v, want an error with the authorization URL", err)
+	}
+}

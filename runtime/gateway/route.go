@@ -456,8 +456,21 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 }
 
 // forwardScoped forwards a call that may hold a scope, and releases the
-// scope once the call has been answered.
+// scope once the call has been answered. A request of an identity that
+// must first authorize the upstream (identity "per_client" without a
+// token) is forwarded off the caller's goroutine: starting the
+// authorization takes a discovery round trip of up to beginWait, which
+// would hold the session's read loop, and every other request of the
+// session, as long.
 func (s *session) forwardScoped(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
+	if info.tool == "" && u.needsUserAuthorization(s) {
+		go s.forwardScopedNow(sc, req, u, params, info)
+		return
+	}
+	s.forwardScopedNow(sc, req, u, params, info)
+}
+
+func (s *session) forwardScopedNow(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
 	done := s.forward(req, u, params, info)
 	if sc.held() {
 		go sc.releaseAfter(done)
