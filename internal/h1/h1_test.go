@@ -163,6 +163,26 @@ func TestKeepAlive(t *testing.T) {
 	}
 }
 
+// TestKeepAliveGzip: answers the transport decompressed keep their
+// connection too.
+func TestKeepAliveGzip(t *testing.T) {
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		io.WriteString(zw, "zipped")
+		zw.Close()
+	})
+	c, _ := newClient(t)
+	for range 5 {
+		if _, got := do(t, c, newRequest(t, "GET", s.URL, "")); got != "zipped" {
+			t.Fatalf("got %q", got)
+		}
+	}
+	if n := s.conns.Load(); n != 1 {
+		t.Errorf("5 gzip answers took %d connections, want 1", n)
+	}
+}
+
 // TestClosedIdleConnection has a server close every connection after its
 // answer without saying so: the next request must notice the idle
 // connection is gone and use a new one, not fail.
