@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -125,7 +126,7 @@ func appendRequest(b []byte, req *http.Request, body []byte) ([]byte, bool) {
 	switch n := req.ContentLength; {
 	case n > 0:
 		b = append(b, "Content-Length: "...)
-		b = appendInt(b, n)
+		b = strconv.AppendInt(b, n, 10)
 		b = append(b, "\r\n"...)
 	case method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch:
 		b = append(b, "Content-Length: 0\r\n"...)

@@ -30,7 +30,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -377,6 +376,3 @@ func validValue(s string) bool {
 	}
 	return true
 }
-
-// appendInt appends n in decimal.
-func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }

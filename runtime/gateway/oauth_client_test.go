@@ -52,6 +52,25 @@ func connectVersion(t *testing.T, url, version string, header http.Header, opts 
 	return cs
 }
 
+// startPerClientGateway starts a gateway whose only server is as's MCP
+// server with "identity": "per_client", and API-key identities named
+// names (their keys returned by name); the operator authorizes the
+// catalogue's link and the gateway is connected when it returns.
+func startPerClientGateway(t *testing.T, as *testenv.OAuthServer, names ...string) (*oauthGateway, map[string]string) {
+	t.Helper()
+	keys := make(map[string]string, len(names))
+	var entries []string
+	for _, n := range names {
+		keys[n] = n + "-key-0123456789abcdef"
+		entries = append(entries, fmt.Sprintf(`{"name": %q, "key": %q}`, n, keys[n]))
+	}
+	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
+		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [%s]},`, strings.Join(entries, ", ")))
+	og.approvePending(t) // the operator authorizes the catalogue's link
+	og.waitState(t, StateConnected)
+	return og, keys
+}
+
 // TestOAuthPerClientIdentity: with "identity": "per_client", two API-key
 // identities call the same upstream at once. Each is asked, on its first
 // call, to authorize: alice (2025-11-25) by a URL-mode elicitation while
@@ -60,11 +79,7 @@ func connectVersion(t *testing.T, url, version string, header http.Header, opts 
 // the operator's (the catalogue link's), and never its API key.
 func TestOAuthPerClientIdentity(t *testing.T) {
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
-	keys := map[string]string{"alice": "alice-key-0123456789abcdef", "bob": "bob-key-0123456789abcdef"}
-	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
-		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [{"name": "alice", "key": %q}, {"name": "bob", "key": %q}]},`, keys["alice"], keys["bob"]))
-	og.approvePending(t) // the operator authorizes the catalogue's link
-	og.waitState(t, StateConnected)
+	og, keys := startPerClientGateway(t, as, "alice", "bob")
 	operator := testenv.TokenFingerprint(as.Issued()[0])
 
 	versions := map[string]string{"alice": "2025-11-25", "bob": "2026-07-28"}
@@ -150,11 +165,8 @@ func TestOAuthPerClientIdentity(t *testing.T) {
 // has opened it, the next call goes through with its own token.
 func TestOAuthPerClientIdentityWithoutElicitation(t *testing.T) {
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
-	key := "carol-key-0123456789abcdef"
-	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
-		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [{"name": "carol", "key": %q}]},`, key))
-	og.approvePending(t)
-	og.waitState(t, StateConnected)
+	og, keys := startPerClientGateway(t, as, "carol")
+	key := keys["carol"]
 	operator := testenv.TokenFingerprint(as.Issued()[0])
 	cs := connectVersion(t, og.base+"/mcp", "2025-11-25", bearer(key), nil)
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "whoami"})
@@ -187,11 +199,8 @@ func TestOAuthPerClientIdentityWithoutElicitation(t *testing.T) {
 // read goes through with the identity's own token.
 func TestOAuthPerClientIdentityOtherRequests(t *testing.T) {
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
-	key := "dave-key-0123456789abcdef"
-	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
-		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [{"name": "dave", "key": %q}]},`, key))
-	og.approvePending(t)
-	og.waitState(t, StateConnected)
+	og, keys := startPerClientGateway(t, as, "dave")
+	key := keys["dave"]
 	operator := testenv.TokenFingerprint(as.Issued()[0])
 	cs := connectVersion(t, og.base+"/mcp", "2025-11-25", bearer(key), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // well below oauth.pending_wait
@@ -220,11 +229,8 @@ func TestOAuthPerClientIdentityOtherRequests(t *testing.T) {
 // session's other requests meanwhile are answered at once, not after it.
 func TestOAuthPerClientAuthorizeOffTheReadLoop(t *testing.T) {
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
-	key := "erin-key-0123456789abcdef"
-	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
-		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [{"name": "erin", "key": %q}]},`, key))
-	og.approvePending(t)
-	og.waitState(t, StateConnected)
+	og, keys := startPerClientGateway(t, as, "erin")
+	key := keys["erin"]
 	cs := connectVersion(t, og.base+"/mcp", "2025-11-25", bearer(key), nil)
 	const slow = 2 * time.Second
 	as.SetMetadataDelay(slow)
