@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/policy/internal/jsonx"
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 )
 
 // OnError says what a chain does when a module fails (traps, times out,
@@ -676,78 +676,30 @@ func (c *Chain) Event(ctx context.Context, ev Event) error {
 	return errors.Join(errs...)
 }
 
-// Spec is the configuration of one attachment as operators write it:
-//
-//	{"name":"redact","module":"/etc/edge-mcp/redact.wasm","tools":["*"],
-//	 "servers":["github"],"config":{...},"on_error":"deny",
-//	 "timeout_ms":50,"memory_mb":64,"mode":"enforce"}
-type Spec struct {
-	Name      string          `json:"name"`
-	Module    string          `json:"module"`
-	Tools     []string        `json:"tools,omitempty"`
-	Servers   []string        `json:"servers,omitempty"`
-	Config    json.RawMessage `json:"config,omitempty"`
-	OnError   string          `json:"on_error,omitempty"`
-	TimeoutMS int             `json:"timeout_ms,omitempty"`
-	MemoryMB  int             `json:"memory_mb,omitempty"`
-	PoolSize  int             `json:"pool_size,omitempty"`
-	// Grants lists optional capabilities: "clock".
-	Grants []string `json:"grants,omitempty"`
-	// Mode is "enforce" (the default) or "shadow" (Attachment.Shadow).
-	Mode string `json:"mode,omitempty"`
-}
+// Spec is the configuration of one attachment as operators write it; see
+// package policy/spec, a leaf the config loader uses without this package.
+type Spec = spec.Spec
 
 // Attachment modes of Spec.Mode.
 const (
-	ModeEnforce = "enforce"
-	ModeShadow  = "shadow"
+	ModeEnforce = spec.ModeEnforce
+	ModeShadow  = spec.ModeShadow
 )
 
-// Validate checks a spec without loading its module.
-func (s *Spec) Validate() error {
-	if s.Name == "" {
-		return errors.New("policy: name is required")
-	}
-	if s.Module == "" {
-		return fmt.Errorf("policy %q: module (path to a .wasm file) is required", s.Name)
-	}
-	if _, err := ParseOnError(s.OnError); err != nil {
-		return fmt.Errorf("policy %q: %w", s.Name, err)
-	}
-	if s.Mode != "" && s.Mode != ModeEnforce && s.Mode != ModeShadow {
-		return fmt.Errorf("policy %q: mode %q: want %q or %q", s.Name, s.Mode, ModeEnforce, ModeShadow)
-	}
-	if s.TimeoutMS < 0 || s.TimeoutMS > 60_000 {
-		return fmt.Errorf("policy %q: timeout_ms %d out of range [0, 60000]", s.Name, s.TimeoutMS)
-	}
-	if _, err := s.options(); err != nil {
-		return fmt.Errorf("policy %q: %w", s.Name, err)
-	}
-	if _, err := newGlobSet("tools", s.Tools); err != nil {
-		return fmt.Errorf("policy %q: %w", s.Name, err)
-	}
-	if _, err := newGlobSet("servers", s.Servers); err != nil {
-		return fmt.Errorf("policy %q: %w", s.Name, err)
-	}
-	return nil
-}
-
-func (s *Spec) options() (ModuleOptions, error) {
+// optionsOf returns the module options s describes, validated.
+func optionsOf(s *Spec) (ModuleOptions, error) {
 	o := ModuleOptions{
 		Config:   s.Config,
 		Timeout:  time.Duration(s.TimeoutMS) * time.Millisecond,
 		MemoryMB: s.MemoryMB,
 		PoolSize: s.PoolSize,
 	}
-	for _, g := range s.Grants {
-		switch strings.ToLower(g) {
-		case "clock":
-			o.Grants.Clock = true
-		default:
-			return o, fmt.Errorf("unknown grant %q (known: clock)", g)
-		}
+	clock, err := s.Clock()
+	if err != nil {
+		return o, err
 	}
-	_, err := o.withDefaults()
+	o.Grants.Clock = clock
+	_, err = o.withDefaults()
 	return o, err
 }
 
@@ -775,7 +727,7 @@ func (e *Engine) LoadChain(ctx context.Context, specs []Spec, read func(path str
 				errs[i] = fmt.Errorf("policy %q: reading module: %w", s.Name, err)
 				return
 			}
-			opts, _ := s.options()
+			opts, _ := optionsOf(s)
 			mods[i], errs[i] = e.Load(ctx, s.Name, wasm, opts)
 		}()
 	}

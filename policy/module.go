@@ -20,6 +20,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/policy/internal/jsonx"
 	"github.com/edge-mcp/edge-mcp/policy/internal/meter"
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 )
 
 // Defaults applied by Load to zero ModuleOptions fields.
@@ -40,8 +41,8 @@ const (
 	// probeInterval is how often an unhealthy module gets a trial call.
 	probeInterval = time.Second
 	// minMemoryMB: a Go guest needs about 37 pages (2.3 MiB) to start.
-	minMemoryMB = 4
-	maxMemoryMB = 4096
+	minMemoryMB = spec.MinMemoryMB
+	maxMemoryMB = spec.MaxMemoryMB
 )
 
 // Grants lists the optional capabilities an operator gives a module. The
@@ -134,7 +135,7 @@ func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
 		return o, fmt.Errorf("memory_mb %d out of range [%d, %d]", o.MemoryMB, minMemoryMB, maxMemoryMB)
 	case o.MaxInput < 0 || o.MaxOutput < 0:
 		return o, errors.New("max input/output sizes must not be negative")
-	case o.PoolSize < 0 || o.PoolSize > 1024:
+	case o.PoolSize < 0 || o.PoolSize > spec.MaxPoolSize:
 		return o, fmt.Errorf("pool size %d out of range [1, 1024]", o.PoolSize)
 	case o.MaxWait < 0:
 		return o, fmt.Errorf("max wait %v is negative", o.MaxWait)

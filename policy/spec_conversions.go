@@ -3,13 +3,13 @@ package policy
 // This file turns a Spec, an attachment as operators configure it, into
 // what Engine.Load and NewChain take: ModuleOptions and an Attachment.
 
-// ModuleOptions returns the module options the spec describes (config,
-// timeout, memory, pool size, grants), validated.
-func (s *Spec) ModuleOptions() (ModuleOptions, error) { return s.options() }
+// SpecOptions returns the module options s describes (config, timeout,
+// memory, pool size, grants), validated.
+func SpecOptions(s *Spec) (ModuleOptions, error) { return optionsOf(s) }
 
-// Attachment attaches m as the spec says: its name, globs, on_error and
-// mode. m is typically loaded with the spec's ModuleOptions.
-func (s *Spec) Attachment(m *Module) (Attachment, error) {
+// SpecAttachment attaches m as s says: its name, globs, on_error and mode.
+// m is typically loaded with the spec's SpecOptions.
+func SpecAttachment(s *Spec, m *Module) (Attachment, error) {
 	onErr, err := ParseOnError(s.OnError)
 	if err != nil {
 		return Attachment{}, err

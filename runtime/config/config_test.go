@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 )
 
 // configStdioDefaults returns a stdio server with the default timeouts.
@@ -359,7 +359,7 @@ func TestLoadConfigExample(t *testing.T) {
 		AllowedOrigins: []string{"http://localhost:6274", "https://app.example.com"},
 		AllowedHosts:   []string{"localhost:8080", "127.0.0.1:8080"},
 		Reserved:       ReservedNames{Tools: map[string]string{"fs_read_file": "fs"}, Prompts: map[string]string{"summarize": "docs"}},
-		Policies: []policy.Spec{{Name: "redact", Module: "testdata/config/wasm/redact-secrets.wasm", Tools: []string{"*"}, Servers: []string{"docs", "legacy"},
+		Policies: []spec.Spec{{Name: "redact", Module: "testdata/config/wasm/redact-secrets.wasm", Tools: []string{"*"}, Servers: []string{"docs", "legacy"},
 			Config: json.RawMessage(`{"replacement":"[REDACTED]"}`), OnError: "deny", TimeoutMS: 50, MemoryMB: 64}},
 		Admin: Admin{Listen: "127.0.0.1:9090", Tokens: map[string]string{"ops": "change-me-to-a-long-random-token"},
 			StateDir: "/var/lib/edge-mcp", MaxModuleBytes: 32 << 20, KeepVersions: 5, WatchConfig: ptr(true)},

@@ -9,6 +9,6 @@
 // configuration tables are tested against the same table.
 //
 // The package knows no gateway types: it turns bytes into a Config of plain
-// values (and policy.Spec attachments), and the gateway decides what they
+// values (and spec.Spec attachments), and the gateway decides what they
 // mean at run time.
 package config

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 )
 
 // This file decodes the whole file (parse) and what needs more than one
@@ -159,7 +159,7 @@ func decodeServers(d *decoder, path string, parent any) *Error {
 	})
 }
 
-// decodePolicies decodes the policies list into policy.Spec values, which
+// decodePolicies decodes the policies list into spec.Spec values, which
 // check themselves; module paths are resolved against the file's folder.
 func decodePolicies(d *decoder, path string, parent any) *Error {
 	var raw json.RawMessage
@@ -168,7 +168,7 @@ func decodePolicies(d *decoder, path string, parent any) *Error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var specs []policy.Spec
+	var specs []spec.Spec
 	if err := dec.Decode(&specs); err != nil {
 		return d.fail(path, "must be a list of policy attachments ({\"name\", \"module\", \"tools\", \"servers\", \"config\", \"on_error\", \"timeout_ms\", \"memory_mb\"}): %v", err)
 	}

@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 )
 
 // Config is one validated configuration generation.
@@ -36,7 +36,7 @@ type Config struct {
 	Servers []Server
 	// Policies are the Wasm policy attachments ("policies"), applied in
 	// order; module paths are resolved against the config file's folder.
-	Policies []policy.Spec
+	Policies []spec.Spec
 	// LogLevel is "debug", "info", "warn" or "error" ("log_level"), default
 	// "info".
 	LogLevel string

@@ -174,7 +174,7 @@ func verifyUpload(ctx context.Context, p *policies, name string, wasm []byte, ve
 		if preloaded[key] != nil {
 			continue
 		}
-		opts, _ := sp.ModuleOptions()
+		opts, _ := policy.SpecOptions(&sp)
 		m, err := eng.Verify(ctx, sp.Name, wasm, opts, vectors)
 		if err != nil {
 			closeAll(preloaded)

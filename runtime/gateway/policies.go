@@ -299,7 +299,7 @@ func (p *policies) wasmFor(sp *policy.Spec) ([]byte, error) {
 
 // keyFor identifies the loaded module a spec needs.
 func keyFor(sp *policy.Spec, wasm []byte) (moduleKey, error) {
-	opts, err := sp.ModuleOptions()
+	opts, err := policy.SpecOptions(sp)
 	if err != nil {
 		return moduleKey{}, fmt.Errorf("policy %q: %w", sp.Name, err)
 	}
@@ -428,7 +428,7 @@ func (p *policies) loadFresh(ctx context.Context, atts []attachment, needs []mod
 		}
 		sp := atts[i].spec
 		wg.Go(func() {
-			opts, _ := sp.ModuleOptions()
+			opts, _ := policy.SpecOptions(&sp)
 			m, err := eng.Load(ctx, sp.Name, n.wasm, opts)
 			fmu.Lock()
 			defer fmu.Unlock()
@@ -463,7 +463,7 @@ func (p *policies) chainOf(atts []attachment, needs []moduleNeed, fresh map[modu
 			lm = fresh[needs[i].key]
 		}
 		atts[i].module = lm
-		a, err := atts[i].spec.Attachment(lm.mod)
+		a, err := policy.SpecAttachment(&atts[i].spec, lm.mod)
 		if err != nil {
 			return nil, err
 		}
