@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edge-mcp/edge-mcp/internal/h1"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -96,15 +95,21 @@ type StreamableClientTransport struct {
 	OAuthHandler auth.OAuthHandler
 }
 
-// sharedHTTPClient sends plain-HTTP requests with h1 (the whole exchange
-// on the caller's goroutine, no proxy) and the rest (https, proxies) with
-// net/http's Transport.
+// maxResponseHeaderBytes bounds an upstream's response headers, 1xx
+// responses included (net/http counts those against the same limit and
+// fails the request past it).
+const maxResponseHeaderBytes = 1 << 20
+
+// sharedHTTPClient is net/http's Transport tuned for a gateway: many idle
+// connections kept per upstream, response headers bounded. A POST's body
+// is a postBody, which net/http writes in one write with the headers.
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 512
 	tr.IdleConnTimeout = 90 * time.Second
-	return &http.Client{Transport: &h1.Transport{Fallback: tr, MaxIdlePerHost: 512, IdleTimeout: 90 * time.Second}}
+	tr.MaxResponseHeaderBytes = maxResponseHeaderBytes
+	return &http.Client{Transport: tr}
 })
 
 // Connect returns a connection to the server. No request is sent until the
