@@ -231,7 +231,6 @@ func (sess *streamableSession) releaseResumed(st *responseStream, end streamEnd)
 	cancel := end == streamEndFailed && !st.final
 	id := st.id
 	sess.mu.Unlock()
-	putStream(st)
 	if cancel {
 		sess.cancelUpstream(id)
 	}
@@ -280,5 +279,4 @@ func (sess *streamableSession) forgetCancelled(params json.RawMessage) {
 	delete(sess.detached, st.num)
 	delete(sess.calls, id)
 	sess.mu.Unlock()
-	putStream(st)
 }

@@ -145,8 +145,6 @@ var (
 	streamableAllow = []string{"GET, POST, DELETE"}
 
 	sseOpened = []byte(": stream opened\n\n")
-
-	streamPool = sync.Pool{New: func() any { return &responseStream{notify: make(chan struct{}, 1)} }}
 )
 
 // NewStreamableServer returns a handler for one MCP endpoint. accept (not
@@ -463,26 +461,7 @@ func (st *responseStream) signal() {
 	}
 }
 
-func getStream() *responseStream { return streamPool.Get().(*responseStream) }
-
-// putStream recycles a stream that no session references any more.
-func putStream(st *responseStream) {
-	for i, b := range st.q {
-		putEncodeBuf(b)
-		st.q[i] = nil
-	}
-	st.q = st.q[:0]
-	st.id, st.isInit, st.final, st.errResp, st.failed = jsonrpc.ID{}, false, false, false, false
-	st.num, st.primed = 0, false
-	select {
-	case <-st.notify:
-	default:
-	}
-	if st.ka != nil {
-		st.ka.Stop()
-	}
-	streamPool.Put(st)
-}
+func newStream() *responseStream { return &responseStream{notify: make(chan struct{}, 1)} }
 
 // Write queues msg for the client without waiting for it. A response goes to
 // the POST of its request and is dropped (returning nil) when that POST has
@@ -615,7 +594,6 @@ func (sess *streamableSession) close() {
 			if sess.calls[st.id] == st {
 				delete(sess.calls, st.id)
 			}
-			putStream(st)
 		}
 		if sess.timer != nil {
 			sess.timer.Stop()
@@ -844,19 +822,17 @@ func (sess *streamableSession) pump(ctx context.Context, o *streamOut, st *respo
 // serveCall serves a POST carrying a request: it registers the request's
 // stream, delivers the request and writes what the gateway sends back.
 func (sess *streamableSession) serveCall(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request, created bool) {
-	st := getStream()
+	st := newStream()
 	st.id = req.ID
 	st.isInit = req.Method == "initialize"
 	sess.mu.Lock()
 	if sess.closed {
 		sess.mu.Unlock()
-		putStream(st)
 		writeJSONRPCError(w, sess.closedStatus(), req.ID, codeServerError, "session terminated", nil)
 		return
 	}
 	if _, dup := sess.calls[req.ID]; dup {
 		sess.mu.Unlock()
-		putStream(st)
 		writeJSONRPCError(w, http.StatusBadRequest, req.ID, jsonrpc.CodeInvalidRequest,
 			"duplicate in-flight request id", nil)
 		return
@@ -894,7 +870,6 @@ func (sess *streamableSession) serveCall(w http.ResponseWriter, r *http.Request,
 	if kept {
 		return
 	}
-	putStream(st)
 
 	switch end {
 	case streamEndSession:
@@ -945,17 +920,15 @@ func (sess *streamableSession) cancelUpstream(id jsonrpc.ID) {
 // serveStandalone serves the session's GET stream; from, when not nil, is
 // the resumption point the client sent.
 func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Request, from *resumePoint) {
-	st := getStream()
+	st := newStream()
 	sess.mu.Lock()
 	if sess.closed {
 		sess.mu.Unlock()
-		putStream(st)
 		writeJSONRPCError(w, sess.closedStatus(), jsonrpc.ID{}, codeServerError, "session terminated", nil)
 		return
 	}
 	if sess.standalone != nil {
 		sess.mu.Unlock()
-		putStream(st)
 		writeJSONRPCError(w, http.StatusConflict, jsonrpc.ID{}, codeServerError,
 			"a standalone SSE stream is already open for this session", nil)
 		return
@@ -1011,7 +984,6 @@ func (sess *streamableSession) serveStandalone(w http.ResponseWriter, r *http.Re
 		dropped = sess.backlogLocked(newer...)
 	}
 	sess.mu.Unlock()
-	putStream(st)
 	if dropped > 0 {
 		sess.srv.log.Warn("standalone stream backlog full: dropped oldest messages",
 			"session", sess.id, "dropped", dropped)
