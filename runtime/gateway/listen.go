@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
-	"github.com/edge-mcp/edge-mcp/internal/compress"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
@@ -45,7 +44,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle(auth.MetadataPath+"/", meta)
 	var h http.Handler = mux
 	if c := g.config().Observability.Compression; c == nil || *c {
-		h = compress.Middleware(mux, compress.Options{})
+		h = compressed(mux)
 	}
 	// One Origin/Host guard in front of every surface: a web page must not
 	// reach /v1/tools/call, /status or /metrics through a visitor's browser
