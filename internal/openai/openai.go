@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 var (
@@ -160,69 +162,35 @@ func NormalizeResult(callToolResult json.RawMessage) (Result, error) {
 }
 
 // jsonMember is one member of a JSON object, its value undecoded.
-type jsonMember struct {
-	key string
-	val json.RawMessage
-}
+type jsonMember = jsonscan.KeyValue
 
 // objectMembers returns the members of the JSON object raw, in order
-// (duplicates included). raw must be valid JSON.
+// (duplicates included).
 func objectMembers(raw json.RawMessage) ([]jsonMember, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	m, err := jsonscan.ObjectMembers(raw)
+	if m == nil {
 		return nil, fmt.Errorf("%s, not an object", kind(raw))
 	}
-	var out []jsonMember
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, err
-		}
-		out = append(out, jsonMember{tok.(string), val})
-	}
-	return out, nil
+	return m, err
 }
 
-// arrayElements returns the elements of the JSON array raw (which must be
-// valid JSON).
-func arrayElements(raw json.RawMessage) ([]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+// arrayElements returns the elements of the JSON array raw.
+func arrayElements(raw json.RawMessage) ([][]byte, error) {
+	e, err := jsonscan.ArrayElements(raw)
+	if e == nil {
 		return nil, fmt.Errorf("%s, not an array", kind(raw))
 	}
-	var out []json.RawMessage
-	for dec.More() {
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, err
-		}
-		out = append(out, val)
-	}
-	return out, nil
+	return e, err
 }
 
 // member returns the value of the last member named key (the one
 // encoding/json would decode), or nil.
-func member(m []jsonMember, key string) json.RawMessage {
-	for i := len(m) - 1; i >= 0; i-- {
-		if m[i].key == key {
-			return m[i].val
-		}
-	}
-	return nil
-}
+func member(m []jsonMember, key string) json.RawMessage { return jsonscan.Lookup(m, key) }
 
 // stringMember returns the member named key when it is a string, or "".
 func stringMember(m []jsonMember, key string) string {
-	var s string
-	if raw := member(m, key); len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return ""
+	s, _ := jsonscan.StringValue(member(m, key))
+	return s
 }
 
 // kind names the JSON type of the valid JSON value raw, for error messages.

@@ -49,12 +49,12 @@ func parameters(raw json.RawMessage) (json.RawMessage, error) {
 	// encoding/json would decode, is kept.
 	last := map[string]int{}
 	for i, mem := range m {
-		last[mem.key] = i
+		last[mem.Key] = i
 	}
 	var out []byte
 	var hasType, hasProps bool
 	for i, mem := range m {
-		switch mem.key {
+		switch mem.Key {
 		case "$schema", "$id":
 			continue
 		case "type":
@@ -62,14 +62,14 @@ func parameters(raw json.RawMessage) (json.RawMessage, error) {
 				continue
 			}
 			hasType = true
-			mem.val = json.RawMessage(`"object"`)
+			mem.Value = json.RawMessage(`"object"`)
 		case "properties":
 			if i != last["properties"] {
 				continue
 			}
 			hasProps = true
-			if v := bytes.TrimSpace(mem.val); len(v) == 0 || v[0] != '{' {
-				mem.val = json.RawMessage(`{}`)
+			if v := bytes.TrimSpace(mem.Value); len(v) == 0 || v[0] != '{' {
+				mem.Value = json.RawMessage(`{}`)
 			}
 		}
 		if out, err = appendMember(out, mem, 0); err != nil {
@@ -99,18 +99,18 @@ func parameters(raw json.RawMessage) (json.RawMessage, error) {
 // appendMember appends `"key":value,` with value cleaned as the keyword key
 // requires.
 func appendMember(dst []byte, mem jsonMember, depth int) ([]byte, error) {
-	dst = appendString(dst, mem.key)
+	dst = appendString(dst, mem.Key)
 	dst = append(dst, ':')
 	var err error
 	switch {
-	case dataKeywords[mem.key]:
-		dst = append(dst, mem.val...)
-	case schemaMapKeywords[mem.key] && isObject(mem.val):
-		dst, err = appendSchemaMap(dst, mem.val, depth+1)
-	case isArray(mem.val):
-		dst, err = appendEach(dst, mem.val, depth+1)
+	case dataKeywords[mem.Key]:
+		dst = append(dst, mem.Value...)
+	case schemaMapKeywords[mem.Key] && isObject(mem.Value):
+		dst, err = appendSchemaMap(dst, mem.Value, depth+1)
+	case isArray(mem.Value):
+		dst, err = appendEach(dst, mem.Value, depth+1)
 	default:
-		dst, err = appendSchema(dst, mem.val, depth+1)
+		dst, err = appendSchema(dst, mem.Value, depth+1)
 	}
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func appendSchema(dst []byte, raw json.RawMessage, depth int) ([]byte, error) {
 	}
 	dst = append(dst, '{')
 	for _, mem := range m {
-		if mem.key == "$schema" {
+		if mem.Key == "$schema" {
 			continue
 		}
 		if dst, err = appendMember(dst, mem, depth); err != nil {
@@ -175,9 +175,9 @@ func appendSchemaMap(dst []byte, raw json.RawMessage, depth int) ([]byte, error)
 	}
 	dst = append(dst, '{')
 	for _, mem := range m {
-		dst = appendString(dst, mem.key)
+		dst = appendString(dst, mem.Key)
 		dst = append(dst, ':')
-		if dst, err = appendSchema(dst, mem.val, depth); err != nil {
+		if dst, err = appendSchema(dst, mem.Value, depth); err != nil {
 			return nil, err
 		}
 		dst = append(dst, ',')

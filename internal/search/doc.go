@@ -1,9 +1,10 @@
 package search
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // DocFromTool builds the document for an MCP tool definition (an element of a
@@ -53,8 +54,8 @@ func DocFromTool(key string, tool json.RawMessage) Doc {
 // appendParam appends a property's name and description, and with nested
 // those of its own properties (or its items' properties).
 func appendParam(params []string, p jsonMember, nested bool) []string {
-	params = append(params, p.key)
-	pm := members(p.val)
+	params = append(params, p.Key)
+	pm := members(p.Value)
 	if desc := stringMember(pm, "description"); desc != "" {
 		params = append(params, desc)
 	} else if title := stringMember(pm, "title"); title != "" {
@@ -74,62 +75,22 @@ func appendParam(params []string, p jsonMember, nested bool) []string {
 }
 
 // jsonMember is one member of a JSON object, its value undecoded.
-type jsonMember struct {
-	key string
-	val json.RawMessage
-}
+type jsonMember = jsonscan.KeyValue
 
 // members returns the members of the JSON object raw in order, or nil when
 // raw is not an object. Malformed input yields the members read before the
 // fault.
 func members(raw json.RawMessage) []jsonMember {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return nil
-	}
-	out := []jsonMember{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return out
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return out
-		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return out
-		}
-		out = append(out, jsonMember{key, val})
-	}
-	return out
+	m, _ := jsonscan.ObjectMembers(raw)
+	return m
 }
 
 // member returns the value of the last member named key, as encoding/json
 // would decode it, or nil.
-func member(m []jsonMember, key string) json.RawMessage {
-	for i := len(m) - 1; i >= 0; i-- {
-		if m[i].key == key {
-			return m[i].val
-		}
-	}
-	return nil
-}
+func member(m []jsonMember, key string) json.RawMessage { return jsonscan.Lookup(m, key) }
 
 // stringMember returns the member named key when it is a JSON string, or "".
 func stringMember(m []jsonMember, key string) string {
-	raw := member(m, key)
-	if len(raw) == 0 || raw[0] != '"' {
-		return ""
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return ""
-	}
+	s, _ := jsonscan.StringValue(member(m, key))
 	return s
 }

@@ -21,15 +21,15 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/cluster", "runtime/oauth", "policy/...", "transports", "internal/...", "guest/jsontext", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/cluster", "runtime/oauth", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
 	{"runtime/cluster", []string{"runtime/config", "internal/..."}},
 	{"runtime/config", []string{"policy/spec", "internal/..."}},
 	{"runtime/oauth", []string{"runtime/config", "internal/..."}},
 	{"policy/spec", nil},
-	{"policy/...", []string{"policy/...", "internal/...", "guest/jsontext", "guest/glob", "guest/abi"}},
-	{"transports", []string{"internal/...", "guest/jsontext"}},
-	{"internal/...", []string{"internal/...", "guest/jsontext", "guest/glob"}},
+	{"policy/...", []string{"policy/...", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
+	{"transports", []string{"internal/...", "guest/jsonscan"}},
+	{"internal/...", []string{"internal/...", "guest/jsonscan", "guest/glob"}},
 	{"guest/...", []string{"guest/..."}},
 	{"wasm-examples/...", []string{"guest/...", "wasm-examples/..."}},
 }

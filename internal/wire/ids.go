@@ -6,7 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // A decoded id is built with jsonrpc.MakeID, go-sdk's own constructor:
@@ -33,13 +33,13 @@ func (st *idStore) str(raw []byte, escaped bool) string {
 	}
 	free := st.buf[st.off:]
 	if len(raw) > len(free) {
-		return jsontext.UnquoteContent(raw, escaped)
+		return jsonscan.UnquoteContent(raw, escaped)
 	}
 	var out []byte
 	if !escaped && utf8.Valid(raw) {
 		out = append(free[:0], raw...)
 	} else {
-		out = jsontext.AppendUnquoted(free[:0], raw)
+		out = jsonscan.AppendUnquoted(free[:0], raw)
 	}
 	if len(out) > len(free) {
 		// Replacing invalid UTF-8 can make the string longer than raw; out

@@ -5,7 +5,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // Sentinels wrapped by the errors Decode returns, so that a caller can answer
@@ -25,10 +25,10 @@ type wireError struct {
 func (e *wireError) Error() string { return e.msg }
 func (e *wireError) Unwrap() error { return e.code }
 
-// parseError turns an error of the scanner (package jsontext), which reports
+// parseError turns an error of the scanner (package jsonscan), which reports
 // malformed JSON, into a parse error.
 func parseError(err error) error {
-	if se, ok := err.(*jsontext.SyntaxError); ok {
+	if se, ok := err.(*jsonscan.SyntaxError); ok {
 		return &wireError{msg: fmt.Sprintf("wire: invalid JSON at offset %d: %s", se.Offset, se.Msg), code: errParse}
 	}
 	return &wireError{msg: "wire: invalid JSON: " + err.Error(), code: errParse}
@@ -40,27 +40,27 @@ func invalidError(format string, args ...any) error {
 }
 
 // member is one top-level member of an object.
-type member = jsontext.Member
+type member = jsonscan.Member
 
 // objectIter walks the members of a JSON object, validating it; its errors
 // are parse errors.
-type objectIter struct{ jsontext.ObjectIter }
+type objectIter struct{ jsonscan.ObjectIter }
 
 // newObjectIter starts iterating the object at data[i] (after whitespace);
 // depth is the object's own nesting depth (1 for a top-level object). what
 // names the value in the error returned when it is valid JSON but not an
 // object.
 func newObjectIter(data []byte, i, depth int, what string) (objectIter, error) {
-	i = jsontext.SkipSpace(data, i)
+	i = jsonscan.SkipSpace(data, i)
 	if i < len(data) && data[i] == '{' {
-		return objectIter{jsontext.NewObjectIter(data, i, depth)}, nil
+		return objectIter{jsonscan.NewObjectIter(data, i, depth)}, nil
 	}
-	end, err := jsontext.SkipNested(data, i, depth-1)
+	end, err := jsonscan.SkipNested(data, i, depth-1)
 	if err != nil {
 		return objectIter{}, parseError(err)
 	}
 	if depth == 1 {
-		if err := jsontext.Finish(data, end); err != nil {
+		if err := jsonscan.Finish(data, end); err != nil {
 			return objectIter{}, parseError(err)
 		}
 	}
@@ -78,7 +78,7 @@ func (it *objectIter) next() (m member, ok bool, err error) {
 
 // finish checks that only whitespace follows the (top-level) object.
 func (it *objectIter) finish(data []byte) error {
-	if err := jsontext.Finish(data, it.Pos()); err != nil {
+	if err := jsonscan.Finish(data, it.Pos()); err != nil {
 		return parseError(err)
 	}
 	return nil
@@ -107,4 +107,4 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // surrounded by whitespace, with the same rules as encoding/json's Valid:
 // nesting deeper than 10000 is rejected and invalid UTF-8 inside strings is
 // accepted.
-func Valid(data []byte) bool { return jsontext.Valid(data) }
+func Valid(data []byte) bool { return jsonscan.Valid(data) }

@@ -5,13 +5,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // AppendString appends s to dst as a JSON string. Quotes, backslashes and
 // control characters are escaped; invalid UTF-8 is replaced by U+FFFD, as
 // encoding/json does. HTML characters are not escaped.
-func AppendString(dst []byte, s string) []byte { return jsontext.AppendString(dst, s) }
+func AppendString(dst []byte, s string) []byte { return jsonscan.AppendString(dst, s) }
 
 // AppendID appends the JSON form of id to dst: a string, an integer, or null
 // for an invalid (zero) id.
@@ -29,7 +29,7 @@ func AppendID(dst []byte, id jsonrpc.ID) []byte {
 // surrounded by whitespace), and whether raw was one. Escapes are decoded;
 // invalid UTF-8 and unpaired surrogates become U+FFFD, as in encoding/json.
 func Unquote(raw []byte) (string, bool) {
-	s, err := jsontext.Unquote(raw)
+	s, err := jsonscan.Unquote(raw)
 	return s, err == nil
 }
 

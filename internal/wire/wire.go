@@ -18,7 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // maxExactInt is the largest magnitude of an integer id: go-sdk ids pass
@@ -207,7 +207,7 @@ func (d *decoder) response(data []byte) (jsonrpc.Message, error) {
 	if d.haveError {
 		e := &jsonrpc.Error{Code: d.werr.code}
 		if d.werr.haveMessage {
-			e.Message = jsontext.UnquoteContent(strContent(data, d.werr.message), d.werr.message.ValEscaped)
+			e.Message = jsonscan.UnquoteContent(strContent(data, d.werr.message), d.werr.message.ValEscaped)
 		}
 		if d.werr.haveData {
 			e.Data = sub(data, d.werr.data)
@@ -372,7 +372,7 @@ func messageKey(data []byte, m member) messageKeyKind {
 			return keyOther
 		}
 		var buf [42]byte
-		raw = jsontext.AppendUnquoted(buf[:0], raw)
+		raw = jsonscan.AppendUnquoted(buf[:0], raw)
 	}
 	switch string(raw) {
 	case "jsonrpc":

@@ -41,7 +41,7 @@ import (
 	"math/bits"
 	"strings"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // Kind names a class of secret.
@@ -215,9 +215,9 @@ type ConfigError struct{ Msg string }
 func (e *ConfigError) Error() string { return "redact config: " + e.Msg }
 
 // jsonEscape returns s as it appears inside a JSON string written by the
-// gateway (package jsontext).
+// gateway (package jsonscan).
 func jsonEscape(s string) []byte {
-	q := jsontext.AppendString(nil, s)
+	q := jsonscan.AppendString(nil, s)
 	return q[1 : len(q)-1]
 }
 

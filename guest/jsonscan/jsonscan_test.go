@@ -1,4 +1,4 @@
-package jsontext
+package jsonscan
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func TestValid(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
-		{``, "jsontext: invalid JSON at offset 0: unexpected end of input looking for beginning of value"},
+		{``, "jsonscan: invalid JSON at offset 0: unexpected end of input looking for beginning of value"},
 		{`[1,2}`, "offset 4: invalid character '}' after array element"},
 		{`{"a" 1}`, "offset 5: invalid character '1' after object key"},
 		{"\"a\tb\"", `offset 2: invalid character '\t' in string literal`},
@@ -173,7 +173,7 @@ func TestIterators(t *testing.T) {
 	}
 }
 
-// FuzzScanner checks jsontext against encoding/json: Valid agrees with
+// FuzzScanner checks jsonscan against encoding/json: Valid agrees with
 // json.Valid; every string literal SkipValue accepts unquotes to what
 // json.Unmarshal gives; every number it accepts is one json.Unmarshal
 // accepts; AppendString output unmarshals to the input (each invalid UTF-8
@@ -195,7 +195,7 @@ func FuzzScanner(f *testing.F) {
 }
 
 // checkScalar compares how b, when it is a single string or number, is
-// read by jsontext and by encoding/json.
+// read by jsonscan and by encoding/json.
 func checkScalar(t *testing.T, b []byte) {
 	i := SkipSpace(b, 0)
 	if i >= len(b) || (b[i] != '"' && b[i] != '-' && !isDigit(b[i])) {

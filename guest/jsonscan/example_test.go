@@ -1,24 +1,24 @@
-package jsontext_test
+package jsonscan_test
 
 import (
 	"fmt"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 func Example() {
 	doc := []byte(`{"tool":"search","args":{"q":"caf\u00e9","limit":10}}`)
-	if !jsontext.Valid(doc) {
+	if !jsonscan.Valid(doc) {
 		return
 	}
-	_, err := jsontext.Members(doc, 0, func(m jsontext.Member) bool {
+	_, err := jsonscan.Members(doc, 0, func(m jsonscan.Member) bool {
 		if m.KeyIs(doc, "tool") {
-			tool, _ := jsontext.Unquote(m.Value(doc))
+			tool, _ := jsonscan.Unquote(m.Value(doc))
 			fmt.Println("tool:", tool)
 		}
 		if m.KeyIs(doc, "args") {
 			args := m.Value(doc)
-			_, _ = jsontext.Members(args, 0, func(a jsontext.Member) bool {
+			_, _ = jsonscan.Members(args, 0, func(a jsonscan.Member) bool {
 				fmt.Printf("arg %s = %s\n", a.Key(args), a.Value(args))
 				return true
 			})
@@ -27,7 +27,7 @@ func Example() {
 	})
 	fmt.Println("error:", err)
 
-	out := jsontext.AppendString([]byte(`{"note":`), "tab\there, \"quoted\", bad \xff byte")
+	out := jsonscan.AppendString([]byte(`{"note":`), "tab\there, \"quoted\", bad \xff byte")
 	fmt.Println(string(append(out, '}')))
 	// Output:
 	// tool: search
