@@ -38,6 +38,30 @@
 // each event stream (SEP-1699). The store is guarded by its session's lock
 // and is dropped with the session.
 //
+// # Why streamable HTTP is implemented here
+//
+// streamable_client.go and streamable_server.go (with _stateless, _resume,
+// _fleet and _v2026) speak the protocol that go-sdk's mcp/streamable.go
+// speaks, and go-sdk's StreamableHTTPHandler and StreamableClientTransport
+// would serve a plain client or server. A gateway needs what they do not
+// offer as hooks: a [ByteBudget] charged with an upstream answer's bytes
+// while they are read, shared by every upstream, so that greedy servers
+// get an error instead of the process's memory; the [StreamableFleet]
+// hooks, with which replicas of a fleet name sessions, adopt each other's
+// session ids and hand standalone-stream messages to the replica holding
+// the GET; resumption bounded per session ([StreamableServerOptions].EventStoreSize)
+// that falls back to a fresh stream announcing list_changed; one Connection
+// per 2026-07-28 request ([OneRequest]); an answer handed to the call on
+// the goroutine that posted it ([StreamReader]); and a synthesized answer
+// for every accepted request the server fails to answer. The cost is a
+// second implementation of one protocol. So that the two cannot drift,
+// runtime/gateway's TestConformance2026ThroughGateway runs every server
+// scenario of the conformance suite (--suite all, and each revision's
+// required set) against go-sdk's everything-server directly and through
+// edge-mcp, which is this package on both sides, and fails on any check
+// that passes directly but not through; TestStreamableServerGoSDKClient
+// and the go-sdk clients of the gateway tests speak to the server side.
+//
 // # Concurrency and lifetime
 //
 // Every Connection of this package follows the go-sdk's contract: Read must

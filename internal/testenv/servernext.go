@@ -43,11 +43,25 @@ func (c ServerChecks) Counts() (passed, failed int) {
 // five minutes or writes no results.
 func RunConformanceNextServer(t testing.TB, url, requirements string) ServerChecks {
 	t.Helper()
+	return runConformanceNextServer(t, url, "--requirements", requirements)
+}
+
+// RunConformanceNextServerAll is RunConformanceNextServer for every server
+// scenario of the suite (`--suite all`: pending and draft ones too, of
+// every spec revision).
+func RunConformanceNextServerAll(t testing.TB, url string) ServerChecks {
+	t.Helper()
+	return runConformanceNextServer(t, url, "--suite", "all")
+}
+
+func runConformanceNextServer(t testing.TB, url string, selection ...string) ServerChecks {
+	t.Helper()
 	node, suite := Node(t), ConformanceNext(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--requirements", requirements, "-o", filepath.Join(dir, "out"))
+	args := append([]string{suite, "server", "--url", url}, selection...)
+	cmd := exec.CommandContext(ctx, node, append(args, "-o", filepath.Join(dir, "out"))...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"), "NO_COLOR=1")
 	out, _ := cmd.CombinedOutput() // exit status 1 when a scenario fails: the checks say which

@@ -29,20 +29,27 @@ func TestConformance2026ThroughGateway(t *testing.T) {
 		t.Skip("conformance suite: skipped in -short mode")
 	}
 	for _, tc := range []struct {
-		requirements string
-		same         bool // every check's status equal; else: what passes directly passes through
+		requirements string // "all": every scenario of the suite (--suite all)
+		same         bool   // every check's status equal; else: what passes directly passes through
 	}{
 		{"2026-07-28", true},
 		{"2025-11-25", false},
+		{"all", false},
 	} {
 		t.Run(tc.requirements, func(t *testing.T) {
-			direct := testenv.RunConformanceNextServer(t, testenv.StartEverythingServerStateless(t), tc.requirements)
+			run := func(url string) testenv.ServerChecks {
+				if tc.requirements == "all" {
+					return testenv.RunConformanceNextServerAll(t, url)
+				}
+				return testenv.RunConformanceNextServer(t, url, tc.requirements)
+			}
+			direct := run(testenv.StartEverythingServerStateless(t))
 			up := testenv.StartEverythingServerStateless(t)
 			url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"everything": {"url": %q}`, up)), Options{})
-			through := testenv.RunConformanceNextServer(t, url, tc.requirements)
+			through := run(url)
 			dp, df := direct.Counts()
 			tp, tf := through.Counts()
-			t.Logf("--requirements %s: directly %d passed, %d failed; through edge-mcp %d passed, %d failed", tc.requirements, dp, df, tp, tf)
+			t.Logf("%s: directly %d passed, %d failed; through edge-mcp %d passed, %d failed", tc.requirements, dp, df, tp, tf)
 			for _, name := range slices.Sorted(maps.Keys(direct)) {
 				got, ok := through[name]
 				// The tasks extension is unscored and the gateway routes
