@@ -63,7 +63,7 @@ const fleetSecret = "fleet-test-secret-0123456789abcdef0123"
 func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string) *replica {
 	t.Helper()
 	js := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}, "state_dir": %q%s},
-		"cluster": {"nats_url": %q, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, natsURL, fleetSecret, name)
+		"cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, natsURL, fleetSecret, name)
 	cfgPath := filepath.Join(t.TempDir(), name+".json")
 	if err := os.WriteFile(cfgPath, []byte(js), 0o600); err != nil {
 		t.Fatal(err)

@@ -97,7 +97,7 @@ func (f *testFleet) startReplica(t testing.TB, i int, servers string) (*Gateway,
 	if f.clusterExtra != "" {
 		extra = ", " + f.clusterExtra
 	}
-	js := strings.TrimSuffix(servers, "}") + fmt.Sprintf(`, "cluster": {"nats_url": %q, "name": "tf", "secret": %q, "replica": "r%d"%s}}`,
+	js := strings.TrimSuffix(servers, "}") + fmt.Sprintf(`, "cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "tf", "secret": %q, "replica": "r%d"%s}}`,
 		f.nats.ClientURL(), testFleetSecret, i, extra)
 	cfg, err := config.Parse("test.json", []byte(js))
 	if err != nil {

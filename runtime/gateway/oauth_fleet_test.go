@@ -40,7 +40,7 @@ func startOAuthReplica(t *testing.T, entry, natsURL, replica string) *oauthGatew
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	js := fmt.Sprintf(`{"mcpServers": {"up": %s}, "admin": {"state_dir": %q}, "audit": {"path": %q},
 		"oauth": {"pending_wait": 5, "redirect_url": %q, "key": %q},
-		"cluster": {"nats_url": %q, "name": "oafleet", "secret": "fleet-secret-fleet-secret-fleet-secret", "replica": %q}}`,
+		"cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "oafleet", "secret": "fleet-secret-fleet-secret-fleet-secret", "replica": %q}}`,
 		entry, t.TempDir(), audit, base+"/oauth/callback", hex.EncodeToString(fleetOAuthKey), natsURL, replica)
 	return serveOAuthGateway(t, ln, base, audit, js)
 }
@@ -314,7 +314,7 @@ func TestOAuthFleetRefreshRotation(t *testing.T) {
 // no oauth.key refuses to start, naming the key.
 func TestOAuthFleetNeedsSharedKey(t *testing.T) {
 	cfg, err := config.Parse("test.json", []byte(`{"mcpServers": {"up": {"url": "http://127.0.0.1:1/mcp", "oauth": {}}},
-		"cluster": {"nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
+		"cluster": {"allow_anonymous_nats": true, "nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestOAuthFleetNeedsSharedKey(t *testing.T) {
 
 	// Started without OAuth servers, a reload adding one is refused too.
 	plain, err := config.Parse("test.json", []byte(`{"mcpServers": {},
-		"cluster": {"nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
+		"cluster": {"allow_anonymous_nats": true, "nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
