@@ -155,7 +155,7 @@ func StartAuth(t testing.TB, prefix string) *Auth {
 // JetStream API, replies. deploy/fleet/fleet.sh and the README grant the
 // same.
 func FleetPermissions(prefix string) *server.Permissions {
-	allow := []string{prefix + ".>", "_INBOX.>", "$JS.API.>", "$JS.ACK.>", "$O." + prefix + "_modules.>"}
+	allow := []string{prefix + ".>", "_INBOX.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O." + prefix + "_modules.>"}
 	for _, b := range []string{"control", "sessions", "members", "rates", "oauth"} {
 		allow = append(allow, "$KV."+prefix+"_"+b+".>")
 	}

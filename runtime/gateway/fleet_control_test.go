@@ -62,8 +62,25 @@ const fleetSecret = "fleet-test-secret-0123456789abcdef0123"
 // to the admin section of its config. stop closes it (also at cleanup).
 func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string) *replica {
 	t.Helper()
+	return startReplicaOn(t, fleetNATS{url: natsURL}, name, upstream, stateDir, extra)
+}
+
+// fleetNATS is where a test fleet's NATS is and how a replica gets in:
+// with the nkey seed in nkey, or anonymously (allow_anonymous_nats).
+type fleetNATS struct{ url, nkey string }
+
+func (n fleetNATS) clusterKeys() string {
+	if n.nkey != "" {
+		return fmt.Sprintf(`"nats_url": %q, "nats_nkey": %q`, n.url, n.nkey)
+	}
+	return fmt.Sprintf(`"nats_url": %q, "allow_anonymous_nats": true`, n.url)
+}
+
+// startReplicaOn is startReplica on the NATS ns.
+func startReplicaOn(t *testing.T, ns fleetNATS, name, upstream, stateDir, extra string) *replica {
+	t.Helper()
 	js := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}, "state_dir": %q%s},
-		"cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, natsURL, fleetSecret, name)
+		"cluster": {%s, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, ns.clusterKeys(), fleetSecret, name)
 	cfgPath := filepath.Join(t.TempDir(), name+".json")
 	if err := os.WriteFile(cfgPath, []byte(js), 0o600); err != nil {
 		t.Fatal(err)
