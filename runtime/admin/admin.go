@@ -26,7 +26,7 @@ type Operations interface {
 	UploadModule(ctx context.Context, up Upload) (ModuleInfo, error)
 	ListModules() ([]ModuleInfo, error)
 	GetModule(name string) (ModuleInfo, error)
-	DeleteModule(name string) error
+	DeleteModule(ctx context.Context, name string) error
 	// RollbackModule activates the version before the active one.
 	RollbackModule(ctx context.Context, name string) (ModuleInfo, error)
 

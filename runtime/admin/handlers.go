@@ -79,7 +79,7 @@ func (s *Server) putModule(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteModule(w http.ResponseWriter, r *http.Request) {
 	name, err := moduleName(r)
 	if err == nil {
-		err = s.ops.DeleteModule(name)
+		err = s.ops.DeleteModule(r.Context(), name)
 	}
 	if err != nil {
 		s.writeError(w, err)

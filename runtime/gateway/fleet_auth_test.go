@@ -247,3 +247,30 @@ func postPing(t *testing.T, url, sid string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestFleetAuditsRemoteAdminChanges: an admin change made through one
+// replica is audited by the others when they activate it, with the admin
+// identity and the replica it was made on.
+func TestFleetAuditsRemoteAdminChanges(t *testing.T) {
+	ns := natstest.Start(t)
+	up := vaultServer(t, "vault", make(chan string, 1))
+	fleet := startControlFleet(t, ns.ClientURL(), up, 2)
+	a, b := fleet[0], fleet[1]
+	redact := w.Example(t, "redact-secrets")
+	uploadAndAttach(t, a, redact)
+	waitFor(t, "guard on b", func() bool { return activeDigest(t, b, "guard") == digestOf(redact) })
+	for _, action := range []string{"module.upload", "policy.attach"} {
+		waitFor(t, "b to audit "+action, func() bool {
+			for _, line := range strings.Split(b.logs.String(), "\n") {
+				if strings.Contains(line, "msg=audit") && strings.Contains(line, "action="+action) &&
+					strings.Contains(line, "identity=ops") && strings.Contains(line, `made on replica \"a\"`) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if strings.Contains(a.logs.String(), "through the fleet") {
+		t.Error("a audited its own change as one from the fleet")
+	}
+}

@@ -147,6 +147,7 @@ func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
 	}
 	fc.appliedLocked(e.Revision, rec)
 	fc.g.log.Info("cluster: fleet policies activated", "revision", e.Revision, "digest", rec.digest())
+	fc.auditRemote(e.Revision, rec)
 }
 
 // refuse records and logs a revision this replica did not activate.
