@@ -4,7 +4,8 @@
 //
 // Everything of a fleet lives under one prefix, the fleet's name: subjects
 // "<name>.…", JetStream buckets "<name>_…". Several fleets may share one
-// NATS. Every message read from NATS is validated before use.
+// NATS. Every message and record read from NATS is opened with the
+// fleet's keys (seal.go) and validated before use.
 package cluster
 
 import (

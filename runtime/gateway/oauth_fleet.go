@@ -52,9 +52,28 @@ func (g *Gateway) openFleetOAuth(node *cluster.Node) error {
 	}
 	open := func(ctx context.Context) (jetstream.KeyValue, error) { return openOAuthBucket(ctx, node) }
 	g.oauthKV = oauth.NewKVStore(open, node.Connected, sealer, g.log, g.oauth.Changed)
-	g.oauth.UseFleet(g.oauthKV, oauth.NewNATSRelay(node.Conn(), node.Subject("oauth", "callback"), g.log))
+	g.oauth.UseFleet(g.oauthKV, oauth.NewNATSRelay(oauthBus{node}, node.Subject("oauth", "callback"), g.log))
 	return nil
 }
+
+// oauthBus carries the OAuth relay's messages sealed by the fleet.
+type oauthBus struct{ n *cluster.Node }
+
+func (b oauthBus) Subscribe(subject string, fn func([]byte, func([]byte) error)) (func(), error) {
+	sub, err := b.n.Subscribe(subject, "a forwarded authorization redirect", func(m *cluster.Msg) { fn(m.Data, m.Respond) })
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+func (b oauthBus) Request(ctx context.Context, subject string, body []byte) ([]byte, error) {
+	return b.n.Request(ctx, subject, body)
+}
+
+func (b oauthBus) Flush(timeout time.Duration) error { return b.n.Conn().FlushTimeout(timeout) }
+
+func (b oauthBus) Connected() bool { return b.n.Connected() }
 
 // openOAuthBucket creates (or opens) the token bucket: file storage, so
 // tokens outlive a NATS restart, replicated on a NATS cluster.
