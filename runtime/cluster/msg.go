@@ -91,7 +91,7 @@ func (n *Node) refused(what, where string, err error) {
 	}
 	reason := "not sealed by this fleet (no replica of it wrote this: someone else on NATS, or a replica with another cluster.secret)"
 	if errors.Is(err, ErrReplayed) {
-		reason = "a replay of something a replica wrote earlier"
+		reason = "stale or replayed (a replica wrote it, but earlier: a replay, a message held up too long, or clocks apart)"
 	}
 	n.log.Warn("cluster: refused "+what+" from NATS: "+reason, "subject", where, "err", err, "refused", n.refusal.count.Load())
 }

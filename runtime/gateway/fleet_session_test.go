@@ -583,7 +583,7 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 	for i := range f.gws {
 		r := cluster.Token(fmt.Sprintf("r%d", i))
 		for _, g := range garbage {
-			for _, subj := range []string{n.Subject("sess", cluster.Token(sid), "out"), n.Subject("replica", r, "answer"), n.Subject("cancel")} {
+			for _, subj := range []string{n.Subject("sess", n.Route(sid), "out"), n.Subject("replica", r, "answer"), n.Subject("cancel")} {
 				if err := nc.Publish(subj, g); err != nil {
 					t.Fatal(err)
 				}
