@@ -403,6 +403,19 @@ func TestFleetControlPinDecisions(t *testing.T) {
 	if has(sa) {
 		t.Error("a serves the rejected definition")
 	}
+	// Each replica audited the decision the other made, with who made it.
+	for _, c := range []struct {
+		r      *replica
+		action string
+		from   string
+	}{{b, "tool.approve", "a"}, {a, "tool.reject", "b"}} {
+		if !slices.ContainsFunc(strings.Split(c.r.logs.String(), "\n"), func(l string) bool {
+			return strings.Contains(l, "msg=audit") && strings.Contains(l, "action="+c.action) && strings.Contains(l, "identity=ops") &&
+				strings.Contains(l, `made on replica \"`+c.from+`\"`)
+		}) {
+			t.Errorf("%s did not audit the %s made on %s", c.r.name, c.action, c.from)
+		}
+	}
 }
 
 // TestFleetControlSignaturesCheckedPerReplica: a replica that requires
