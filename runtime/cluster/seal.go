@@ -57,6 +57,10 @@ var ErrForged = errors.New("not sealed by this fleet")
 // before or is too old.
 var ErrReplayed = errors.New("replayed or stale")
 
+// IsRefused reports an error of opening: forged, stale or replayed
+// (already logged where it was refused).
+func IsRefused(err error) bool { return errors.Is(err, ErrForged) || errors.Is(err, ErrReplayed) }
+
 // Keys seal and open the fleet's messages and records and hash the ids
 // its subjects route by. Safe for concurrent use.
 type Keys struct {
@@ -226,8 +230,10 @@ func (k *Keys) Next(prev time.Time) time.Time {
 	return now
 }
 
-// nonceCache remembers the nonces of the messages opened within the last
-// MaxMessageAge or two, in two generations swapped every MaxMessageAge.
+// nonceCache remembers the nonces of the messages opened lately, in two
+// generations swapped every 2·MaxMessageAge: a nonce is kept at least
+// that long after it was opened, as long as a message sealed up to
+// MaxMessageAge ahead of this replica's clock is accepted.
 type nonceCache struct {
 	mu        sync.Mutex
 	cur, prev map[[chacha20poly1305.NonceSizeX]byte]struct{}
@@ -244,7 +250,7 @@ func (c *nonceCache) add(nonce []byte, now time.Time) bool {
 	copy(n[:], nonce)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cur == nil || now.Sub(c.since) > MaxMessageAge {
+	if c.cur == nil || now.Sub(c.since) > 2*MaxMessageAge {
 		c.prev, c.cur, c.since = c.cur, map[[chacha20poly1305.NonceSizeX]byte]struct{}{}, now
 	}
 	if _, ok := c.cur[n]; ok {

@@ -189,6 +189,8 @@ func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
 		// No replica holds a GET stream: keep it here until one opens
 		// (then Rehome hands it over).
 		return false
+	case cluster.IsRefused(err):
+		return false // a reply no replica sealed (logged): keep it here
 	default:
 		fs.log.Warn("cluster: handing a message to a session's stream", "subject", subj, "err", err)
 		// Timed out: it may have arrived, do not repeat it.

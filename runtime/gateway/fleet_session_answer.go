@@ -88,6 +88,7 @@ func (fs *fleetSessions) sendAnswer(session, replica string, r *jsonrpc.Response
 	defer cancel()
 	reply, err := fs.node.Request(ctx, subj, b)
 	switch {
+	case cluster.IsRefused(err): // logged
 	case err != nil:
 		fs.log.Warn("cluster: the replica waiting for a client's answer did not take it (gone?)", "replica", replica, "err", err)
 	case string(reply) != "ok":
