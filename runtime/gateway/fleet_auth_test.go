@@ -274,3 +274,54 @@ func TestFleetAuditsRemoteAdminChanges(t *testing.T) {
 		t.Error("a audited its own change as one from the fleet")
 	}
 }
+
+// TestFleetSecretRotation: in the middle of a rotation (a seals with the
+// old secret and opens the new, b the other way round) each replica takes
+// what the other seals: policy records, session tokens, session records;
+// a third replica with a secret of neither is refused by both.
+func TestFleetSecretRotation(t *testing.T) {
+	const oldS, newS, otherS = "old-fleet-secret-0123456789abcdef", "new-fleet-secret-0123456789abcdef", "other-secret-0123456789abcdef0123"
+	ns := natstest.Start(t)
+	up := vaultServer(t, "vault", make(chan string, 1))
+	a := startReplicaOn(t, fleetNATS{url: ns.ClientURL(), secrets: []string{oldS, newS}}, "a", up, t.TempDir(), "")
+	b := startReplicaOn(t, fleetNATS{url: ns.ClientURL(), secrets: []string{newS, oldS}}, "b", up, t.TempDir(), "")
+	redact := w.Example(t, "redact-secrets")
+	uploadAndAttach(t, a, redact) // sealed with old
+	waitFor(t, "guard on b", func() bool { return activeDigest(t, b, "guard") == digestOf(redact) })
+	if code, body := adminDo(t, "DELETE", b.admin+"/admin/policies/guard", nil, nil); code != http.StatusOK { // sealed with new
+		t.Fatalf("detach through b: %d %v", code, body)
+	}
+	waitFor(t, "the detach on a", func() bool { return activeDigest(t, a, "guard") == "" })
+
+	cs := connect(t, a.mcp, nil) // a token sealed with old
+	sid := cs.ID()
+	if code := postPing(t, b.mcp, sid); code != http.StatusOK {
+		t.Fatalf("b adopting a's session: %d", code)
+	}
+	req, _ := http.NewRequest("DELETE", b.mcp, nil) // a record sealed with new
+	req.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	waitFor(t, "a to see the session deleted", func() bool { return a.g.fleetSess.Load().revoked.has(recordKey(sid)) })
+
+	stranger := startReplicaOn(t, fleetNATS{url: ns.ClientURL(), secrets: []string{otherS}}, "stranger", up, t.TempDir(), "")
+	before := a.g.fleet.Refused() + b.g.fleet.Refused()
+	e, err := stranger.g.fleetCtl.ctl.Get(context.Background(), fleetPolicyKey) // refused by the stranger: not its fleet's
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stranger.g.fleetCtl.ctl.Put(context.Background(), fleetPolicyKey, []byte(`{"format":1,"modules":{},"attachments":[]}`), e.Revision); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a and b to refuse the stranger's record", func() bool { return a.g.fleet.Refused()+b.g.fleet.Refused() >= before+2 })
+	time.Sleep(1500 * time.Millisecond)
+	if a.g.fleetCtl.failed.Load() != nil || b.g.fleetCtl.failed.Load() != nil {
+		t.Error("the stranger's record reached activation")
+	}
+	if postPing(t, a.mcp, sid) != http.StatusNotFound || postPing(t, b.mcp, sid) != http.StatusNotFound {
+		t.Error("the deleted session is served again")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -66,8 +67,21 @@ func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string)
 }
 
 // fleetNATS is where a test fleet's NATS is and how a replica gets in:
-// with the nkey seed in nkey, or anonymously (allow_anonymous_nats).
-type fleetNATS struct{ url, nkey string }
+// with the nkey seed in nkey, or anonymously (allow_anonymous_nats);
+// secrets, when set, are the replica's cluster.secret list instead of
+// fleetSecret.
+type fleetNATS struct {
+	url, nkey string
+	secrets   []string
+}
+
+func (n fleetNATS) secretJSON() string {
+	if n.secrets == nil {
+		return strconv.Quote(fleetSecret)
+	}
+	b, _ := json.Marshal(n.secrets)
+	return string(b)
+}
 
 func (n fleetNATS) clusterKeys() string {
 	if n.nkey != "" {
@@ -80,7 +94,7 @@ func (n fleetNATS) clusterKeys() string {
 func startReplicaOn(t *testing.T, ns fleetNATS, name, upstream, stateDir, extra string) *replica {
 	t.Helper()
 	js := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}, "state_dir": %q%s},
-		"cluster": {%s, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, ns.clusterKeys(), fleetSecret, name)
+		"cluster": {%s, "name": "t", "secret": %s, "replica": %q}}`, upstream, adminToken, stateDir, extra, ns.clusterKeys(), ns.secretJSON(), name)
 	cfgPath := filepath.Join(t.TempDir(), name+".json")
 	if err := os.WriteFile(cfgPath, []byte(js), 0o600); err != nil {
 		t.Fatal(err)
@@ -409,12 +423,12 @@ func TestFleetControlPinDecisions(t *testing.T) {
 		action string
 		from   string
 	}{{b, "tool.approve", "a"}, {a, "tool.reject", "b"}} {
-		if !slices.ContainsFunc(strings.Split(c.r.logs.String(), "\n"), func(l string) bool {
-			return strings.Contains(l, "msg=audit") && strings.Contains(l, "action="+c.action) && strings.Contains(l, "identity=ops") &&
-				strings.Contains(l, `made on replica \"`+c.from+`\"`)
-		}) {
-			t.Errorf("%s did not audit the %s made on %s", c.r.name, c.action, c.from)
-		}
+		waitFor(t, c.r.name+" to audit the "+c.action+" made on "+c.from, func() bool {
+			return slices.ContainsFunc(strings.Split(c.r.logs.String(), "\n"), func(l string) bool {
+				return strings.Contains(l, "msg=audit") && strings.Contains(l, "action="+c.action) && strings.Contains(l, "identity=ops") &&
+					strings.Contains(l, `made on replica \"`+c.from+`\"`)
+			})
+		})
 	}
 }
 
