@@ -116,6 +116,13 @@ func (n *Node) OpenRecord(what, key string, value []byte, marks *Watermarks) ([]
 	return body, nil
 }
 
+// SealRecordAfter seals body as key's value in the bucket called what,
+// written after the newest record of key marks accepted (OpenRecord).
+func (n *Node) SealRecordAfter(what, key string, body []byte, marks *Watermarks) []byte {
+	bucket := n.Bucket(what)
+	return n.keys.SealRecord(bucket, key, n.keys.Next(marks.Latest(bucket+"/"+key)), body)
+}
+
 // SealRecord seals body as key's value in the bucket called what, written
 // after the record it replaces (prev: its sealed value; nil when none).
 func (n *Node) SealRecord(what, key string, body, prev []byte) []byte {

@@ -296,6 +296,14 @@ func (w *Watermarks) Accept(key string, at time.Time) error {
 	return nil
 }
 
+// Latest is the write time of the newest record of key accepted (zero:
+// none).
+func (w *Watermarks) Latest(key string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[key]
+}
+
 func (w *Watermarks) forgetOldestLocked() {
 	cut := time.Now().Add(-time.Hour)
 	for k, at := range w.m {
