@@ -25,15 +25,18 @@ import (
 // the config. When NATS is not reachable at start the check is made when
 // it comes; a NATS found anonymous then is left (the replica serves alone).
 
-// errNATSUnreachable says the check could not be made.
-var errNATSUnreachable = errors.New("NATS not reachable")
+// ErrNATSUnreachable says the check could not be made: no server of
+// cluster.nats_url answered.
+var ErrNATSUnreachable = errors.New("NATS not reachable")
 
 // probeTimeout bounds one bare connection.
 const probeTimeout = 2 * time.Second
 
-// checkAnonymous is nil when no server of cfg.NatsURL accepts a client
-// without credentials, errNATSUnreachable when none could be asked.
-func checkAnonymous(ctx context.Context, cfg *config.Cluster) error {
+// CheckAnonymous is nil when no server of cfg.NatsURL accepts a client
+// without credentials, ErrNATSUnreachable when none could be asked, else
+// an error naming cluster.allow_anonymous_nats. Open makes it; a gateway
+// makes it before it starts anything.
+func CheckAnonymous(ctx context.Context, cfg *config.Cluster) error {
 	asked := 0
 	for _, raw := range strings.Split(cfg.NatsURL, ",") {
 		u, err := url.Parse(strings.TrimSpace(raw))
@@ -46,19 +49,19 @@ func checkAnonymous(ctx context.Context, cfg *config.Cluster) error {
 			return fmt.Errorf("cluster.allow_anonymous_nats: the NATS server at %s accepts clients without credentials, so anyone who reaches it can delete the fleet's records and watch its traffic; "+
 				"give NATS users (nkeys or creds, with permissions on the subjects %q and the fleet's buckets) and set cluster.nats_nkey or cluster.nats_creds, "+
 				"or set cluster.allow_anonymous_nats to true if that NATS is reachable only by the fleet", u.Redacted(), cmpOr(cfg.Name, DefaultName)+".>")
-		case errors.Is(err, errNATSUnreachable):
+		case errors.Is(err, ErrNATSUnreachable):
 		default:
 			asked++ // refused: it wants credentials
 		}
 	}
 	if asked == 0 {
-		return errNATSUnreachable
+		return ErrNATSUnreachable
 	}
 	return nil
 }
 
 // probe connects to addr without credentials: nil when the server lets it
-// in, errNATSUnreachable when it cannot be reached.
+// in, ErrNATSUnreachable when it cannot be reached.
 func probe(ctx context.Context, addr string, cfg *config.Cluster) error {
 	opts := []nats.Option{nats.Name("edge-mcp anonymity check"), nats.Timeout(probeTimeout), nats.NoReconnect()}
 	if t := cfg.NatsTLS; t != nil && t.CAFile != "" {
@@ -74,7 +77,7 @@ func probe(ctx context.Context, addr string, cfg *config.Cluster) error {
 	}
 	var op *net.OpError
 	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || errors.As(err, &op) && op.Op == "dial" {
-		return fmt.Errorf("%w: %w", errNATSUnreachable, err)
+		return fmt.Errorf("%w: %w", ErrNATSUnreachable, err)
 	}
 	return err
 }
@@ -89,8 +92,8 @@ func (n *Node) probeLater() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*probeTimeout)
 		defer cancel()
-		switch err := checkAnonymous(ctx, cfg); {
-		case errors.Is(err, errNATSUnreachable):
+		switch err := CheckAnonymous(ctx, cfg); {
+		case errors.Is(err, ErrNATSUnreachable):
 			n.probe.CompareAndSwap(nil, cfg) // next time
 		case err != nil:
 			n.log.Error("cluster: leaving the fleet; this replica serves alone: "+err.Error(), "key", "cluster.allow_anonymous_nats")

@@ -24,9 +24,6 @@ type Msg struct {
 	n       *Node
 }
 
-// HasReply reports whether the sender waits for an answer.
-func (m *Msg) HasReply() bool { return m.reply != "" }
-
 // Respond answers a request, sealed for its reply subject.
 func (m *Msg) Respond(body []byte) error {
 	if m.reply == "" {
@@ -76,7 +73,7 @@ func (n *Node) Subscribe(subject, what string, fn func(*Msg)) (*nats.Subscriptio
 	})
 }
 
-// refusals counts what was refused; refusalLog bounds its log lines.
+// refusals counts what was refused; log bounds the lines it logs.
 type refusals struct {
 	count atomic.Int64
 	log   *limits.RateLimiter

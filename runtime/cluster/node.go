@@ -67,8 +67,8 @@ func Open(ctx context.Context, cfg *config.Cluster, defaultReplica string, log *
 	n.keys = keys
 	n.refusal.log = limits.NewRateLimiter(10, 20)
 	if !cfg.AllowAnonymousNATS {
-		switch err := checkAnonymous(ctx, cfg); {
-		case errors.Is(err, errNATSUnreachable):
+		switch err := CheckAnonymous(ctx, cfg); {
+		case errors.Is(err, ErrNATSUnreachable):
 			n.probe.Store(cfg) // checked when NATS comes
 		case err != nil:
 			return nil, err

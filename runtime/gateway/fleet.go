@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
 // This file joins the gateway to its fleet when the config has a cluster
@@ -41,6 +43,26 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 		return err
 	}
 	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
+	return nil
+}
+
+// checkFleetNATS refuses, before anything starts, a fleet whose NATS lets
+// clients in without credentials, unless cluster.allow_anonymous_nats
+// (cluster.CheckAnonymous; a NATS unreachable now is checked when the
+// replica reaches it).
+func checkFleetNATS(cfg *config.Config) error {
+	if cfg.Cluster == nil || cfg.Cluster.AllowAnonymousNATS {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cluster.CheckAnonymous(ctx, cfg.Cluster); err != nil && !errors.Is(err, cluster.ErrNATSUnreachable) {
+		file := cfg.Path
+		if file == "" {
+			file = "config"
+		}
+		return fmt.Errorf("%s: %w", file, err)
+	}
 	return nil
 }
 

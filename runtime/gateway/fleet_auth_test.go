@@ -18,6 +18,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/natstest"
 	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
 // TestHostileFleetNATS: a party on the fleet's NATS without the fleet's
@@ -323,5 +324,38 @@ func TestFleetSecretRotation(t *testing.T) {
 	}
 	if postPing(t, a.mcp, sid) != http.StatusNotFound || postPing(t, b.mcp, sid) != http.StatusNotFound {
 		t.Error("the deleted session is served again")
+	}
+}
+
+// TestFleetRefusesAnonymousNATS: a gateway whose fleet's NATS lets anyone
+// in does not start, and says which key lets it; with the key, or with a
+// NATS that wants credentials (and the replica's nkey), it does.
+func TestFleetRefusesAnonymousNATS(t *testing.T) {
+	anon, auth := natstest.Start(t), natstest.StartAuth(t, "t")
+	for _, tc := range []struct {
+		name, cluster, wantErr string
+	}{
+		{"anonymous NATS", fmt.Sprintf(`"nats_url": %q`, anon.ClientURL()), "cluster.allow_anonymous_nats: the NATS server at " + anon.ClientURL()},
+		{"anonymous NATS, allowed", fmt.Sprintf(`"nats_url": %q, "allow_anonymous_nats": true`, anon.ClientURL()), ""},
+		{"NATS with nkeys", fmt.Sprintf(`"nats_url": %q, "nats_nkey": %q`, auth.ClientURL(), auth.SeedFile), ""},
+		{"NATS unreachable: checked when it comes", `"nats_url": "nats://127.0.0.1:1"`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse("fleet.json", []byte(fmt.Sprintf(`{"mcpServers": {}, "cluster": {%s, "name": "t", "secret": %q}}`, tc.cluster, fleetSecret)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := New(cfg, Options{Logger: testLogger(t)})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				g.Close()
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("New: %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }

@@ -145,6 +145,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
+	if err := checkFleetNATS(cfg); err != nil {
+		return nil, err
+	}
 	bridge, err := newBridges()
 	if err != nil {
 		return nil, err
