@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +79,30 @@ func (n *Node) Subscribe(subject, what string, fn func(*Msg)) (*nats.Subscriptio
 type refusals struct {
 	count atomic.Int64
 	log   *limits.RateLimiter
+
+	mu      sync.Mutex
+	records map[string][8]byte // bucket/key → digest of the value refused last
+}
+
+// maxRefusedRecords caps the records remembered as refused.
+const maxRefusedRecords = 4096
+
+// again reports whether value is the one refused last under where (a
+// record read again: counted, not logged again), and remembers it.
+func (r *refusals) again(where string, value []byte) bool {
+	sum := sha256.Sum256(value)
+	var d [8]byte
+	copy(d[:], sum[:])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.records[where] == d {
+		return true
+	}
+	if r.records == nil || len(r.records) >= maxRefusedRecords {
+		r.records = map[string][8]byte{}
+	}
+	r.records[where] = d
+	return false
 }
 
 // refused logs (at most 10 lines a second, bursts of 20) a message or
@@ -99,7 +125,7 @@ func (n *Node) Refused() int64 { return n.refusal.count.Load() }
 // OpenRecord opens the value of key in the fleet's bucket called what
 // (Bucket(what)) and checks it against marks, when given: a record that
 // does not open, or is older than one accepted before, is refused and
-// logged once, here.
+// logged once, here (read again, the same value is counted only).
 func (n *Node) OpenRecord(what, key string, value []byte, marks *Watermarks) ([]byte, error) {
 	bucket := n.Bucket(what)
 	body, at, err := n.keys.OpenRecord(bucket, key, value)
@@ -107,7 +133,11 @@ func (n *Node) OpenRecord(what, key string, value []byte, marks *Watermarks) ([]
 		err = marks.Accept(bucket+"/"+key, at)
 	}
 	if err != nil {
-		n.refused("a record", bucket+"/"+key, err)
+		if n.refusal.again(bucket+"/"+key, value) {
+			n.refusal.count.Add(1)
+		} else {
+			n.refused("a record", bucket+"/"+key, err)
+		}
 		return nil, err
 	}
 	return body, nil

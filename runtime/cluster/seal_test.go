@@ -218,3 +218,43 @@ func BenchmarkSealOpenMessage(b *testing.B) {
 		}
 	}
 }
+
+// TestRefusedRecordLoggedOnce: a forged member record, listed again and
+// again, is logged once; another forged value under the key is logged
+// again.
+func TestRefusedRecordLoggedOnce(t *testing.T) {
+	s := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var logs strings.Builder
+	n, err := Open(ctx, testConfig(s.ClientURL()), "r1", slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(ctx)
+	waitFor(t, "connected", n.Connected)
+	ms := NewMembers(n)
+	if err := ms.Publish(ctx, Member{Replica: "r1", LastSeen: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	kv, _ := ms.bucket(ctx)
+	forge := func(v string) {
+		if _, err := kv.Put(ctx, Token("ghost"), []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forge(`{"replica":"ghost","last_seen":"2026-01-01T00:00:00Z","nats":"connected"}`)
+	for range 3 {
+		list, err := ms.List(ctx)
+		if err != nil || len(list) != 1 || list[0].Replica != "r1" {
+			t.Fatalf("members: %+v %v", list, err)
+		}
+	}
+	forge(`{"replica":"ghost"}`)
+	if _, err := ms.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(logs.String(), "refused a record"); got != 2 || n.Refused() != 4 {
+		t.Errorf("logged %d times (want 2), counted %d (want 4):\n%s", got, n.Refused(), logs.String())
+	}
+}
