@@ -64,9 +64,13 @@ func hostileFleet(t *testing.T, start func(t *testing.T) (fleetNATS, []nats.Opti
 	defer evil.Close()
 	var snoopMu sync.Mutex
 	var snooped strings.Builder
+	var announced []byte // a GET stream's announcement, as sealed by a
 	snoop, err := evil.Subscribe("t.>", func(m *nats.Msg) {
 		snoopMu.Lock()
 		fmt.Fprintf(&snooped, "%s %s\n", m.Subject, m.Data)
+		if m.Subject == "t.getopen" && announced == nil {
+			announced = m.Data
+		}
 		snoopMu.Unlock()
 	})
 	if err != nil {
@@ -173,6 +177,18 @@ func hostileFleet(t *testing.T, start func(t *testing.T) (fleetNATS, []nats.Opti
 				t.Fatal(err)
 			}
 		})
+	})
+	t.Run("a sealed message replayed", func(t *testing.T) {
+		snoopMu.Lock()
+		replay := announced
+		snoopMu.Unlock()
+		for _, r := range []*replica{a, b} {
+			refusedOnce(t, r, "refused a GET stream announcement from NATS: stale or replayed", func() {
+				if err := evil.Publish("t.getopen", replay); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	})
 	t.Run("a policy record that detaches the redaction", func(t *testing.T) {
 		js, _ := jetstream.New(evil)
