@@ -23,7 +23,13 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 	if cfg.Cluster == nil {
 		return nil
 	}
-	node, err := cluster.Open(ctx, cfg.Cluster, defaultReplica(cfg.Listen), g.log)
+	cc := cfg.Cluster
+	if g.natsChecked {
+		c := *cc
+		c.AllowAnonymousNATS = true // checked by New: NATS wants credentials
+		cc = &c
+	}
+	node, err := cluster.Open(ctx, cc, defaultReplica(cfg.Listen), g.log)
 	if err != nil {
 		return fmt.Errorf("joining the fleet: %w", err)
 	}
@@ -48,22 +54,26 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 
 // checkFleetNATS refuses, before anything starts, a fleet whose NATS lets
 // clients in without credentials, unless cluster.allow_anonymous_nats
-// (cluster.CheckAnonymous; a NATS unreachable now is checked when the
-// replica reaches it).
-func checkFleetNATS(cfg *config.Config) error {
+// (cluster.CheckAnonymous); checked says NATS wants credentials (false:
+// no cluster, allowed, or NATS unreachable now, then the node checks when
+// it reaches it).
+func checkFleetNATS(cfg *config.Config) (checked bool, err error) {
 	if cfg.Cluster == nil || cfg.Cluster.AllowAnonymousNATS {
-		return nil
+		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := cluster.CheckAnonymous(ctx, cfg.Cluster); err != nil && !errors.Is(err, cluster.ErrNATSUnreachable) {
+	switch err := cluster.CheckAnonymous(ctx, cfg.Cluster); {
+	case errors.Is(err, cluster.ErrNATSUnreachable):
+		return false, nil
+	case err != nil:
 		file := cfg.Path
 		if file == "" {
 			file = "config"
 		}
-		return fmt.Errorf("%s: %w", file, err)
+		return false, fmt.Errorf("%s: %w", file, err)
 	}
-	return nil
+	return true, nil
 }
 
 // closeFleet leaves the fleet, flushing what is buffered for at most 2 s.
