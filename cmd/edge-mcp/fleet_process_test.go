@@ -119,7 +119,7 @@ func startProcessFleet(t *testing.T, n int, natsURL, up string) ([]*process, str
 		dir := t.TempDir()
 		cfg := filepath.Join(dir, "edge-mcp.json")
 		doc := fmt.Sprintf(`{"log_level": "warn", "mcpServers": {"everything": {"url": %q}},
-			"cluster": {"nats_url": %q, "name": "proc", "secret": %q, "replica": "r%d"}}`, up, natsURL, procFleetSecret, i)
+			"cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "proc", "secret": %q, "replica": "r%d"}}`, up, natsURL, procFleetSecret, i)
 		if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -57,7 +57,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 	// in-process NATS server (with JetStream), connected while idle.
 	nats := natstest.Start(b)
 	clusterConfig := filepath.Join(b.TempDir(), "edge-mcp-cluster.json")
-	doc = fmt.Sprintf(`{"log_level": "warn", "mcpServers": {"up": {"url": %q}}, "cluster": {"nats_url": %q, "secret": "rss-benchmark-secret-0123456789abcdef"}}`,
+	doc = fmt.Sprintf(`{"log_level": "warn", "mcpServers": {"up": {"url": %q}}, "cluster": {"allow_anonymous_nats": true, "nats_url": %q, "secret": "rss-benchmark-secret-0123456789abcdef"}}`,
 		srv.URL, nats.ClientURL())
 	if err := os.WriteFile(clusterConfig, []byte(doc), 0o600); err != nil {
 		b.Fatalf("writing the config: %v", err)

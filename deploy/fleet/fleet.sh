@@ -36,12 +36,33 @@ echo "fleet: building into $tmp"
 go build -o "$tmp/nats-server" github.com/nats-io/nats-server/v2
 go build -o "$tmp/edge-mcp" ./cmd/edge-mcp
 go build -o "$tmp/rrproxy" ./internal/cmd/rrproxy
+go build -o "$tmp/nk" github.com/nats-io/nkeys/nk
 
 # Every replica of a fleet has the same secret; this one lives as long
 # as the fleet.
 secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
-"$tmp/nats-server" -js -a 127.0.0.1 -p "$nats_port" -sd "$tmp/nats" >"$tmp/nats.log" 2>&1 &
+# NATS lets in only the fleet's user, an nkey made now, and only on the
+# fleet's subjects ("edge.>"), its buckets' and object store's subjects,
+# the JetStream API and replies (what a replica uses; see the README's
+# "Who may reach the fleet's NATS"). Its seed is cluster.nats_nkey.
+"$tmp/nk" -gen user -pubout >"$tmp/fleet.nk.pair"
+head -n 1 "$tmp/fleet.nk.pair" >"$tmp/fleet.nk"
+nkey_pub=$(sed -n 2p "$tmp/fleet.nk.pair")
+rm "$tmp/fleet.nk.pair"
+chmod 600 "$tmp/fleet.nk"
+allow='["edge.>", "_INBOX.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O.edge_modules.>",
+         "$KV.edge_control.>", "$KV.edge_sessions.>", "$KV.edge_members.>", "$KV.edge_rates.>", "$KV.edge_oauth.>"]'
+cat >"$tmp/nats.conf" <<CONF
+listen: "127.0.0.1:$nats_port"
+jetstream { store_dir: "$tmp/nats" }
+authorization {
+  users = [
+    { nkey: "$nkey_pub", permissions: { publish: { allow: $allow }, subscribe: { allow: $allow } } }
+  ]
+}
+CONF
+"$tmp/nats-server" -c "$tmp/nats.conf" >"$tmp/nats.log" 2>&1 &
 pids+=($!)
 
 "$tmp/edge-mcp" serve --listen "127.0.0.1:$((base + 10))" --admin off --state-dir "$tmp/demo" >"$tmp/demo.log" 2>&1 &
@@ -53,7 +74,7 @@ cat >"$tmp/fleet.json" <<JSON
 {
   "mcpServers": {"demo": {"url": "http://127.0.0.1:$((base + 10))/mcp"}},
   "limits": {"client_rate": {"rps": 20, "burst": 40}},
-  "cluster": {"nats_url": "nats://127.0.0.1:$nats_port", "name": "edge",
+  "cluster": {"nats_url": "nats://127.0.0.1:$nats_port", "nats_nkey": "$tmp/fleet.nk", "name": "edge",
               "secret": "\${EDGE_FLEET_SECRET}", "replica": "\${EDGE_REPLICA}"}
 }
 JSON
@@ -81,7 +102,7 @@ done
 
 cat <<TXT
 
-fleet: running (NATS nats://127.0.0.1:$nats_port, fleet "edge", client_rate 20 rps shared)
+fleet: running (NATS nats://127.0.0.1:$nats_port, nkey user $nkey_pub, fleet "edge", client_rate 20 rps shared)
   connect here (round robin over the replicas): http://127.0.0.1:$base/mcp
       e.g. claude mcp add --transport http edge-fleet http://127.0.0.1:$base/mcp
   replicas:  ${backends[*]}  (admin 127.0.0.1:$((base + 1011))-$((base + 1013)))

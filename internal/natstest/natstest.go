@@ -4,11 +4,14 @@ package natstest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // Server is one in-process NATS server and the options it was started
@@ -116,4 +119,45 @@ func run(t testing.TB, opts *server.Options) *server.Server {
 		t.Fatal("NATS server not ready")
 	}
 	return s
+}
+
+// Auth is a server that lets in only the users of its nkeys, each with
+// the permissions of a fleet's replica (FleetPermissions).
+type Auth struct {
+	*Server
+	// SeedFile holds the nkey seed of the fleet's user (cluster.nats_nkey).
+	SeedFile string
+}
+
+// StartAuth runs one JetStream server, as Start, that refuses clients
+// without credentials: its one user is an nkey, written to SeedFile,
+// allowed what a replica of the fleet called prefix needs.
+func StartAuth(t testing.TB, prefix string) *Auth {
+	t.Helper()
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	file := filepath.Join(t.TempDir(), "fleet.nk")
+	if err := os.WriteFile(file, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := &server.Options{Host: "127.0.0.1", Port: freePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: FleetPermissions(prefix)}}}
+	s := run(t, opts)
+	t.Cleanup(s.Shutdown)
+	return &Auth{Server: &Server{Server: s, opts: opts}, SeedFile: file}
+}
+
+// FleetPermissions are a replica's: the fleet's subjects and buckets, the
+// JetStream API, replies. deploy/fleet/fleet.sh and the README grant the
+// same.
+func FleetPermissions(prefix string) *server.Permissions {
+	allow := []string{prefix + ".>", "_INBOX.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O." + prefix + "_modules.>"}
+	for _, b := range []string{"control", "sessions", "members", "rates", "oauth"} {
+		allow = append(allow, "$KV."+prefix+"_"+b+".>")
+	}
+	return &server.Permissions{Publish: &server.SubjectPermission{Allow: allow}, Subscribe: &server.SubjectPermission{Allow: allow}}
 }

@@ -26,7 +26,7 @@ type Operations interface {
 	UploadModule(ctx context.Context, up Upload) (ModuleInfo, error)
 	ListModules() ([]ModuleInfo, error)
 	GetModule(name string) (ModuleInfo, error)
-	DeleteModule(name string) error
+	DeleteModule(ctx context.Context, name string) error
 	// RollbackModule activates the version before the active one.
 	RollbackModule(ctx context.Context, name string) (ModuleInfo, error)
 
@@ -49,10 +49,10 @@ type Operations interface {
 	// await a decision.
 	PendingToolChanges() []PendingToolChange
 	// ApproveToolChange accepts the changed definition as the new pin.
-	ApproveToolChange(server, tool string) error
+	ApproveToolChange(ctx context.Context, server, tool string) error
 	// RejectToolChange keeps the old pin and the tool withheld, and stops
 	// offering this definition for approval until it changes again.
-	RejectToolChange(server, tool string) error
+	RejectToolChange(ctx context.Context, server, tool string) error
 
 	// OAuthStatus lists the upstream OAuth authorizations (no tokens).
 	OAuthStatus() []oauth.Status

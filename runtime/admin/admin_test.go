@@ -31,7 +31,7 @@ func (f *fakeOps) AttachPolicy(_ context.Context, sp policy.Spec, pos int) error
 	return f.err
 }
 
-func (f *fakeOps) RejectToolChange(server, tool string) error {
+func (f *fakeOps) RejectToolChange(_ context.Context, server, tool string) error {
 	f.rejected = append(f.rejected, server+"/"+tool)
 	return f.err
 }

@@ -79,7 +79,7 @@ func (s *Server) putModule(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteModule(w http.ResponseWriter, r *http.Request) {
 	name, err := moduleName(r)
 	if err == nil {
-		err = s.ops.DeleteModule(name)
+		err = s.ops.DeleteModule(r.Context(), name)
 	}
 	if err != nil {
 		s.writeError(w, err)
@@ -227,7 +227,7 @@ func (s *Server) pendingTools(w http.ResponseWriter, r *http.Request) {
 // returns to the catalogue.
 func (s *Server) approveTool(w http.ResponseWriter, r *http.Request) {
 	server, tool := r.PathValue("server"), r.PathValue("tool")
-	if err := s.ops.ApproveToolChange(server, tool); err != nil {
+	if err := s.ops.ApproveToolChange(r.Context(), server, tool); err != nil {
 		s.writeError(w, err)
 		return
 	}
@@ -240,7 +240,7 @@ func (s *Server) approveTool(w http.ResponseWriter, r *http.Request) {
 // the upstream serves yet another definition.
 func (s *Server) rejectTool(w http.ResponseWriter, r *http.Request) {
 	server, tool := r.PathValue("server"), r.PathValue("tool")
-	if err := s.ops.RejectToolChange(server, tool); err != nil {
+	if err := s.ops.RejectToolChange(r.Context(), server, tool); err != nil {
 		s.writeError(w, err)
 		return
 	}

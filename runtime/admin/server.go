@@ -171,8 +171,12 @@ func equalFoldASCII(a, b string) bool {
 }
 
 // identity is the admin identity of an authenticated request.
-func identity(r *http.Request) string {
-	id, _ := r.Context().Value(identityKey{}).(string)
+func identity(r *http.Request) string { return Identity(r.Context()) }
+
+// Identity is the admin identity of the request whose context ctx is
+// (or is derived from); "" outside an admin request.
+func Identity(ctx context.Context) string {
+	id, _ := ctx.Value(identityKey{}).(string)
 	return id
 }
 

@@ -32,11 +32,14 @@ const (
 const opTimeout = 3 * time.Second
 
 // Entry is one revision of a control record; Revision 0 means the record
-// does not exist.
+// does not exist. Value is the record as a replica wrote it; when what is
+// stored was not sealed by the fleet (or replays an older revision) Value
+// is nil and Refused says why (logged once, here).
 type Entry struct {
 	Key      string
 	Revision uint64
 	Value    []byte
+	Refused  error
 }
 
 // Control is the fleet's control plane of one replica. Buckets are created
@@ -48,6 +51,10 @@ type Control struct {
 	mu  sync.Mutex
 	kv  jetstream.KeyValue
 	obj jetstream.ObjectStore
+
+	marks   Watermarks        // newest record read, per key
+	sealed  sync.Map          // key → time.Time of the newest record read (a write seals after it)
+	refused map[string]uint64 // key → revision refused last (logged once)
 }
 
 // NewControl is the control plane of the fleet n belongs to; one per
@@ -134,7 +141,32 @@ func (c *Control) Get(ctx context.Context, key string) (Entry, error) {
 	case err != nil:
 		return Entry{}, unavailable(fmt.Errorf("reading %q: %w", key, err))
 	}
-	return Entry{Key: key, Revision: e.Revision(), Value: e.Value()}, nil
+	return c.open(key, e.Revision(), e.Value()), nil
+}
+
+// open checks a stored revision of key: sealed by the fleet for that key,
+// not older than one read before.
+func (c *Control) open(key string, rev uint64, value []byte) Entry {
+	bucket := c.n.Bucket(controlBucket)
+	body, at, err := c.n.keys.OpenRecord(bucket, key, value)
+	if err == nil {
+		err = c.marks.Accept(key, at)
+	}
+	if err != nil {
+		c.mu.Lock()
+		first := c.refused[key] != rev
+		if c.refused == nil {
+			c.refused = map[string]uint64{}
+		}
+		c.refused[key] = rev
+		c.mu.Unlock()
+		if first {
+			c.n.refused("a control record", fmt.Sprintf("%s/%s revision %d", bucket, key, rev), err)
+		}
+		return Entry{Key: key, Revision: rev, Refused: err}
+	}
+	c.sealed.Store(key, at)
+	return Entry{Key: key, Revision: rev, Value: body}
 }
 
 // ErrConflict says the record changed since the revision a write was
@@ -150,8 +182,8 @@ func IsConflict(err error) bool {
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-// Put writes value as the next revision of key if its revision is still
-// prev (0: the key must not exist) and returns the new revision.
+// Put writes value, sealed, as the next revision of key if its revision
+// is still prev (0: the key must not exist) and returns the new revision.
 func (c *Control) Put(ctx context.Context, key string, value []byte, prev uint64) (uint64, error) {
 	kv, _, err := c.buckets(ctx)
 	if err != nil {
@@ -159,6 +191,11 @@ func (c *Control) Put(ctx context.Context, key string, value []byte, prev uint64
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	var after time.Time
+	if t, ok := c.sealed.Load(key); ok {
+		after = t.(time.Time)
+	}
+	value = c.n.keys.SealRecord(c.n.Bucket(controlBucket), key, c.n.keys.Next(after), value)
 	var rev uint64
 	if prev == 0 {
 		rev, err = kv.Create(ctx, key, value)
@@ -230,7 +267,9 @@ func (c *Control) watchOnce(ctx context.Context, pattern string, fn func(Entry),
 				fn(Entry{Key: e.Key(), Revision: e.Revision()})
 				continue
 			}
-			fn(Entry{Key: e.Key(), Revision: e.Revision(), Value: e.Value()})
+			if ent := c.open(e.Key(), e.Revision(), e.Value()); ent.Refused == nil {
+				fn(ent)
+			}
 		}
 	}
 }

@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -363,9 +361,12 @@ func (r *Limiter) take(key string, back int, now time.Time) (taken, time.Duratio
 	return taken{}, time.Duration(float64(time.Second) / r.rps), nil
 }
 
-// kvKey names key's shared bucket: the limit's name and a digest of the
-// key (identities and tool names may hold anything; KV keys may not).
+// kvKey names key's shared bucket: the limit's name and a keyed hash of
+// the key (identities and tool names may hold anything, KV keys may not,
+// and a KV key is a subject anyone on NATS sees: an identity hashed
+// without a key would be a guess away). During a secret rotation,
+// replicas sealing with different secrets keep separate buckets until
+// they all seal with the new one.
 func (r *Limiter) kvKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return Token(r.name) + "." + hex.EncodeToString(sum[:16])
+	return Token(r.name) + "." + r.l.node.Load().Route(key)
 }

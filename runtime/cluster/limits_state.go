@@ -85,7 +85,10 @@ func (r *Limiter) takeOnce(ctx context.Context, kv jetstream.KeyValue, key, repl
 		return taken{}, 0, fmt.Errorf("reading rate bucket %q: %w", key, err)
 	default:
 		rev = e.Revision()
-		if st, err = decodeState(e.Value()); err != nil {
+		body, oerr := r.l.node.Load().OpenRecord("rates", key, e.Value(), nil)
+		if oerr != nil {
+			st = bucketState{Tokens: float64(r.burst), At: now.UnixNano()} // refused (logged): afresh
+		} else if st, err = decodeState(body); err != nil {
 			r.l.log.Warn("cluster: refusing a shared rate bucket that does not decode; starting it afresh", "key", key, "err", err)
 			st = bucketState{Tokens: float64(r.burst), At: now.UnixNano()}
 		}
@@ -103,6 +106,11 @@ func (r *Limiter) takeOnce(ctx context.Context, kv jetstream.KeyValue, key, repl
 	}
 	st.Tokens -= float64(got)
 	b, _ := json.Marshal(&st)
+	var prev []byte
+	if rev != 0 {
+		prev = e.Value()
+	}
+	b = r.l.node.Load().SealRecord("rates", key, b, prev)
 	if rev == 0 {
 		_, err = kv.Create(ctx, key, b)
 	} else {

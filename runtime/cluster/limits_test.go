@@ -118,8 +118,10 @@ func TestSharedLimitRefusesBadState(t *testing.T) {
 		t.Fatal("first call refused")
 	}
 	kv := lims[0].l.bucket(context.Background())
+	n := lims[0].l.node.Load()
 	for _, bad := range []string{"", "{", `{"t":-1,"at":1}`, `{"t":1e999,"at":1}`, `{"t":1,"at":0}`, "\xff\x00"} {
-		if _, err := kv.Put(context.Background(), lims[0].kvKey("k"), []byte(bad)); err != nil {
+		sealed := n.SealRecord("rates", lims[0].kvKey("k"), []byte(bad), nil)
+		if _, err := kv.Put(context.Background(), lims[0].kvKey("k"), sealed); err != nil {
 			t.Fatal(err)
 		}
 		lims[0].leases = map[string]*lease{} // forget the lease and the refusal
@@ -129,6 +131,18 @@ func TestSharedLimitRefusesBadState(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "does not decode"); n != 6 {
 		t.Errorf("%d bad states logged, want 6:\n%s", n, logged.String())
+	}
+	// A state no replica sealed is refused before it is decoded.
+	if _, err := kv.Put(context.Background(), lims[0].kvKey("k"), []byte(`{"t":1000,"at":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	lims[0].leases = map[string]*lease{}
+	before := n.Refused()
+	if ok, _ := lims[0].Allow("k"); !ok {
+		t.Error("after an unsealed state: refused (want a fresh bucket)")
+	}
+	if n.Refused() != before+1 {
+		t.Errorf("an unsealed state: %d refusals counted, want 1", n.Refused()-before)
 	}
 }
 

@@ -144,7 +144,8 @@ func (ms *Members) Publish(ctx context.Context, m Member) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	if _, err := kv.Put(ctx, Token(m.Replica), b); err != nil {
+	key := Token(m.Replica)
+	if _, err := kv.Put(ctx, key, ms.n.keys.SealRecord(ms.n.Bucket("members"), key, ms.n.keys.Next(time.Time{}), b)); err != nil {
 		if gone(err) {
 			ms.mu.Lock()
 			ms.kv = nil
@@ -197,7 +198,11 @@ func (ms *Members) List(ctx context.Context) ([]Member, error) {
 			if e.Operation() != jetstream.KeyValuePut {
 				continue
 			}
-			m, err := DecodeMember(e.Value())
+			body, err := ms.n.OpenRecord("members", e.Key(), e.Value(), nil)
+			if err != nil {
+				continue // logged
+			}
+			m, err := DecodeMember(body)
 			if err == nil && Token(m.Replica) != e.Key() {
 				err = fmt.Errorf("record of replica %q under the key %q", m.Replica, e.Key())
 			}

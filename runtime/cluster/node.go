@@ -4,7 +4,8 @@
 //
 // Everything of a fleet lives under one prefix, the fleet's name: subjects
 // "<name>.…", JetStream buckets "<name>_…". Several fleets may share one
-// NATS. Every message read from NATS is validated before use.
+// NATS. Every message and record read from NATS is opened with the
+// fleet's keys (seal.go) and validated before use.
 package cluster
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edge-mcp/edge-mcp/internal/limits"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
@@ -39,6 +41,11 @@ type Node struct {
 	ttl     time.Duration // of session tokens; 0: SessionTTL
 	log     *slog.Logger
 	up      atomic.Bool
+	keys    *Keys
+	refusal refusals
+	// probe is the anonymity check still to make once NATS is reachable
+	// (it was not at Open); nil when made or not wanted.
+	probe atomic.Pointer[config.Cluster]
 }
 
 // Open connects to the fleet's NATS. It does not wait for NATS to be
@@ -52,6 +59,20 @@ func Open(ctx context.Context, cfg *config.Cluster, defaultReplica string, log *
 	}
 	if n.replica == "" {
 		n.replica = defaultReplica
+	}
+	keys, err := NewKeys(n.name, cfg.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	n.keys = keys
+	n.refusal.log = limits.NewRateLimiter(10, 20)
+	if !cfg.AllowAnonymousNATS {
+		switch err := CheckAnonymous(ctx, cfg); {
+		case errors.Is(err, ErrNATSUnreachable):
+			n.probe.Store(cfg) // checked when NATS comes
+		case err != nil:
+			return nil, err
+		}
 	}
 	opts, err := n.options(cfg)
 	if err != nil {
@@ -85,14 +106,22 @@ func (n *Node) options(cfg *config.Cluster) ([]nats.Option, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			n.up.Store(true)
 			n.log.Info("cluster: NATS connection back", "server", nc.ConnectedUrlRedacted())
+			n.probeLater()
 		}),
-		nats.ConnectHandler(func(*nats.Conn) { n.up.Store(true) }),
+		nats.ConnectHandler(func(*nats.Conn) { n.up.Store(true); n.probeLater() }),
 	}
 	if cfg.NatsCreds != "" {
 		if _, err := os.Stat(cfg.NatsCreds); err != nil {
 			return nil, fmt.Errorf("NATS credentials: %w", err)
 		}
 		opts = append(opts, nats.UserCredentials(cfg.NatsCreds))
+	}
+	if cfg.NatsNkey != "" {
+		o, err := nats.NkeyOptionFromSeed(cfg.NatsNkey)
+		if err != nil {
+			return nil, fmt.Errorf("NATS nkey: %w", err)
+		}
+		opts = append(opts, o)
 	}
 	if t := cfg.NatsTLS; t != nil {
 		if t.CAFile != "" {

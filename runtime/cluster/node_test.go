@@ -13,7 +13,7 @@ import (
 )
 
 func testConfig(url string) *config.Cluster {
-	return &config.Cluster{NatsURL: url, Name: "t", Secrets: []string{"0123456789abcdef0123456789abcdef"}}
+	return &config.Cluster{NatsURL: url, Name: "t", Secrets: []string{"0123456789abcdef0123456789abcdef"}, AllowAnonymousNATS: true}
 }
 
 // TestNodeSurvivesNATSRestart: a node started against a live server

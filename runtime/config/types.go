@@ -85,6 +85,11 @@ type Cluster struct {
 	Replica string `json:"replica,omitempty"`
 	// NatsCreds is a NATS credentials file ("nats_creds").
 	NatsCreds string `json:"nats_creds,omitempty"`
+	// NatsNkey is a file holding a NATS user nkey seed ("nats_nkey").
+	NatsNkey string `json:"nats_nkey,omitempty"`
+	// AllowAnonymousNATS lets the replica join a NATS that accepts clients
+	// without credentials ("allow_anonymous_nats").
+	AllowAnonymousNATS bool `json:"allow_anonymous_nats,omitempty"`
 	// NatsTLS configures TLS to NATS ("nats_tls"); nil: none unless the
 	// URL says tls://.
 	NatsTLS *ClusterTLS `json:"nats_tls,omitempty"`

@@ -77,7 +77,7 @@ func (o adminOps) AttachPolicy(ctx context.Context, sp policy.Spec, pos int) err
 		if slices.ContainsFunc(current, func(s policy.Spec) bool { return s.Name == sp.Name }) {
 			return admin.Errorf(http.StatusConflict, "exists", "policy %q is already attached; detach it first", sp.Name)
 		}
-		return applyAttachments(ctx, p, st, slices.Insert(slices.Clone(current), pos, sp))
+		return applyAttachments(fleetChangeCtx(ctx, "policy.attach", sp.Name), p, st, slices.Insert(slices.Clone(current), pos, sp))
 	})
 }
 
@@ -88,7 +88,7 @@ func (o adminOps) DetachPolicy(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		return applyAttachments(ctx, p, st, slices.Delete(slices.Clone(current), i, i+1))
+		return applyAttachments(fleetChangeCtx(ctx, "policy.detach", name), p, st, slices.Delete(slices.Clone(current), i, i+1))
 	})
 }
 
@@ -111,7 +111,7 @@ func (o adminOps) ReorderPolicies(ctx context.Context, order []string) error {
 		for i, n := range order {
 			next[i] = current[slices.Index(have, n)]
 		}
-		return applyAttachments(ctx, p, st, next)
+		return applyAttachments(fleetChangeCtx(ctx, "policy.reorder", ""), p, st, next)
 	})
 }
 
@@ -127,7 +127,7 @@ func (o adminOps) PromotePolicy(ctx context.Context, name string) error {
 			return admin.Errorf(http.StatusConflict, "not_shadow", "policy %q already enforces", name)
 		}
 		current[i].Mode = ""
-		return applyAttachments(ctx, p, st, current)
+		return applyAttachments(fleetChangeCtx(ctx, "policy.promote", name), p, st, current)
 	})
 }
 

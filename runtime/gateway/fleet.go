@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
 // This file joins the gateway to its fleet when the config has a cluster
@@ -21,7 +23,13 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 	if cfg.Cluster == nil {
 		return nil
 	}
-	node, err := cluster.Open(ctx, cfg.Cluster, defaultReplica(cfg.Listen), g.log)
+	cc := cfg.Cluster
+	if g.natsChecked {
+		c := *cc
+		c.AllowAnonymousNATS = true // checked by New: NATS wants credentials
+		cc = &c
+	}
+	node, err := cluster.Open(ctx, cc, defaultReplica(cfg.Listen), g.log)
 	if err != nil {
 		return fmt.Errorf("joining the fleet: %w", err)
 	}
@@ -42,6 +50,30 @@ func (g *Gateway) openFleet(ctx context.Context) error {
 	}
 	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
 	return nil
+}
+
+// checkFleetNATS refuses, before anything starts, a fleet whose NATS lets
+// clients in without credentials, unless cluster.allow_anonymous_nats
+// (cluster.CheckAnonymous); checked says NATS wants credentials (false:
+// no cluster, allowed, or NATS unreachable now, then the node checks when
+// it reaches it).
+func checkFleetNATS(cfg *config.Config) (checked bool, err error) {
+	if cfg.Cluster == nil || cfg.Cluster.AllowAnonymousNATS {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch err := cluster.CheckAnonymous(ctx, cfg.Cluster); {
+	case errors.Is(err, cluster.ErrNATSUnreachable):
+		return false, nil
+	case err != nil:
+		file := cfg.Path
+		if file == "" {
+			file = "config"
+		}
+		return false, fmt.Errorf("%s: %w", file, err)
+	}
+	return true, nil
 }
 
 // closeFleet leaves the fleet, flushing what is buffered for at most 2 s.

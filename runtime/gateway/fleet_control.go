@@ -111,8 +111,8 @@ func (g *Gateway) startFleetControl() error {
 // A record that does not decode, or does not activate here, is refused
 // and logged; the replica keeps serving what it has.
 func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
-	if e.Key != fleetPolicyKey || e.Revision <= fc.rev.Load() {
-		return
+	if e.Key != fleetPolicyKey || e.Revision <= fc.rev.Load() || e.Refused != nil {
+		return // a record no replica of the fleet wrote is refused (logged by cluster)
 	}
 	if f := fc.failed.Load(); f != nil && f.Generation == e.Revision && fc.failedCfg.Load() == fc.g.config() {
 		return // refused once; a newer revision or config may fix it
@@ -147,6 +147,7 @@ func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
 	}
 	fc.appliedLocked(e.Revision, rec)
 	fc.g.log.Info("cluster: fleet policies activated", "revision", e.Revision, "digest", rec.digest())
+	fc.auditRemote(e.Revision, rec)
 }
 
 // refuse records and logs a revision this replica did not activate.

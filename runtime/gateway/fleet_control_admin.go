@@ -47,6 +47,7 @@ func (fc *fleetControl) commitLocked(ctx context.Context, change func(*fleetPoli
 		closeAll(preloaded)
 		return err
 	}
+	next.By = fc.changeOf(ctx)
 	blobs := map[string][]byte{}
 	if blob != nil {
 		if _, err := fc.ctl.PutBlob(ctx, blob); err != nil {
@@ -100,6 +101,7 @@ func (fc *fleetControl) catchUpLocked(ctx context.Context, e cluster.Entry) erro
 			"this replica cannot activate the fleet's current policies (revision %d): %v; make the change through a replica that has", e.Revision, err)
 	}
 	fc.appliedLocked(e.Revision, rec)
+	fc.auditRemote(e.Revision, rec)
 	return nil
 }
 

@@ -226,7 +226,10 @@ func TestFleetControlRefusesGarbage(t *testing.T) {
 		{"digest mismatch", `{"format":1,"modules":{"m":{"active":{"digest":"sha256:` + forged + `","size":34}}},"attachments":[]}`, "not matching their digest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rev, err := kv.Put(ctx, "policy", []byte(tc.value))
+			// Sealed with the fleet's keys: what a replica with the secret
+			// but a bug, or another build, might write.
+			sealed := a.g.fleet.Keys().SealRecord("t_control", "policy", time.Now(), []byte(tc.value))
+			rev, err := kv.Put(ctx, "policy", sealed)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 )
 
@@ -45,6 +47,10 @@ type pinDecision struct {
 	Fingerprint string    `json:"fingerprint"`
 	Decision    string    `json:"decision"` // "approve" or "reject"
 	At          time.Time `json:"at"`
+	// Replica and Identity: where and by which admin identity it was
+	// made (the replicas that apply it audit it).
+	Replica  string `json:"replica,omitempty"`
+	Identity string `json:"identity,omitempty"`
 }
 
 // decodeFleetPins parses and checks a pins record.
@@ -74,7 +80,8 @@ func decodeFleetPins(b []byte) (*fleetPins, error) {
 			return nil, fmt.Errorf("pins record: decisions[%d]: decision %q; want approve or reject", i, d.Decision)
 		case d.Server == "" || d.Tool == "" || d.Fingerprint == "":
 			return nil, fmt.Errorf("pins record: decisions[%d]: server, tool and fingerprint are required", i)
-		case len(d.Server) > maxPinFieldLen || len(d.Tool) > maxPinFieldLen || len(d.Fingerprint) > maxPinFieldLen:
+		case len(d.Server) > maxPinFieldLen || len(d.Tool) > maxPinFieldLen || len(d.Fingerprint) > maxPinFieldLen ||
+			len(d.Replica) > maxPinFieldLen || len(d.Identity) > maxPinFieldLen:
 			return nil, fmt.Errorf("pins record: decisions[%d]: a field longer than %d bytes", i, maxPinFieldLen)
 		case seen[pinRejection{d.Server, d.Tool}]:
 			return nil, fmt.Errorf("pins record: decisions[%d]: tool %q of server %q decided twice", i, d.Tool, d.Server)
@@ -145,6 +152,7 @@ func (g *Gateway) applyPinDecision(server, tool, fp string) bool {
 		}
 		g.pinLogged.Store(pinRejection{server, tool}, fp)
 		g.log.Info("cluster: tool change rejected by the fleet", "server", server, "tool", tool)
+		fc.auditPin(d)
 		return true
 	}
 	if err := g.pins.Approve(server, tool); err != nil {
@@ -152,7 +160,17 @@ func (g *Gateway) applyPinDecision(server, tool, fp string) bool {
 	}
 	g.pinLogged.Delete(pinRejection{server, tool})
 	g.log.Info("cluster: tool change approved by the fleet", "server", server, "tool", tool)
+	fc.auditPin(d)
 	return true
+}
+
+// auditPin audits a decision another replica made, applied here.
+func (fc *fleetControl) auditPin(d pinDecision) {
+	if d.Replica == "" || d.Replica == fc.node.Replica() {
+		return
+	}
+	fc.g.audit(AuditAdmin{Time: time.Now().UTC(), Identity: cmp.Or(d.Identity, "(none)"), Action: "tool." + d.Decision, Target: d.Server + "/" + d.Tool,
+		Detail: fmt.Sprintf("through the fleet: made on replica %q at %s", d.Replica, d.At.Format(time.RFC3339))})
 }
 
 // recordPinDecision writes an operator's decision for the fleet.
@@ -190,7 +208,7 @@ func (fc *fleetControl) recordPinDecision(ctx context.Context, d pinDecision) er
 // decidePin records, in a fleet, the decision about server's pending tool
 // change before this replica applies it, and reports whether it did;
 // outside a fleet it does nothing.
-func (g *Gateway) decidePin(server, tool, decision string) (bool, error) {
+func (g *Gateway) decidePin(ctx context.Context, server, tool, decision string) (bool, error) {
 	fc := g.fleetCtl
 	if fc == nil {
 		return false, nil
@@ -200,9 +218,10 @@ func (g *Gateway) decidePin(server, tool, decision string) (bool, error) {
 	}
 	for _, c := range g.pins.Pending() {
 		if c.Server == server && c.Tool == tool {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			err := fc.recordPinDecision(ctx, pinDecision{Server: server, Tool: tool, Fingerprint: c.NewFingerprint, Decision: decision, At: time.Now().UTC()})
+			err := fc.recordPinDecision(wctx, pinDecision{Server: server, Tool: tool, Fingerprint: c.NewFingerprint, Decision: decision, At: time.Now().UTC(),
+				Replica: fc.node.Replica(), Identity: admin.Identity(ctx)})
 			return err == nil, err
 		}
 	}

@@ -45,6 +45,9 @@ type fleetPolicy struct {
 	Format      int                    `json:"format"`
 	Modules     map[string]fleetModule `json:"modules"`
 	Attachments []policy.Spec          `json:"attachments"`
+	// By says which admin change, through which replica, wrote this
+	// revision: the replicas that activate it audit it (fleet_control_audit.go).
+	By *fleetChange `json:"by,omitempty"`
 }
 
 // fleetModule is one module's versions: the active one and the older ones
@@ -89,6 +92,9 @@ func decodeFleetPolicy(b []byte) (*fleetPolicy, error) {
 func (r *fleetPolicy) check() error {
 	if r.Format != fleetPolicyFormat {
 		return fmt.Errorf("format %d, this build reads format %d", r.Format, fleetPolicyFormat)
+	}
+	if err := r.By.check(); err != nil {
+		return err
 	}
 	if len(r.Modules) > maxFleetModules || len(r.Attachments) > maxFleetAttachments {
 		return fmt.Errorf("%d modules and %d attachments; at most %d and %d", len(r.Modules), len(r.Attachments), maxFleetModules, maxFleetAttachments)

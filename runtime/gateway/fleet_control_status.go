@@ -75,6 +75,7 @@ func (fc *fleetControl) seed(ctx context.Context) bool {
 			return false
 		}
 	}
+	fc.rec.By = &fleetChange{Replica: fc.node.Replica(), Action: "fleet.seed", Target: "policies", At: time.Now().UTC()}
 	rev, err := fc.ctl.Put(ctx, fleetPolicyKey, fc.rec.encode(), 0)
 	if err != nil {
 		return false // another replica seeded first: its record arrives by the watcher

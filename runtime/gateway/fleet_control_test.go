@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,8 +63,38 @@ const fleetSecret = "fleet-test-secret-0123456789abcdef0123"
 // to the admin section of its config. stop closes it (also at cleanup).
 func startReplica(t *testing.T, natsURL, name, upstream, stateDir, extra string) *replica {
 	t.Helper()
+	return startReplicaOn(t, fleetNATS{url: natsURL}, name, upstream, stateDir, extra)
+}
+
+// fleetNATS is where a test fleet's NATS is and how a replica gets in:
+// with the nkey seed in nkey, or anonymously (allow_anonymous_nats);
+// secrets, when set, are the replica's cluster.secret list instead of
+// fleetSecret.
+type fleetNATS struct {
+	url, nkey string
+	secrets   []string
+}
+
+func (n fleetNATS) secretJSON() string {
+	if n.secrets == nil {
+		return strconv.Quote(fleetSecret)
+	}
+	b, _ := json.Marshal(n.secrets)
+	return string(b)
+}
+
+func (n fleetNATS) clusterKeys() string {
+	if n.nkey != "" {
+		return fmt.Sprintf(`"nats_url": %q, "nats_nkey": %q`, n.url, n.nkey)
+	}
+	return fmt.Sprintf(`"nats_url": %q, "allow_anonymous_nats": true`, n.url)
+}
+
+// startReplicaOn is startReplica on the NATS ns.
+func startReplicaOn(t *testing.T, ns fleetNATS, name, upstream, stateDir, extra string) *replica {
+	t.Helper()
 	js := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}, "state_dir": %q%s},
-		"cluster": {"nats_url": %q, "name": "t", "secret": %q, "replica": %q}}`, upstream, adminToken, stateDir, extra, natsURL, fleetSecret, name)
+		"cluster": {%s, "name": "t", "secret": %s, "replica": %q}}`, upstream, adminToken, stateDir, extra, ns.clusterKeys(), ns.secretJSON(), name)
 	cfgPath := filepath.Join(t.TempDir(), name+".json")
 	if err := os.WriteFile(cfgPath, []byte(js), 0o600); err != nil {
 		t.Fatal(err)
@@ -385,6 +416,19 @@ func TestFleetControlPinDecisions(t *testing.T) {
 	})
 	if has(sa) {
 		t.Error("a serves the rejected definition")
+	}
+	// Each replica audited the decision the other made, with who made it.
+	for _, c := range []struct {
+		r      *replica
+		action string
+		from   string
+	}{{b, "tool.approve", "a"}, {a, "tool.reject", "b"}} {
+		waitFor(t, c.r.name+" to audit the "+c.action+" made on "+c.from, func() bool {
+			return slices.ContainsFunc(strings.Split(c.r.logs.String(), "\n"), func(l string) bool {
+				return strings.Contains(l, "msg=audit") && strings.Contains(l, "action="+c.action) && strings.Contains(l, "identity=ops") &&
+					strings.Contains(l, `made on replica \"`+c.from+`\"`)
+			})
+		})
 	}
 }
 

@@ -33,7 +33,7 @@ func startOpsFleet(t testing.TB, n int, natsURL, servers, extra string) (string,
 	var bases []string
 	var reps []opsReplica
 	for i := range n {
-		cfg := fmt.Sprintf(`{"mcpServers": {%s}, %s "cluster": {"nats_url": %q, "name": "ops", "secret": %q, "replica": "r%d"}}`,
+		cfg := fmt.Sprintf(`{"mcpServers": {%s}, %s "cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "ops", "secret": %q, "replica": "r%d"}}`,
 			servers, extra, natsURL, opsSecret, i)
 		url, g := startGateway(t, cfg, Options{})
 		bases = append(bases, strings.TrimSuffix(url, "/mcp"))

@@ -36,14 +36,22 @@ import (
 //     its upstream links a session's level before forwarding that
 //     session's next request (syncLevel).
 //   - the GET stream: the replica holding it subscribes to
-//     <fleet>.sess.<id>.out; the others publish there what they would
+//     <fleet>.sess.<route>.out (route: a keyed hash of the id,
+//     cluster.Keys.Route); the others publish there what they would
 //     have written on it.
 //   - answers to the gateway's requests to the client (sampling,
 //     elicitation, roots): their JSON-RPC id names the replica waiting
 //     (fleetOutID); a replica receiving the answer sends it there with
 //     request/reply on <fleet>.replica.<replica>.answer.
 //
-// Every message read from NATS is validated before use.
+// Every message and record is sealed with the fleet's keys (cluster.Keys):
+// one read from NATS that no replica of the fleet wrote is refused before
+// it is decoded, then validated before use.
+//
+// A DELETE's revocation outlives its record: a replica that saw a session
+// revoked (by the watch, or reading its record) remembers it until the
+// token expires, so deleting or purging the record in NATS does not bring
+// the session back there; a record that does not open counts as revoked.
 
 // fleetSessions is this replica's part of the fleet's sessions; nil
 // outside a fleet (and until Start joined it).
@@ -55,6 +63,8 @@ type fleetSessions struct {
 
 	records atomic.Pointer[jetstream.KeyValue] // the "sessions" bucket, once made
 	local   sync.Map                           // session id → *session served here
+	marks   cluster.Watermarks                 // newest record read, per session
+	revoked revocations                        // sessions seen deleted
 
 	mu      sync.Mutex
 	streams map[string]*streamSub // GET streams held here, by session id
@@ -66,9 +76,10 @@ type fleetSessions struct {
 	forwarded atomic.Int64 // client answers sent to the replica waiting for them
 }
 
-// streamSub is the subscription of a GET stream held here.
+// streamSub is the subscriptions of a GET stream held here (one per
+// secret during a rotation).
 type streamSub struct {
-	sub  *nats.Subscription
+	subs []*nats.Subscription
 	refs int
 }
 
@@ -80,7 +91,7 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	}
 	fs := &fleetSessions{g: g, node: node, sealer: sealer.WithTTL(node.SessionTTL()), log: g.log, streams: map[string]*streamSub{}}
 	subj := node.Subject("replica", cluster.Token(node.Replica()), "answer")
-	if fs.answers, err = node.Conn().Subscribe(subj, fs.onAnswer); err != nil {
+	if fs.answers, err = node.Subscribe(subj, "a client's answer", fs.onAnswer); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", subj, err)
 	}
 	if err := fs.startCalls(); err != nil {
@@ -89,7 +100,7 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	if err := fs.startCancels(); err != nil {
 		return err
 	}
-	if _, err := node.Conn().Subscribe(node.Subject("getopen"), fs.onGetOpen); err != nil {
+	if _, err := node.Subscribe(node.Subject("getopen"), "a GET stream announcement", fs.onGetOpen); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", node.Subject("getopen"), err)
 	}
 	g.fleetSess.Store(fs)
@@ -145,7 +156,7 @@ func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
 		return nil, false
 	}
 	rec := fs.record(r.Context(), id)
-	if rec.Revoked {
+	if rec.Revoked || fs.revoked.has(recordKey(id)) {
 		fs.log.Info("cluster: refused a deleted session", "identity", who.Name, "remote", r.RemoteAddr)
 		return nil, false
 	}
@@ -167,8 +178,10 @@ func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
 		// GET stream tells the client, the others would repeat it.
 		return true
 	}
-	subj := fs.node.Subject("sess", cluster.Token(id), "out")
-	_, err := fs.node.Conn().Request(subj, msg, streamHandOver)
+	subj := fs.node.Subject("sess", fs.node.Route(id), "out")
+	ctx, cancel := context.WithTimeout(fs.g.ctx, streamHandOver)
+	defer cancel()
+	_, err := fs.node.Request(ctx, subj, msg)
 	switch {
 	case err == nil:
 		return true
@@ -176,9 +189,12 @@ func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
 		// No replica holds a GET stream: keep it here until one opens
 		// (then Rehome hands it over).
 		return false
+	case cluster.IsRefused(err):
+		return false // a reply no replica sealed (logged): keep it here
 	default:
 		fs.log.Warn("cluster: handing a message to a session's stream", "subject", subj, "err", err)
-		return errors.Is(err, nats.ErrTimeout) // it may have arrived: do not repeat it
+		// Timed out: it may have arrived, do not repeat it.
+		return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 	}
 }
 
@@ -218,7 +234,9 @@ func (fs *fleetSessions) stream(id string, open bool) {
 		if ss != nil {
 			if ss.refs--; ss.refs <= 0 {
 				delete(fs.streams, id)
-				_ = ss.sub.Unsubscribe()
+				for _, sub := range ss.subs {
+					_ = sub.Unsubscribe()
+				}
 			}
 		}
 		return
@@ -227,23 +245,27 @@ func (fs *fleetSessions) stream(id string, open bool) {
 		ss.refs++
 		return
 	}
-	subj := fs.node.Subject("sess", cluster.Token(id), "out")
-	sub, err := fs.node.Conn().Subscribe(subj, func(m *nats.Msg) { fs.onStreamMsg(id, m) })
-	if err != nil {
-		fs.log.Warn("cluster: subscribing to a session's stream; other replicas' notifications will not reach it", "err", err)
-		return
+	ss = &streamSub{refs: 1}
+	for _, route := range fs.node.Keys().Routes(id) {
+		subj := fs.node.Subject("sess", route, "out")
+		sub, err := fs.node.Subscribe(subj, "a message for a session's GET stream", func(m *cluster.Msg) { fs.onStreamMsg(id, m) })
+		if err != nil {
+			fs.log.Warn("cluster: subscribing to a session's stream; other replicas' notifications will not reach it", "err", err)
+			continue
+		}
+		ss.subs = append(ss.subs, sub)
 	}
-	fs.streams[id] = &streamSub{sub: sub, refs: 1}
+	fs.streams[id] = ss
 	// Replicas that kept messages while no GET stream was open hand them
 	// over now.
-	if err := fs.node.Conn().Publish(fs.node.Subject("getopen"), []byte(id)); err != nil {
+	if err := fs.node.Publish(fs.node.Subject("getopen"), []byte(id)); err != nil {
 		fs.log.Warn("cluster: announcing a GET stream", "err", err)
 	}
 }
 
 // onGetOpen hands what this replica kept for a session to the replica
 // that now holds its GET stream.
-func (fs *fleetSessions) onGetOpen(m *nats.Msg) {
+func (fs *fleetSessions) onGetOpen(m *cluster.Msg) {
 	if len(m.Data) == 0 || len(m.Data) > 8<<10 {
 		fs.log.Warn("cluster: refused a GET stream announcement from NATS", "bytes", len(m.Data))
 		return
@@ -256,16 +278,14 @@ func (fs *fleetSessions) onGetOpen(m *nats.Msg) {
 
 // onStreamMsg writes a message another replica published for the GET
 // stream held here, once it decodes as a request or notification.
-func (fs *fleetSessions) onStreamMsg(id string, m *nats.Msg) {
+func (fs *fleetSessions) onStreamMsg(id string, m *cluster.Msg) {
 	msg, err := wire.Decode(m.Data)
 	if _, ok := msg.(*jsonrpc.Request); err != nil || !ok {
 		fs.log.Warn("cluster: refused a message for a session's stream", "subject", m.Subject, "err", err)
 		return
 	}
 	fs.g.http.WriteStandalone(id, m.Data)
-	if m.Reply != "" {
-		_ = m.Respond(nil)
-	}
+	_ = m.Respond(nil)
 }
 
 // sessionRecord is what the fleet keeps of a session that its token
@@ -293,9 +313,9 @@ func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error)
 		return nil, cluster.ErrUnavailable
 	}
 	kv, err := fs.node.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: fs.node.Bucket("sessions"), TTL: fs.node.SessionTTL(), Description: "deleted sessions, log levels"})
+		Bucket: fs.node.Bucket(sessionsBucket), TTL: fs.node.SessionTTL(), Description: "deleted sessions, log levels"})
 	if err != nil {
-		return nil, fmt.Errorf("opening bucket %q: %w", fs.node.Bucket("sessions"), err)
+		return nil, fmt.Errorf("opening bucket %q: %w", fs.node.Bucket(sessionsBucket), err)
 	}
 	fs.records.Store(&kv)
 	return kv, nil
@@ -325,16 +345,20 @@ func (fs *fleetSessions) putCAS(ctx context.Context, rec sessionRecord) error {
 		return err
 	}
 	key := recordKey(rec.ID)
+	if rec.Revoked {
+		fs.revoked.add(key, fs.node.SessionTTL())
+	}
 	for range maxRecordRetries {
-		old, rev, err := fs.recordRev(ctx, kv, rec.ID)
+		old, rev, prev, err := fs.recordRev(ctx, kv, rec.ID)
 		if err != nil {
 			return err
 		}
 		merged := rec
-		merged.Revoked = rec.Revoked || old.Revoked
+		merged.Revoked = rec.Revoked || old.Revoked || fs.revoked.has(key)
 		merged.Level = cmp.Or(rec.Level, old.Level)
 		merged.Owner = cmp.Or(rec.Owner, old.Owner)
 		b, _ := json.Marshal(merged)
+		b = fs.node.SealRecord(sessionsBucket, key, b, prev)
 		if rev == 0 {
 			_, err = kv.Create(ctx, key, b)
 		} else {
@@ -347,23 +371,36 @@ func (fs *fleetSessions) putCAS(ctx context.Context, rec sessionRecord) error {
 	return fmt.Errorf("session record changed %d times while being written", maxRecordRetries)
 }
 
-// recordRev reads session id's record and its revision (0: none). A
-// record that does not decode, or belongs to another id, counts as none
-// but keeps its revision, so that the write replaces it.
-func (fs *fleetSessions) recordRev(ctx context.Context, kv jetstream.KeyValue, id string) (sessionRecord, uint64, error) {
-	e, err := kv.Get(ctx, recordKey(id))
+// sessionsBucket is the name of the sessions bucket under the fleet's prefix.
+const sessionsBucket = "sessions"
+
+// recordRev reads session id's record, its revision (0: none) and its
+// sealed value. A record that was not sealed by the fleet, or replays an
+// older one (logged once), or that does not decode, or belongs to another
+// id, counts as none but keeps its revision, so that a write replaces it;
+// a revocation this replica saw stays (revocations).
+func (fs *fleetSessions) recordRev(ctx context.Context, kv jetstream.KeyValue, id string) (sessionRecord, uint64, []byte, error) {
+	key := recordKey(id)
+	e, err := kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return sessionRecord{}, 0, nil
+		return sessionRecord{}, 0, nil, nil
 	case err != nil:
-		return sessionRecord{}, 0, err
+		return sessionRecord{}, 0, nil, err
 	}
-	rec, derr := decodeRecord(e.Value())
+	body, err := fs.node.OpenRecord(sessionsBucket, key, e.Value(), &fs.marks)
+	if err != nil {
+		return sessionRecord{}, e.Revision(), nil, nil
+	}
+	rec, derr := decodeRecord(body)
 	if derr != nil || rec.ID != id {
 		fs.log.Warn("cluster: ignoring an invalid session record", "err", derr)
-		return sessionRecord{}, e.Revision(), nil
+		return sessionRecord{}, e.Revision(), e.Value(), nil
 	}
-	return rec, e.Revision(), nil
+	if rec.Revoked {
+		fs.revoked.add(key, fs.node.SessionTTL())
+	}
+	return rec, e.Revision(), e.Value(), nil
 }
 
 // record reads session id's record; while NATS is down it cannot and
@@ -372,7 +409,7 @@ func (fs *fleetSessions) record(ctx context.Context, id string) sessionRecord {
 	kv, err := fs.bucket(ctx)
 	if err == nil {
 		var rec sessionRecord
-		if rec, _, err = fs.recordRev(ctx, kv, id); err == nil {
+		if rec, _, _, err = fs.recordRev(ctx, kv, id); err == nil {
 			return rec
 		}
 	}
@@ -401,8 +438,13 @@ func (fs *fleetSessions) watchRecords(ctx context.Context) {
 			var w jetstream.KeyWatcher
 			if w, err = kv.WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
 				for e := range w.Updates() {
-					if e != nil && e.Operation() == jetstream.KeyValuePut {
-						fs.apply(e.Value())
+					switch {
+					case e == nil:
+					case e.Operation() == jetstream.KeyValuePut:
+						fs.apply(e.Key(), e.Value())
+					case fs.revoked.has(e.Key()):
+						fs.log.Warn("cluster: the record of a deleted session was removed from NATS; this replica keeps refusing the session",
+							"key", e.Key(), "operation", e.Operation().String())
 					}
 				}
 				_ = w.Stop()
@@ -418,12 +460,23 @@ func (fs *fleetSessions) watchRecords(ctx context.Context) {
 	}
 }
 
-// apply applies one session record to this replica's copy of the session.
-func (fs *fleetSessions) apply(b []byte) {
-	rec, err := decodeRecord(b)
+// apply applies one session record, the value of key, to this replica's
+// copy of the session.
+func (fs *fleetSessions) apply(key string, b []byte) {
+	body, err := fs.node.OpenRecord(sessionsBucket, key, b, &fs.marks)
+	if err != nil {
+		return // logged
+	}
+	rec, err := decodeRecord(body)
+	if err == nil && recordKey(rec.ID) != key {
+		err = errors.New("a session record under another session's key")
+	}
 	if err != nil {
 		fs.log.Warn("cluster: refused a session record from NATS", "err", err)
 		return
+	}
+	if rec.Revoked {
+		fs.revoked.add(key, fs.node.SessionTTL())
 	}
 	v, ok := fs.local.Load(rec.ID)
 	if !ok {
@@ -439,6 +492,44 @@ func (fs *fleetSessions) apply(b []byte) {
 		s.logLevel.Store(int32(levelIndex(rec.Level)))
 	}
 	s.setOwner(fs, rec.Owner)
+}
+
+// revocations are the session records this replica saw revoked, by key,
+// until their tokens expire: deleting or purging a record in NATS does
+// not undo a DELETE here. At most maxRevocations are kept; past it the
+// ones expiring first go.
+type revocations struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+const maxRevocations = 1 << 17
+
+func (r *revocations) add(key string, ttl time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]time.Time{}
+	}
+	if _, ok := r.m[key]; ok {
+		return
+	}
+	now := time.Now()
+	if len(r.m) >= maxRevocations {
+		for k, until := range r.m {
+			if until.Before(now.Add(ttl/2)) || len(r.m) >= maxRevocations {
+				delete(r.m, k)
+			}
+		}
+	}
+	r.m[key] = now.Add(ttl)
+}
+
+func (r *revocations) has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until, ok := r.m[key]
+	return ok && time.Now().Before(until)
 }
 
 // setOwner records which replica holds the session's per-client upstream

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/nats-io/nats.go"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
@@ -87,18 +86,19 @@ func (fs *fleetSessions) sendAnswer(session, replica string, r *jsonrpc.Response
 	subj := fs.node.Subject("replica", cluster.Token(replica), "answer")
 	ctx, cancel := context.WithTimeout(fs.g.ctx, answerTimeout)
 	defer cancel()
-	reply, err := fs.node.Conn().RequestWithContext(ctx, subj, b)
+	reply, err := fs.node.Request(ctx, subj, b)
 	switch {
+	case cluster.IsRefused(err): // logged
 	case err != nil:
 		fs.log.Warn("cluster: the replica waiting for a client's answer did not take it (gone?)", "replica", replica, "err", err)
-	case string(reply.Data) != "ok":
-		fs.log.Warn("cluster: a replica refused a client's answer", "replica", replica, "reason", string(reply.Data))
+	case string(reply) != "ok":
+		fs.log.Warn("cluster: a replica refused a client's answer", "replica", replica, "reason", string(reply))
 	}
 }
 
 // onAnswer takes an answer another replica received for a request this
 // replica sent.
-func (fs *fleetSessions) onAnswer(m *nats.Msg) {
+func (fs *fleetSessions) onAnswer(m *cluster.Msg) {
 	if reason := fs.takeAnswer(m.Data); reason != "" {
 		fs.log.Warn("cluster: refused an answer from NATS", "reason", reason)
 		_ = m.Respond([]byte(reason))

@@ -42,7 +42,7 @@ const errNotOwner = "not the owner"
 
 func (fs *fleetSessions) startCalls() error {
 	subj := fs.node.Subject("replica", cluster.Token(fs.node.Replica()), "call")
-	sub, err := fs.node.Conn().Subscribe(subj, func(m *nats.Msg) { go fs.serveCall(m) })
+	sub, err := fs.node.Subscribe(subj, "a forwarded request", func(m *cluster.Msg) { go fs.serveCall(m) })
 	if err != nil {
 		return fmt.Errorf("subscribing to %s: %w", subj, err)
 	}
@@ -112,8 +112,8 @@ func (fs *fleetSessions) callOwner(s *session, owner string, u *upstream, req *j
 	b, _ := json.Marshal(fleetCall{Session: s.conn.SessionID(), Request: raw, TimeoutMs: wait.Milliseconds()})
 	ctx, cancel := context.WithTimeout(s.ctx, wait)
 	defer cancel()
-	reply, err := fs.node.Conn().RequestWithContext(ctx, fs.node.Subject("replica", cluster.Token(owner), "call"), b)
-	if errors.Is(err, nats.ErrNoResponders) || (err == nil && string(reply.Data) == errNotOwner) {
+	reply, err := fs.node.Request(ctx, fs.node.Subject("replica", cluster.Token(owner), "call"), b)
+	if errors.Is(err, nats.ErrNoResponders) || (err == nil && string(reply) == errNotOwner) {
 		fs.log.Warn("cluster: the replica that held this client's upstream session is gone; re-creating it here",
 			"server", u.name, "owner", owner, "identity", s.id.Name)
 		s.owner.Store(nil)
@@ -125,7 +125,7 @@ func (fs *fleetSessions) callOwner(s *session, owner string, u *upstream, req *j
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: the replica holding this client's session with server %q did not answer: %v", u.name, err)
 		return
 	}
-	msg, err := wire.Decode(reply.Data)
+	msg, err := wire.Decode(reply)
 	resp, ok := msg.(*jsonrpc.Response)
 	if err != nil || !ok {
 		fs.log.Warn("cluster: refused an owner's answer from NATS", "owner", owner, "err", err)
@@ -138,7 +138,7 @@ func (fs *fleetSessions) callOwner(s *session, owner string, u *upstream, req *j
 
 // serveCall serves a request another replica sent for a session this
 // replica owns, and replies with its response.
-func (fs *fleetSessions) serveCall(m *nats.Msg) {
+func (fs *fleetSessions) serveCall(m *cluster.Msg) {
 	var c fleetCall
 	if err := json.Unmarshal(m.Data, &c); err != nil {
 		fs.log.Warn("cluster: refused a forwarded request from NATS", "err", err)

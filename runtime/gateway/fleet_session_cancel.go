@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 )
 
 // A client's notifications/cancelled may reach another replica than the
@@ -21,7 +20,7 @@ type fleetCancel struct {
 
 func (fs *fleetSessions) startCancels() error {
 	subj := fs.node.Subject("cancel")
-	sub, err := fs.node.Conn().Subscribe(subj, fs.onCancel)
+	sub, err := fs.node.Subscribe(subj, "a cancellation", fs.onCancel)
 	if err != nil {
 		return fmt.Errorf("subscribing to %s: %w", subj, err)
 	}
@@ -36,14 +35,14 @@ func (s *session) shareCancel(params json.RawMessage) {
 		return
 	}
 	b, _ := json.Marshal(fleetCancel{Session: s.conn.SessionID(), Params: params})
-	if err := fs.node.Conn().Publish(fs.node.Subject("cancel"), b); err != nil {
+	if err := fs.node.Publish(fs.node.Subject("cancel"), b); err != nil {
 		fs.log.Warn("cluster: publishing a cancellation", "err", err)
 	}
 }
 
 // onCancel cancels the call another replica's client cancelled, when it is
 // in flight here.
-func (fs *fleetSessions) onCancel(m *nats.Msg) {
+func (fs *fleetSessions) onCancel(m *cluster.Msg) {
 	var c fleetCancel
 	if err := json.Unmarshal(m.Data, &c); err != nil {
 		fs.log.Warn("cluster: refused a cancellation from NATS", "err", err)

@@ -97,7 +97,7 @@ func (f *testFleet) startReplica(t testing.TB, i int, servers string) (*Gateway,
 	if f.clusterExtra != "" {
 		extra = ", " + f.clusterExtra
 	}
-	js := strings.TrimSuffix(servers, "}") + fmt.Sprintf(`, "cluster": {"nats_url": %q, "name": "tf", "secret": %q, "replica": "r%d"%s}}`,
+	js := strings.TrimSuffix(servers, "}") + fmt.Sprintf(`, "cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "tf", "secret": %q, "replica": "r%d"%s}}`,
 		f.nats.ClientURL(), testFleetSecret, i, extra)
 	cfg, err := config.Parse("test.json", []byte(js))
 	if err != nil {
@@ -583,7 +583,7 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 	for i := range f.gws {
 		r := cluster.Token(fmt.Sprintf("r%d", i))
 		for _, g := range garbage {
-			for _, subj := range []string{n.Subject("sess", cluster.Token(sid), "out"), n.Subject("replica", r, "answer"), n.Subject("cancel")} {
+			for _, subj := range []string{n.Subject("sess", n.Route(sid), "out"), n.Subject("replica", r, "answer"), n.Subject("cancel")} {
 				if err := nc.Publish(subj, g); err != nil {
 					t.Fatal(err)
 				}

@@ -91,6 +91,9 @@ type Gateway struct {
 	// fleetCtl is the fleet's control plane on this replica; nil without
 	// a fleet (fleet_control.go).
 	fleetCtl *fleetControl
+	// natsChecked: New found the fleet's NATS wanting credentials, so
+	// joining need not ask again.
+	natsChecked bool
 	// fleetSess shares the downstream sessions with the fleet
 	// (fleet_session.go); nil outside a fleet.
 	fleetSess atomic.Pointer[fleetSessions]
@@ -145,6 +148,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
+	checked, err := checkFleetNATS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	g.natsChecked = checked
 	bridge, err := newBridges()
 	if err != nil {
 		return nil, err

@@ -206,7 +206,7 @@ func attachmentsUsing(pg *policyGen, name string) []policy.Spec {
 // back. Called with p.mu held.
 func activateUpload(ctx context.Context, p *policies, st *store.Store, name string, wasm []byte, meta store.Version, sig string, preloaded map[moduleKey]*policy.Module) error {
 	if p.fleet != nil {
-		return p.fleet.uploadLocked(ctx, name, wasm, meta, sig, preloaded)
+		return p.fleet.uploadLocked(fleetChangeCtx(ctx, "module.upload", name), name, wasm, meta, sig, preloaded)
 	}
 	ver, err := st.Commit(name, wasm, meta)
 	if err != nil {
@@ -294,7 +294,7 @@ func checkSignature(cfg *config.Config, wasm []byte, sig string) (string, error)
 	return id, nil
 }
 
-func (o adminOps) DeleteModule(name string) error {
+func (o adminOps) DeleteModule(ctx context.Context, name string) error {
 	return o.g.withStore(func(p *policies, st *store.Store) error {
 		if _, ok := st.Get(name); !ok {
 			return admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
@@ -307,7 +307,7 @@ func (o adminOps) DeleteModule(name string) error {
 			}
 		}
 		if p.fleet != nil {
-			return p.fleet.removeLocked(context.Background(), name)
+			return p.fleet.removeLocked(fleetChangeCtx(ctx, "module.delete", name), name)
 		}
 		return st.Remove(name)
 	})
@@ -322,7 +322,7 @@ func (o adminOps) RollbackModule(ctx context.Context, name string) (ModuleInfo, 
 			return admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
 		}
 		if p.fleet != nil {
-			err := p.fleet.rollbackLocked(ctx, name)
+			err := p.fleet.rollbackLocked(fleetChangeCtx(ctx, "module.rollback", name), name)
 			m, _ := st.Get(name)
 			info = o.g.moduleInfo(m)
 			return err

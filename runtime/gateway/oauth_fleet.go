@@ -2,6 +2,10 @@ package gateway
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -52,9 +56,60 @@ func (g *Gateway) openFleetOAuth(node *cluster.Node) error {
 	}
 	open := func(ctx context.Context) (jetstream.KeyValue, error) { return openOAuthBucket(ctx, node) }
 	g.oauthKV = oauth.NewKVStore(open, node.Connected, sealer, g.log, g.oauth.Changed)
-	g.oauth.UseFleet(g.oauthKV, oauth.NewNATSRelay(node.Conn(), node.Subject("oauth", "callback"), g.log))
+	g.oauthKV.UseFleetSeal(newOAuthSeal(node, key))
+	g.oauth.UseFleet(g.oauthKV, oauth.NewNATSRelay(oauthBus{node}, node.Subject("oauth", "callback"), g.log))
 	return nil
 }
+
+// oauthSeal is the fleet's seal of the token records: keys are an HMAC of
+// server and identity under a key derived from oauth.key (the same on
+// every replica, and not rotated with cluster.secret, so a rotation does
+// not move the records), values sealed again with the fleet's keys.
+type oauthSeal struct {
+	n     *cluster.Node
+	hash  []byte
+	marks cluster.Watermarks
+}
+
+func newOAuthSeal(n *cluster.Node, oauthKey []byte) *oauthSeal {
+	k, _ := hkdf.Key(sha256.New, oauthKey, nil, "edge-mcp oauth kv key v1", 32) // cannot fail for 32 bytes
+	return &oauthSeal{n: n, hash: k}
+}
+
+func (s *oauthSeal) Key(server, identity string) string {
+	m := hmac.New(sha256.New, s.hash)
+	m.Write([]byte(server))
+	m.Write([]byte{0})
+	m.Write([]byte(identity))
+	return "tok." + hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+func (s *oauthSeal) Seal(key string, body []byte) []byte {
+	return s.n.SealRecordAfter("oauth", key, body, &s.marks)
+}
+
+func (s *oauthSeal) Open(key string, value []byte) ([]byte, error) {
+	return s.n.OpenRecord("oauth", key, value, &s.marks)
+}
+
+// oauthBus carries the OAuth relay's messages sealed by the fleet.
+type oauthBus struct{ n *cluster.Node }
+
+func (b oauthBus) Subscribe(subject string, fn func([]byte, func([]byte) error)) (func(), error) {
+	sub, err := b.n.Subscribe(subject, "a forwarded authorization redirect", func(m *cluster.Msg) { fn(m.Data, m.Respond) })
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+func (b oauthBus) Request(ctx context.Context, subject string, body []byte) ([]byte, error) {
+	return b.n.Request(ctx, subject, body)
+}
+
+func (b oauthBus) Flush(timeout time.Duration) error { return b.n.Conn().FlushTimeout(timeout) }
+
+func (b oauthBus) Connected() bool { return b.n.Connected() }
 
 // openOAuthBucket creates (or opens) the token bucket: file storage, so
 // tokens outlive a NATS restart, replicated on a NATS cluster.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -40,7 +41,7 @@ func startOAuthReplica(t *testing.T, entry, natsURL, replica string) *oauthGatew
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	js := fmt.Sprintf(`{"mcpServers": {"up": %s}, "admin": {"state_dir": %q}, "audit": {"path": %q},
 		"oauth": {"pending_wait": 5, "redirect_url": %q, "key": %q},
-		"cluster": {"nats_url": %q, "name": "oafleet", "secret": "fleet-secret-fleet-secret-fleet-secret", "replica": %q}}`,
+		"cluster": {"allow_anonymous_nats": true, "nats_url": %q, "name": "oafleet", "secret": "fleet-secret-fleet-secret-fleet-secret", "replica": %q}}`,
 		entry, t.TempDir(), audit, base+"/oauth/callback", hex.EncodeToString(fleetOAuthKey), natsURL, replica)
 	return serveOAuthGateway(t, ln, base, audit, js)
 }
@@ -106,19 +107,41 @@ func fleetTokenBucket(t *testing.T, natsURL string) jetstream.KeyValue {
 	return kv
 }
 
-// storedRecord unseals the fleet's record of "up" with the shared key.
-func storedRecord(t *testing.T, kv jetstream.KeyValue) *oauth.Record {
+// storedRecord unseals the fleet's record of "up" with the keys of
+// replica og.
+func storedRecord(t *testing.T, og *oauthGateway, kv jetstream.KeyValue) *oauth.Record {
 	t.Helper()
-	e, err := kv.Get(context.Background(), oauth.KVKey("up", ""))
+	rec, err := readStoredRecord(og, kv)
 	if err != nil {
 		t.Fatalf("the fleet holds no token of up: %v", err)
 	}
-	s, _ := oauth.NewSealer(fleetOAuthKey)
-	rec, err := s.Open("up", "", e.Value())
-	if err != nil {
-		t.Fatal(err)
-	}
 	return rec
+}
+
+// upKey is the bucket key of the fleet's record of "up".
+func upKey(og *oauthGateway) string { return newOAuthSeal(og.g.fleet, fleetOAuthKey).Key("up", "") }
+
+func readStoredRecord(og *oauthGateway, kv jetstream.KeyValue) (*oauth.Record, error) {
+	fs := newOAuthSeal(og.g.fleet, fleetOAuthKey)
+	key := fs.Key("up", "")
+	e, err := kv.Get(context.Background(), key)
+	if err != nil {
+		return nil, err
+	}
+	body, err := fs.Open(key, e.Value())
+	if err != nil {
+		return nil, err
+	}
+	var fr struct {
+		Server   string `json:"s"`
+		Identity string `json:"i"`
+		Sealed   []byte `json:"r"`
+	}
+	if err := json.Unmarshal(body, &fr); err != nil || fr.Server != "up" || fr.Identity != "" {
+		return nil, fmt.Errorf("record %+v: %v", fr, err)
+	}
+	s, _ := oauth.NewSealer(fleetOAuthKey)
+	return s.Open("up", "", fr.Sealed)
 }
 
 // noFleetTokens fails when a token the authorization server issued shows
@@ -131,6 +154,9 @@ func noFleetTokens(t *testing.T, as *testenv.OAuthServer, kv jetstream.KeyValue,
 	}
 	var raw []byte
 	for _, k := range keys {
+		if k == oauth.KVKey("up", "") {
+			t.Errorf("the key %q names the server and identity (a subject anyone on NATS sees)", k)
+		}
 		e, err := kv.Get(context.Background(), k)
 		if err != nil {
 			t.Fatal(err)
@@ -203,7 +229,7 @@ func TestOAuthFleetLoginCallbackLogout(t *testing.T) {
 		st, _ := a.status(t)
 		return st.Authorization != nil && st.Authorization.State == oauth.StateNeedsAuthorization
 	})
-	if _, err := kv.Get(context.Background(), oauth.KVKey("up", "")); err == nil {
+	if _, err := kv.Get(context.Background(), upKey(b)); err == nil {
 		t.Error("the fleet still holds the token after logout")
 	}
 }
@@ -303,7 +329,7 @@ func TestOAuthFleetRefreshRotation(t *testing.T) {
 		t.Errorf("%d refreshes; the test wants the replicas to refresh", n)
 	}
 	kv := fleetTokenBucket(t, srv.ClientURL())
-	rec := storedRecord(t, kv)
+	rec := storedRecord(t, a, kv)
 	if !as.RefreshValid(rec.Token.RefreshToken) {
 		t.Error("the fleet holds a spent refresh token: a newer one was lost")
 	}
@@ -314,7 +340,7 @@ func TestOAuthFleetRefreshRotation(t *testing.T) {
 // no oauth.key refuses to start, naming the key.
 func TestOAuthFleetNeedsSharedKey(t *testing.T) {
 	cfg, err := config.Parse("test.json", []byte(`{"mcpServers": {"up": {"url": "http://127.0.0.1:1/mcp", "oauth": {}}},
-		"cluster": {"nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
+		"cluster": {"allow_anonymous_nats": true, "nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +351,7 @@ func TestOAuthFleetNeedsSharedKey(t *testing.T) {
 
 	// Started without OAuth servers, a reload adding one is refused too.
 	plain, err := config.Parse("test.json", []byte(`{"mcpServers": {},
-		"cluster": {"nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
+		"cluster": {"allow_anonymous_nats": true, "nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,12 +396,7 @@ func TestOAuthFleetNATSDown(t *testing.T) {
 	srv.Restart(t)
 	kv := fleetTokenBucket(t, srv.ClientURL())
 	waitFor(t, "the refresh made while NATS was down to reach the bucket", func() bool {
-		e, err := kv.Get(context.Background(), oauth.KVKey("up", ""))
-		if err != nil {
-			return false
-		}
-		s, _ := oauth.NewSealer(fleetOAuthKey)
-		rec, err := s.Open("up", "", e.Value())
+		rec, err := readStoredRecord(b, kv)
 		return err == nil && as.RefreshValid(rec.Token.RefreshToken)
 	})
 	noFleetTokens(t, as, kv, b)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -100,12 +101,12 @@ func (o adminOps) PendingToolChanges() []PendingToolChange {
 // tool returns to the catalogue (with list_changed). A rejected change may
 // still be approved. In a fleet the decision is recorded for every replica
 // first (fleet_control_pins.go).
-func (o adminOps) ApproveToolChange(server, tool string) error {
+func (o adminOps) ApproveToolChange(ctx context.Context, server, tool string) error {
 	g := o.g
 	if g.pins == nil {
 		return admin.Errorf(http.StatusConflict, "pinning_off", "tool pinning is off (pinning.mode)")
 	}
-	recorded, err := g.decidePin(server, tool, "approve")
+	recorded, err := g.decidePin(ctx, server, tool, "approve")
 	if err != nil {
 		return err
 	}
@@ -123,7 +124,7 @@ func (o adminOps) ApproveToolChange(server, tool string) error {
 // RejectToolChange refuses the pending definition of server's tool: the
 // old pin stays, the tool stays withheld, and this definition is not
 // offered for approval again.
-func (o adminOps) RejectToolChange(server, tool string) error {
+func (o adminOps) RejectToolChange(ctx context.Context, server, tool string) error {
 	g := o.g
 	if g.pins == nil {
 		return admin.Errorf(http.StatusConflict, "pinning_off", "tool pinning is off (pinning.mode)")
@@ -132,7 +133,7 @@ func (o adminOps) RejectToolChange(server, tool string) error {
 		if c.Server != server || c.Tool != tool || g.pinRejected(server, tool, c.NewFingerprint) {
 			continue
 		}
-		if _, err := g.decidePin(server, tool, "reject"); err != nil {
+		if _, err := g.decidePin(ctx, server, tool, "reject"); err != nil {
 			return err
 		}
 		g.pinLogged.Store(pinRejection{server, tool}, c.NewFingerprint)

@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,8 @@ type KVStore struct {
 	open    func(context.Context) (jetstream.KeyValue, error)
 	up      func() bool
 	sealer  *Sealer
+	fleet   FleetSeal
+	names   sync.Map // with fleet: key → [2]string{server, identity} of the records seen
 	log     *slog.Logger
 	changed func(server, identity string)
 
@@ -95,6 +98,80 @@ func NewKVStore(open func(context.Context) (jetstream.KeyValue, error), up func(
 		done: make(chan struct{}), pending: map[string]kvWrite{}}
 	go s.run()
 	return s
+}
+
+// FleetSeal is the fleet's own seal around the records (the gateway's
+// cluster.Node): under it, a record's key is a keyed hash of its server
+// and identity, so neither appears on a subject, and its value is sealed
+// again with the fleet's key for that key, saying whose record it is, so
+// that only a replica of the fleet can have written it and an older value
+// put back is refused.
+type FleetSeal interface {
+	// Key is the bucket key of server and identity.
+	Key(server, identity string) string
+	// Seal seals body as the value of key.
+	Seal(key string, body []byte) []byte
+	// Open opens the value of key (an error, logged, when no replica of
+	// the fleet wrote it, or it is older than one read before).
+	Open(key string, value []byte) ([]byte, error)
+}
+
+// fleetRecord is what FleetSeal seals: whose record, and the record
+// sealed with oauth.key.
+type fleetRecord struct {
+	Server   string `json:"s"`
+	Identity string `json:"i"`
+	Sealed   []byte `json:"r"`
+}
+
+// UseFleetSeal makes the store key and seal its records with f. Call it
+// before the store is used.
+func (s *KVStore) UseFleetSeal(f FleetSeal) { s.fleet = f }
+
+// key is the bucket key of server and identity.
+func (s *KVStore) key(server, identity string) string {
+	if s.fleet != nil {
+		key := s.fleet.Key(server, identity)
+		s.names.Store(key, [2]string{server, identity})
+		return key
+	}
+	return KVKey(server, identity)
+}
+
+// deleted is whose record key was, when this replica knows.
+func (s *KVStore) deleted(key string) (server, identity string) {
+	if v, ok := s.names.Load(key); ok {
+		n := v.([2]string)
+		return n[0], n[1]
+	}
+	return "", ""
+}
+
+// wrap seals a record sealed with oauth.key for the fleet.
+func (s *KVStore) wrap(key, server, identity string, sealed []byte) []byte {
+	if s.fleet == nil {
+		return sealed
+	}
+	b, _ := json.Marshal(fleetRecord{Server: server, Identity: identity, Sealed: sealed})
+	return s.fleet.Seal(key, b)
+}
+
+// unwrap opens a value read under key: whose record, and the record
+// sealed with oauth.key.
+func (s *KVStore) unwrap(key string, value []byte) (fleetRecord, error) {
+	if s.fleet == nil {
+		server, identity, err := ParseKVKey(key)
+		return fleetRecord{Server: server, Identity: identity, Sealed: value}, err
+	}
+	b, err := s.fleet.Open(key, value)
+	if err != nil {
+		return fleetRecord{}, err
+	}
+	var r fleetRecord
+	if err := json.Unmarshal(b, &r); err != nil || r.Server == "" || s.key(r.Server, r.Identity) != key {
+		return fleetRecord{}, fmt.Errorf("token record under %.64q: not the record of its key", key)
+	}
+	return r, nil
 }
 
 // Close stops watching and retrying.
@@ -158,14 +235,19 @@ func (s *KVStore) LoadVersion(server, identity string) (*Record, uint64, error) 
 	if err != nil {
 		return nil, 0, err
 	}
-	e, err := kv.Get(ctx, KVKey(server, identity))
+	key := s.key(server, identity)
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the token record of %q from the fleet: %w", server, err)
 	}
-	rec, err := s.sealer.Open(server, identity, e.Value())
+	fr, err := s.unwrap(key, e.Value())
+	if err != nil {
+		return nil, 0, err // logged by the fleet's seal
+	}
+	rec, err := s.sealer.Open(server, identity, fr.Sealed)
 	if err != nil {
 		s.log.Warn("fleet token record refused", "server_name", server, "identity", identity, "revision", e.Revision(), "err", err)
 		return nil, 0, err
@@ -181,7 +263,8 @@ func (s *KVStore) Save(server, identity string, rec *Record) error {
 	}
 	// A login while NATS is unreachable still succeeds on this replica;
 	// the fleet gets the token when NATS answers.
-	return s.write(KVKey(server, identity), kvWrite{value: sealed}, false)
+	key := s.key(server, identity)
+	return s.write(key, kvWrite{value: s.wrap(key, server, identity, sealed)}, false)
 }
 
 // SaveVersion implements Versioned.
@@ -192,7 +275,8 @@ func (s *KVStore) SaveVersion(server, identity string, rec *Record, version uint
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, kvTimeout)
 	defer cancel()
-	key := KVKey(server, identity)
+	key := s.key(server, identity)
+	sealed = s.wrap(key, server, identity, sealed)
 	rev, err := s.put(ctx, key, kvWrite{value: sealed, rev: version, versioned: true})
 	switch {
 	case errors.Is(err, ErrStale):
@@ -206,7 +290,7 @@ func (s *KVStore) SaveVersion(server, identity string, rec *Record, version uint
 
 // Delete implements Store.
 func (s *KVStore) Delete(server, identity string) error {
-	return s.write(KVKey(server, identity), kvWrite{}, true)
+	return s.write(s.key(server, identity), kvWrite{}, true)
 }
 
 // write puts or deletes now; on failure the write is kept for retrying
@@ -316,10 +400,24 @@ func (s *KVStore) seen(e jetstream.KeyValueEntry) {
 	if e == nil {
 		return
 	}
-	server, identity, err := ParseKVKey(e.Key())
-	if err != nil {
-		s.log.Warn("fleet token bucket: entry refused", "err", err)
-		return
+	var server, identity string
+	switch {
+	case s.fleet == nil || e.Operation() == jetstream.KeyValuePut:
+		fr, err := s.unwrap(e.Key(), e.Value())
+		if err != nil {
+			if s.fleet == nil {
+				s.log.Warn("fleet token bucket: entry refused", "err", err)
+			}
+			return
+		}
+		server, identity = fr.Server, fr.Identity
+	default:
+		// A deletion under the fleet's keyed hash says not whose: the
+		// replica that knows the key tells its handler.
+		server, identity = s.deleted(e.Key())
+		if server == "" {
+			return
+		}
 	}
 	if s.changed != nil {
 		s.changed(server, identity)

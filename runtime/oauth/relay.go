@@ -21,11 +21,27 @@ import (
 // redirect's parameters there and shows the page the owner answers. The
 // subject is a hash of state, so a state from the browser never makes a
 // subject of its own. The owner takes the state once (the single use
-// holds fleet-wide: it unsubscribes as it takes it).
+// holds fleet-wide: it unsubscribes as it takes it). The messages travel
+// sealed by the fleet (Bus): a party on NATS without the fleet's secret
+// can neither read a forwarded code nor answer in the owner's place.
 type NATSRelay struct {
-	nc     *nats.Conn
+	bus    Bus
 	prefix string // e.g. "edge.oauth.callback"
 	log    *slog.Logger
+}
+
+// Bus carries the relay's messages between the replicas of a fleet (the
+// fleet's cluster.Node): sealed when sent, delivered only when a replica
+// of the fleet sealed them.
+type Bus interface {
+	// Subscribe calls fn with each message on subject; respond answers it.
+	Subscribe(subject string, fn func(body []byte, respond func([]byte) error)) (unsubscribe func(), err error)
+	// Request sends body on subject and returns the answer.
+	Request(ctx context.Context, subject string, body []byte) ([]byte, error)
+	// Flush waits until the server has what was sent.
+	Flush(timeout time.Duration) error
+	// Connected reports whether NATS is reachable now.
+	Connected() bool
 }
 
 // relayWait bounds a forwarded redirect: the owner answers once the
@@ -35,9 +51,9 @@ const relayWait = callbackWait + 5*time.Second
 // maxRelayMessage caps a forwarded redirect or its answer.
 const maxRelayMessage = 16 << 10
 
-// NewNATSRelay returns a relay on nc under the subject prefix.
-func NewNATSRelay(nc *nats.Conn, prefix string, log *slog.Logger) *NATSRelay {
-	return &NATSRelay{nc: nc, prefix: prefix, log: log}
+// NewNATSRelay returns a relay on bus under the subject prefix.
+func NewNATSRelay(bus Bus, prefix string, log *slog.Logger) *NATSRelay {
+	return &NATSRelay{bus: bus, prefix: prefix, log: log}
 }
 
 // relayRequest is a forwarded redirect: the parameters of the callback.
@@ -61,8 +77,8 @@ func (r *NATSRelay) subject(state string) string {
 
 // Own implements Relay.
 func (r *NATSRelay) Own(state string, complete func(ctx context.Context, q url.Values) (int, string)) (func(), error) {
-	sub, err := r.nc.Subscribe(r.subject(state), func(msg *nats.Msg) {
-		req, err := decodeRelayRequest(msg.Data)
+	unsubscribe, err := r.bus.Subscribe(r.subject(state), func(data []byte, respond func([]byte) error) {
+		req, err := decodeRelayRequest(data)
 		if err != nil || req.State != state {
 			r.log.Warn("forwarded authorization redirect refused", "err", err)
 			return // the sender times out and refuses the redirect
@@ -77,7 +93,7 @@ func (r *NATSRelay) Own(state string, complete func(ctx context.Context, q url.V
 		defer cancel()
 		code, text := complete(ctx, q)
 		out, _ := json.Marshal(relayReply{Status: code, Message: text})
-		if err := msg.Respond(out); err != nil {
+		if err := respond(out); err != nil {
 			r.log.Warn("answering a forwarded authorization redirect", "err", err)
 		}
 	})
@@ -86,17 +102,17 @@ func (r *NATSRelay) Own(state string, complete func(ctx context.Context, q url.V
 	}
 	// The subscription must be known to the server before the URL is
 	// shown, else an early redirect finds no owner.
-	if err := r.nc.FlushTimeout(2 * time.Second); err != nil {
+	if err := r.bus.Flush(2 * time.Second); err != nil {
 		r.log.Debug("flushing the redirect subscription", "err", err)
 	}
-	return func() { sub.Unsubscribe() }, nil
+	return unsubscribe, nil
 }
 
 // Forward implements Relay. No replica owning state, NATS unreachable or
 // an answer that does not decode: ok is false and the redirect is
 // refused as unknown.
 func (r *NATSRelay) Forward(ctx context.Context, state string, q url.Values) (int, string, bool) {
-	if !r.nc.IsConnected() {
+	if !r.bus.Connected() {
 		r.log.Warn("an authorization redirect for another replica cannot be forwarded: the fleet's NATS is not reachable")
 		return 0, "", false
 	}
@@ -106,14 +122,14 @@ func (r *NATSRelay) Forward(ctx context.Context, state string, q url.Values) (in
 	}
 	ctx, cancel := context.WithTimeout(ctx, relayWait)
 	defer cancel()
-	msg, err := r.nc.RequestWithContext(ctx, r.subject(state), body)
+	answer, err := r.bus.Request(ctx, r.subject(state), body)
 	if err != nil {
 		if !errors.Is(err, nats.ErrNoResponders) {
 			r.log.Warn("forwarding an authorization redirect to its replica", "err", err)
 		}
 		return 0, "", false
 	}
-	rep, err := decodeRelayReply(msg.Data)
+	rep, err := decodeRelayReply(answer)
 	if err != nil {
 		r.log.Warn("answer to a forwarded authorization redirect refused", "err", err)
 		return 0, "", false
