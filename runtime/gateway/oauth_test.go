@@ -91,19 +91,12 @@ func (og *oauthGateway) status(t *testing.T) (ServerStatus, string) {
 	return doc.Servers[0], string(raw)
 }
 
-// approvePending waits for a pending authorization in /status and plays
+// approvePending waits for a pending authorization (pendingURL) and plays
 // the operator: opens its URL, follows the redirect to the gateway's
 // callback, and expects success.
 func (og *oauthGateway) approvePending(t *testing.T) {
 	t.Helper()
-	var pending string
-	waitFor(t, "a pending authorization in /status", func() bool {
-		st, _ := og.status(t)
-		if st.Authorization != nil {
-			pending = st.Authorization.PendingURL
-		}
-		return pending != ""
-	})
+	pending := og.pendingURL(t)
 	resp, err := http.Get(pending)
 	if err != nil {
 		t.Fatal(err)
