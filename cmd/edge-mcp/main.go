@@ -281,7 +281,7 @@ const defaultAdminListen = "127.0.0.1:9090"
 func httpLimits(cfg *config.Config) transports.HTTPLimits {
 	l := cfg.Limits
 	return transports.HTTPLimits{ReadHeaderTimeout: l.ReadHeaderTimeout, BodyReadTimeout: l.BodyReadTimeout,
-		IdleTimeout: l.IdleTimeout, MaxConns: l.MaxConnections, MaxConnsPerIP: l.MaxConnectionsPerIP}.WithDefaults()
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes, MaxConns: l.MaxConnections, MaxConnsPerIP: l.MaxConnectionsPerIP}.WithDefaults()
 }
 
 // listenAdmin opens the admin API's listener: the flag, else the config,

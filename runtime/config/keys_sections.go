@@ -120,6 +120,8 @@ var limitKeys = concat([]key{
 		doc: "calls that may wait for a slot (FIFO); more are refused at once"},
 	{name: "limits.read_header_timeout", def: "10", field: at(func(l *Limits) *time.Duration { return &l.ReadHeaderTimeout }),
 		doc: "time a client has to send a request's headers; then the connection is closed"},
+	{name: "limits.max_header_bytes", def: "65536", field: at(func(l *Limits) *int { return &l.MaxHeaderBytes }), check: notNegative,
+		doc: "bytes of a request's line and headers; over it HTTP 431"},
 	{name: "limits.body_read_timeout", def: "30", field: at(func(l *Limits) *time.Duration { return &l.BodyReadTimeout }),
 		doc: "time a client has to send a POST body; then the connection is closed (streams are not cut)"},
 	{name: "limits.idle_timeout", def: "120", field: at(func(l *Limits) *time.Duration { return &l.IdleTimeout }),
