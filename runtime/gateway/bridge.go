@@ -99,6 +99,13 @@ type sealedState struct {
 	Name     string   `json:"n"` // the exposed tool, the upstream prompt or the resource URI
 	Identity string   `json:"i"`
 	Expires  int64    `json:"e"` // Unix milliseconds
+	// Approve is set when the state asks a person to approve a tools/call
+	// (approval_modern.go): the digest of the call's arguments.
+	Approve string `json:"a,omitempty"`
+	// Inner is the requestState and inputResponses of another round that
+	// the call carried when it was held for approval (an upstream's),
+	// given back to the call on the retry.
+	Inner json.RawMessage `json:"u,omitempty"`
 }
 
 func newBridges() (*bridges, error) {
