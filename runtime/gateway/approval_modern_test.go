@@ -154,3 +154,39 @@ func TestApprovalModernState(t *testing.T) {
 		t.Errorf("upstream reached %d times, want 1", n)
 	}
 }
+
+// TestFleetApprovalAcrossReplicas: a 2026-07-28 client's approval round
+// through a strict round-robin proxy over two replicas: the retry reaches
+// the other replica, which opens the requestState (sealed with the fleet's
+// key, not a per-process one) and makes the call.
+func TestFleetApprovalAcrossReplicas(t *testing.T) {
+	var reached sync.Map
+	up := approvalUpstream(t, &reached)
+	f := startFleet(t, 2, fmt.Sprintf(`{"mcpServers": {"appr": {"url": %q}}, "tool_rules": [{"tools": ["danger*"], "require_approval": true}]}`, up))
+	asked := 0
+	cl := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked++
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: f.url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for i := range 3 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "danger_delete", Arguments: map[string]any{"target": fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if res.IsError || textOf(res) != "danger_delete done" {
+			t.Fatalf("call %d: %q", i, textOf(res))
+		}
+	}
+	if n := reachedCount(&reached, "danger_delete"); n != 3 || asked != 3 {
+		t.Errorf("upstream reached %d times, person asked %d times; want 3 and 3", n, asked)
+	}
+}

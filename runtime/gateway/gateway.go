@@ -148,7 +148,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
-	bridge, err := newBridges()
+	bridge, err := newBridges(cfg.Cluster)
 	if err != nil {
 		return nil, err
 	}
