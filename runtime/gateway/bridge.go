@@ -103,6 +103,10 @@ type sealedState struct {
 	Name     string   `json:"n"` // the exposed tool, the upstream prompt or the resource URI
 	Identity string   `json:"i"`
 	Expires  int64    `json:"e"` // Unix milliseconds
+	// Replica is the fleet replica the parked requests wait on ("": not
+	// in a fleet); a retry that reaches another one is handed there
+	// (bridge_fleet.go).
+	Replica string `json:"r,omitempty"`
 	// Approve is set when the state asks a person to approve a tools/call
 	// (approval_modern.go): the digest of the call's arguments.
 	Approve string `json:"a,omitempty"`
@@ -284,7 +288,8 @@ func (b *bridges) send(c *call, br *bridged, r *round, timeout time.Duration) {
 		br.round = nil
 	}
 	b.mu.Unlock()
-	st := sealedState{Server: c.server, Method: c.method, Name: callName(c), Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli()}
+	st := sealedState{Server: c.server, Method: c.method, Name: callName(c), Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli(),
+		Replica: r.sess.g.replicaName()}
 	for _, p := range r.parked {
 		st.Tokens = append(st.Tokens, p.token)
 	}
