@@ -94,6 +94,14 @@ func TestDoorSlowBodies(t *testing.T) {
 		t.Logf("peak RSS %.1f MiB", float64(peak)/(1<<20))
 	}
 
+	// edge-mcp status needs the client key too.
+	if out, err := runCLI(t, "status", "--url", p.base); err == nil || !strings.Contains(err.Error(), "--key") {
+		t.Errorf("edge-mcp status without a key: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, "status", "--url", p.base, "--key", key); err != nil || !strings.Contains(out, "child") {
+		t.Errorf("edge-mcp status --key: %v\n%s", err, out)
+	}
+
 	// Headers: 64 KiB by default.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/healthz", nil)
 	req.Header.Set("X-Big", strings.Repeat("a", 100<<10))
