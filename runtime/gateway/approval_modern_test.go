@@ -190,3 +190,53 @@ func TestFleetApprovalAcrossReplicas(t *testing.T) {
 		t.Errorf("upstream reached %d times, person asked %d times; want 3 and 3", n, asked)
 	}
 }
+
+// TestApprovalModernKeepsUpstreamRounds: a tool needing approval on a
+// 2026-07-28 upstream that asks for input itself. Each of the client's
+// retries of the upstream's rounds is held for approval again; the
+// upstream's requestState and the answers the retry carried are kept in
+// the approval's state and given back to the call when it is approved, so
+// the upstream sees every round as it asked.
+func TestApprovalModernKeepsUpstreamRounds(t *testing.T) {
+	seen := &roundAttempts{}
+	cfg := fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}}, "tool_rules": [{"tools": ["two"], "require_approval": true}]}`, roundsUpstream(t, seen))
+	url, _ := startGateway(t, cfg, Options{})
+	var approvals, names int
+	cl := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if strings.HasPrefix(req.Params.Message, "edge-mcp: allow") {
+				approvals++
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+			}
+			names++
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "two", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(res); res.IsError || got != "two rounds: Ada" {
+		t.Fatalf("result %q (isError %v), want the upstream's after two rounds", got, res.IsError)
+	}
+	want := []roundAttempt{{"two", []string{}, ""}, {"two", []string{"first_name"}, "round-1"}, {"two", []string{"first_name"}, "round-2"}}
+	got := seen.of("two")
+	if len(got) != len(want) {
+		t.Fatalf("upstream attempts %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].state != want[i].state || strings.Join(got[i].keys, ",") != strings.Join(want[i].keys, ",") {
+			t.Errorf("upstream attempt %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if approvals != 3 || names != 2 {
+		t.Errorf("asked %d approvals and %d names, want 3 and 2", approvals, names)
+	}
+}
