@@ -123,7 +123,7 @@ var limitKeys = concat([]key{
 	{name: "limits.max_header_bytes", def: "65536", field: at(func(l *Limits) *int { return &l.MaxHeaderBytes }), check: notNegative,
 		doc: "bytes of a request's line and headers; over it HTTP 431"},
 	{name: "limits.body_read_timeout", def: "30", field: at(func(l *Limits) *time.Duration { return &l.BodyReadTimeout }),
-		doc: "time a client has to send a POST body; then the connection is closed (streams are not cut)"},
+		doc: "time a client has to send a request body, from the request's start (a request refused before its body is read too); then the connection is closed (streams are not cut)"},
 	{name: "limits.idle_timeout", def: "120", field: at(func(l *Limits) *time.Duration { return &l.IdleTimeout }),
 		doc: "how long an idle keep-alive connection is kept"},
 	{name: "limits.resume_events", def: "256", field: at(func(l *Limits) *int { return &l.ResumeEvents }),
