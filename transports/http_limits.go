@@ -2,6 +2,7 @@ package transports
 
 import (
 	"context"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -31,6 +32,11 @@ const (
 	// descriptor limit to the hard one at start, which must allow this
 	// many plus the upstream connections.
 	DefaultMaxConns = 4096
+	// DefaultMaxHeaderBytes bounds a request's line and headers: MCP
+	// requests carry a few short headers (a bearer token, a session id,
+	// the protocol version), so 64 KiB is plenty (Envoy's default is
+	// 60 KiB; net/http's would be 1 MiB).
+	DefaultMaxHeaderBytes = 64 << 10
 )
 
 // HTTPLimits are the limits of an HTTP listener that faces clients that
@@ -55,6 +61,11 @@ type HTTPLimits struct {
 	// request for this long. Zero means [DefaultIdleTimeout]; negative
 	// means no limit.
 	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the size of a request's line and headers
+	// (net/http answers 431 over it, and reads at most 4 KiB past it).
+	// Zero means [DefaultMaxHeaderBytes]; negative means net/http's
+	// default (1 MiB).
+	MaxHeaderBytes int
 	// MaxConns caps the connections open at once. [NewHTTPServer] cannot
 	// apply it: wrap the listener with [LimitListener] (see its example).
 	// Zero means [DefaultMaxConns]; negative means no cap.
@@ -67,13 +78,14 @@ type HTTPLimits struct {
 	MaxConnsPerIP int
 }
 
-// DefaultHTTPLimits returns the default limits: 10 s for headers, 30 s for
-// a body, 120 s idle, 4096 connections.
+// DefaultHTTPLimits returns the default limits: 10 s and 64 KiB for
+// headers, 30 s for a body, 120 s idle, 4096 connections.
 func DefaultHTTPLimits() HTTPLimits {
 	return HTTPLimits{
 		ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		BodyReadTimeout:   DefaultBodyReadTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		MaxConns:          DefaultMaxConns,
 	}
 }
@@ -90,6 +102,9 @@ func (l HTTPLimits) WithDefaults() HTTPLimits {
 	}
 	if l.IdleTimeout == 0 {
 		l.IdleTimeout = d.IdleTimeout
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = d.MaxHeaderBytes
 	}
 	if l.MaxConns == 0 {
 		l.MaxConns = d.MaxConns
@@ -130,24 +145,83 @@ func positive(d time.Duration) time.Duration { return max(d, 0) }
 //	err := srv.Serve(transports.LimitListener(ln, l.WithDefaults().MaxConns))
 //
 // The server has no ReadTimeout or WriteTimeout, which would cut SSE and
-// WebSocket streams: bodies are bounded by l.BodyReadTimeout instead,
-// which the server transports of this package read from the request
-// context (other handlers can ignore it). The caller may set further
+// WebSocket streams: every request body is bounded by l.BodyReadTimeout
+// instead, from the request's start, whether the handler reads it or
+// refuses the request first (then the connection is closed rather than
+// waiting for the rest); the server transports of this package also read
+// it from the request context to bound each WebSocket message. The caller may set further
 // fields (TLSConfig, ErrorLog, ...) before serving; the server is then an
 // ordinary *http.Server, safe for concurrent use as such.
 func NewHTTPServer(h http.Handler, l HTTPLimits) *http.Server {
 	l = l.WithDefaults()
 	body := l.BodyReadTimeout
 	return &http.Server{
-		Handler:           h,
+		Handler:           boundBody(h, body),
 		ReadHeaderTimeout: positive(l.ReadHeaderTimeout),
 		// A negative IdleTimeout would fall back to ReadTimeout (none): no
 		// limit, as documented.
-		IdleTimeout: positive(l.IdleTimeout),
+		IdleTimeout:    positive(l.IdleTimeout),
+		MaxHeaderBytes: max(l.MaxHeaderBytes, 0),
 		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
 			return context.WithValue(ctx, bodyTimeoutKey{}, body)
 		},
 	}
+}
+
+// boundBody bounds the read of every request body by timeout, from the
+// request's start, whatever h does with it. A handler that refuses a
+// request before reading its body (401, 403, 404, 405, 415) leaves the
+// body to net/http, which reads what is left (up to 256 KiB) before it
+// writes the reply and again when it finishes the request, with no
+// deadline: a client trickling a small body held the connection and its
+// goroutine for as long as it liked. Here the body's deadline is set when
+// the request starts, cleared once the body was read to its end (so that
+// it cannot cut a response stream), and moved to now when h returns
+// without reading it all: net/http's reads of the rest fail at once
+// unless it has already arrived, and the connection is closed after the
+// reply. Requests without a body (GET streams, WebSocket upgrades) are
+// left alone.
+func boundBody(h http.Handler, timeout time.Duration) http.Handler {
+	if timeout <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		b := &boundedBody{ReadCloser: r.Body, left: r.ContentLength, rc: rc}
+		r.Body = b
+		h.ServeHTTP(w, r)
+		if !b.read.Load() {
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// boundedBody is a request body under boundBody: it clears the deadline
+// once the body was read to its end.
+type boundedBody struct {
+	io.ReadCloser
+	left int64 // bytes still announced; negative: unknown (chunked)
+	rc   *http.ResponseController
+	read atomic.Bool // read to its end
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left >= 0 {
+		b.left -= int64(n)
+	}
+	if (err == io.EOF || b.left == 0) && !b.read.Swap(true) {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // bodyTimeoutKey carries HTTPLimits.BodyReadTimeout in request contexts.

@@ -440,7 +440,9 @@ func TestPerAddressCap(t *testing.T) {
 		if err != nil {
 			t.Skipf("cannot dial from 127.0.0.2 here: %v", err)
 		}
-		c.Write([]byte("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{")) // and never the rest
+		// A request the transport reads the body of (a refused one is
+		// closed at once), and never the rest of it.
+		c.Write([]byte("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"))
 		held = append(held, c)
 	}
 	time.Sleep(50 * time.Millisecond) // accepted; nothing else to wait on
@@ -459,5 +461,106 @@ func TestPerAddressCap(t *testing.T) {
 	}
 	if code, _, ok := limTryPOST(addr); !ok || code != http.StatusOK {
 		t.Fatalf("a client from another address while one address is at its cap: %d %v", code, ok)
+	}
+}
+
+// TestHTTPServerEarlyRefusalSlowBody: a request refused before its body
+// is read (here 401) whose body trickles gets its answer at once and its
+// connection closed, instead of net/http waiting for the rest of the body
+// with no deadline.
+func TestHTTPServerEarlyRefusalSlowBody(t *testing.T) {
+	refuse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	for _, tc := range []struct {
+		name    string
+		limits  transports.HTTPLimits
+		closeBy time.Duration
+	}{
+		{"default limits", transports.HTTPLimits{}, 2 * time.Second},
+		{"short body_read_timeout", transports.HTTPLimits{BodyReadTimeout: 300 * time.Millisecond}, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := limServe(t, refuse, tc.limits)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			const body = 140
+			head := "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(body) + "\r\n\r\n{"
+			if _, err := c.Write([]byte(head)); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			defer close(stop)
+			go limTrickle(c, strings.Repeat(" ", body-1), 100*time.Millisecond, stop)
+			start := time.Now()
+			_ = c.SetReadDeadline(time.Now().Add(tc.closeBy))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer within %v to a refused request with a trickled body: %v", tc.closeBy, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401", resp.StatusCode)
+			}
+			if !limClosedWithin(c, tc.closeBy) {
+				t.Fatalf("the connection was still open %v after the refusal while its body trickled", tc.closeBy)
+			}
+			t.Logf("answered and closed after %v", time.Since(start).Round(time.Millisecond))
+		})
+	}
+	t.Run("a body sent at once keeps its connection", func(t *testing.T) {
+		addr := limServe(t, refuse, transports.HTTPLimits{})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		req := "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+		br := bufio.NewReader(c)
+		for i := range 2 {
+			if _, err := c.Write([]byte(req)); err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("request %d on the same connection: %v", i, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+}
+
+// TestHTTPServerMaxHeaderBytes: request headers over MaxHeaderBytes (64 KiB
+// by default, not net/http's 1 MiB) get 431.
+func TestHTTPServerMaxHeaderBytes(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	for _, tc := range []struct {
+		name   string
+		limits transports.HTTPLimits
+		header int
+		want   int
+	}{
+		{"default, small", transports.HTTPLimits{}, 4 << 10, http.StatusOK},
+		{"default, 100 KiB", transports.HTTPLimits{}, 100 << 10, http.StatusRequestHeaderFieldsTooLarge},
+		{"8 KiB limit, 16 KiB", transports.HTTPLimits{MaxHeaderBytes: 8 << 10}, 16 << 10, http.StatusRequestHeaderFieldsTooLarge},
+		{"256 KiB limit, 100 KiB", transports.HTTPLimits{MaxHeaderBytes: 256 << 10}, 100 << 10, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := limServe(t, ok, tc.limits)
+			req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+			req.Header.Set("X-Big", strings.Repeat("a", tc.header))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -281,7 +282,7 @@ const defaultAdminListen = "127.0.0.1:9090"
 func httpLimits(cfg *config.Config) transports.HTTPLimits {
 	l := cfg.Limits
 	return transports.HTTPLimits{ReadHeaderTimeout: l.ReadHeaderTimeout, BodyReadTimeout: l.BodyReadTimeout,
-		IdleTimeout: l.IdleTimeout, MaxConns: l.MaxConnections, MaxConnsPerIP: l.MaxConnectionsPerIP}.WithDefaults()
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes, MaxConns: l.MaxConnections, MaxConnsPerIP: l.MaxConnectionsPerIP}.WithDefaults()
 }
 
 // listenAdmin opens the admin API's listener: the flag, else the config,
@@ -343,19 +344,30 @@ func reloadOnSIGHUP(ctx context.Context, g *gateway.Gateway, log *slog.Logger) {
 
 func statusFlags(fs *flag.FlagSet) runFunc {
 	url := fs.String("url", "http://127.0.0.1:8080", "base URL of a running edge-mcp")
-	return func(ctx context.Context, _ []string, s streams) error { return status(ctx, *url, s.stdout) }
+	key := fs.String("key", "", "a client API key or JWT, when the gateway authenticates its clients (default: env EDGE_MCP_KEY)")
+	return func(ctx context.Context, _ []string, s streams) error {
+		return status(ctx, *url, cmp.Or(*key, os.Getenv("EDGE_MCP_KEY")), s.stdout)
+	}
 }
 
-func status(ctx context.Context, url string, stdout io.Writer) error {
+// status prints the /status document of the gateway at url, which needs
+// a client key (Bearer) when the gateway authenticates its clients.
+func status(ctx context.Context, url, key string, stdout io.Writer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/status", nil)
 	if err != nil {
 		return err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("asking %s for its status: %w", url, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("asking %s for its status: HTTP %s: the gateway authenticates its clients; give a client key with --key or EDGE_MCP_KEY", url, resp.Status)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("asking %s for its status: HTTP %s", url, resp.Status)
 	}

@@ -310,6 +310,8 @@ type Limits struct {
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout,omitempty"`
 	BodyReadTimeout   time.Duration `json:"body_read_timeout,omitempty"`
 	IdleTimeout       time.Duration `json:"idle_timeout,omitempty"`
+	// MaxHeaderBytes bounds a request's line and headers (0: 64 KiB).
+	MaxHeaderBytes int `json:"max_header_bytes,omitempty"`
 	// ResumeEvents is how many recent events, in messages, each streamable
 	// HTTP session keeps for clients resuming a stream with Last-Event-ID
 	// (0: 256; negative: no event ids, no resumption).

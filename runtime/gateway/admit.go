@@ -370,9 +370,23 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 		sid = r.URL.Query().Get("sessionId")
 	}
 	if sid != "" {
-		if owner, ok := g.owners.Load(sid); ok && owner.(string) != id.Name {
-			// Another identity's session: as if it did not exist.
-			http.Error(w, "session not found", http.StatusNotFound)
+		if v, ok := g.owners.Load(sid); ok {
+			owner := v.(*sessionOwner)
+			if owner.name != id.Name {
+				// Another identity's session: as if it did not exist.
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			if owner.expires != 0 && g.now().Unix() >= owner.expires {
+				// As any other replica answers it (its token expired):
+				// the session ends here too.
+				g.owners.Delete(sid)
+				owner.s.conn.Close()
+				http.Error(w, "session expired (cluster.session_ttl)", http.StatusNotFound)
+				return
+			}
+		} else if exp := g.tokenExpiry(sid); exp != 0 && g.now().Unix() >= exp {
+			http.Error(w, "session expired (cluster.session_ttl)", http.StatusNotFound)
 			return
 		}
 	}
@@ -391,6 +405,35 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 	}
 	next.ServeHTTP(w, r)
 }
+
+// sessionOwner is who opened a downstream session, and until when its
+// fleet session token is valid.
+type sessionOwner struct {
+	name    string   // the identity
+	expires int64    // Unix seconds; 0: no token (outside a fleet)
+	s       *session // the session, to end it when its token expired
+}
+
+// tokenExpiry is the expiry of a fleet session token sid (Unix seconds),
+// 0 outside a fleet or when sid is not one (a session opened under an
+// expired token is not adopted in the first place). The replica that
+// issued the token, or adopted it, holds the session and no longer opens
+// the token on its requests: this expiry is what keeps
+// cluster.session_ttl there too.
+func (g *Gateway) tokenExpiry(sid string) int64 {
+	fs := g.fleetSess.Load()
+	if fs == nil {
+		return 0
+	}
+	c, err := fs.sealer.Open(sid)
+	if err != nil {
+		return 0
+	}
+	return c.Expires
+}
+
+// now is the clock session token expiry is checked against.
+func (g *Gateway) now() time.Time { return time.Now().Add(time.Duration(g.skew.Load())) }
 
 // bearerToken is the token of r's Authorization header.
 func bearerToken(r *http.Request) string {

@@ -24,34 +24,39 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{
 
 // approve asks the client's user to allow tc; nil means allowed.
 func (s *session) approve(tc *toolCall) error {
-	server, tool := tc.target.name, tc.it.exposed
+	tool := tc.it.exposed
+	if !s.caps.elicitation {
+		s.decideApproval(tc, "unavailable")
+		return fmt.Errorf("edge-mcp: tool %q needs a person's approval, but this client cannot ask for it (no elicitation support); the call was not made", tool)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, approvalTimeout)
+	defer cancel()
+	res, rpcErr := s.request(ctx, tc.req.ID, "elicitation/create", approvalParams(tc))
+	if rpcErr != nil {
+		s.decideApproval(tc, "failed")
+		return fmt.Errorf("edge-mcp: asking for approval of tool %q failed (%s); the call was not made", tool, rpcErr.Message)
+	}
+	return s.approvalAnswer(tc, res)
+}
+
+// approvalParams are the elicitation/create params asking for tc.
+func approvalParams(tc *toolCall) json.RawMessage {
 	shown := policy.RedactInput(tc.args)
 	if len(shown) == 0 {
 		shown = json.RawMessage(`{}`)
 	}
-	decide := func(decision string) {
-		if s.g.auditLog != nil {
-			s.g.auditLog.Approval(audit.Approval{Time: time.Now().UTC(), Identity: s.id.Name, Server: server, Tool: tool,
-				Decision: decision, Arguments: tc.args})
-		}
-		s.g.log.Info("tool call approval", "decision", decision, "identity", s.id.Name, "server", server, "tool", tool)
-	}
-	if !s.caps.elicitation {
-		decide("unavailable")
-		return fmt.Errorf("edge-mcp: tool %q needs a person's approval, but this client cannot ask for it (no elicitation support); the call was not made", tool)
-	}
-	msg := fmt.Sprintf("edge-mcp: allow the call of tool %q on server %q?\nArguments (secrets masked): %s", tool, server, shown)
+	msg := fmt.Sprintf("edge-mcp: allow the call of tool %q on server %q?\nArguments (secrets masked): %s", tc.it.exposed, tc.target.name, shown)
 	params, _ := json.Marshal(struct {
 		Message         string          `json:"message"`
 		RequestedSchema json.RawMessage `json:"requestedSchema"`
 	}{msg, approvalSchema})
-	ctx, cancel := context.WithTimeout(s.ctx, approvalTimeout)
-	defer cancel()
-	res, rpcErr := s.request(ctx, tc.req.ID, "elicitation/create", params)
-	if rpcErr != nil {
-		decide("failed")
-		return fmt.Errorf("edge-mcp: asking for approval of tool %q failed (%s); the call was not made", tool, rpcErr.Message)
-	}
+	return params
+}
+
+// approvalAnswer decides tc by the person's answer res (an
+// elicitation/create result); nil means allowed.
+func (s *session) approvalAnswer(tc *toolCall, res json.RawMessage) error {
+	tool := tc.it.exposed
 	var answer struct {
 		Action  string `json:"action"`
 		Content struct {
@@ -59,21 +64,31 @@ func (s *session) approve(tc *toolCall) error {
 		} `json:"content"`
 	}
 	if err := json.Unmarshal(res, &answer); err != nil {
-		decide("invalid")
+		s.decideApproval(tc, "invalid")
 		return fmt.Errorf("edge-mcp: the approval answer for tool %q was not understood; the call was not made", tool)
 	}
 	switch {
 	case answer.Action == "accept" && answer.Content.Approve:
-		decide("approved")
+		s.decideApproval(tc, "approved")
 		return nil
 	case answer.Action == "accept":
-		decide("declined")
+		s.decideApproval(tc, "declined")
 		return fmt.Errorf("edge-mcp: the user did not approve the call of tool %q", tool)
 	case answer.Action == "decline":
-		decide("declined")
+		s.decideApproval(tc, "declined")
 		return fmt.Errorf("edge-mcp: the user declined the call of tool %q", tool)
 	default:
-		decide("cancelled")
+		s.decideApproval(tc, "cancelled")
 		return fmt.Errorf("edge-mcp: the user cancelled the approval of tool %q; the call was not made", tool)
 	}
+}
+
+// decideApproval audits and logs the decision on tc.
+func (s *session) decideApproval(tc *toolCall, decision string) {
+	server, tool := tc.target.name, tc.it.exposed
+	if s.g.auditLog != nil {
+		s.g.auditLog.Approval(audit.Approval{Time: time.Now().UTC(), Identity: s.id.Name, Server: server, Tool: tool,
+			Decision: decision, Arguments: tc.args})
+	}
+	s.g.log.Info("tool call approval", "decision", decision, "identity", s.id.Name, "server", server, "tool", tool)
 }

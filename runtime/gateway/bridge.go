@@ -3,7 +3,9 @@ package gateway
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
 // This file bridges a 2025 upstream's server→client requests to a
@@ -50,7 +53,8 @@ var bridgeable = map[string]string{
 // bridges is the gateway's table of parked upstream requests and of the
 // upstream calls that went through an input_required round.
 type bridges struct {
-	aead cipher.AEAD
+	aeads []cipher.AEAD // the first seals, every one opens
+	ad    []byte        // additional data: the fleet's name
 
 	mu     sync.Mutex
 	parked map[string]*parked // token → a parked upstream request
@@ -99,22 +103,55 @@ type sealedState struct {
 	Name     string   `json:"n"` // the exposed tool, the upstream prompt or the resource URI
 	Identity string   `json:"i"`
 	Expires  int64    `json:"e"` // Unix milliseconds
+	// Replica is the fleet replica the parked requests wait on ("": not
+	// in a fleet); a retry that reaches another one is handed there
+	// (bridge_fleet.go).
+	Replica string `json:"r,omitempty"`
+	// Approve is set when the state asks a person to approve a tools/call
+	// (approval_modern.go): the digest of the call's arguments.
+	Approve string `json:"a,omitempty"`
+	// Inner is the requestState and inputResponses of another round that
+	// the call carried when it was held for approval (an upstream's),
+	// given back to the call on the retry.
+	Inner json.RawMessage `json:"u,omitempty"`
 }
 
-func newBridges() (*bridges, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("bridging: making the requestState key: %w", err)
+// newBridges makes the table of parked requests and the requestState
+// keys: in a fleet (c not nil) they are derived from the fleet's secrets
+// (the first seals, every one opens) with the fleet's name as additional
+// data, so that a retry reaching another replica opens there; else a
+// random key of this process.
+func newBridges(c *config.Cluster) (*bridges, error) {
+	b := &bridges{parked: map[string]*parked{}, calls: map[*call]*bridged{}}
+	var keys [][]byte
+	if c != nil && len(c.Secrets) > 0 {
+		b.ad = []byte(c.Name)
+		for i, secret := range c.Secrets {
+			key, err := hkdf.Key(sha256.New, []byte(secret), nil, "edge-mcp requestState v1", 32)
+			if err != nil {
+				return nil, fmt.Errorf("bridging: deriving requestState key %d: %w", i, err)
+			}
+			keys = append(keys, key)
+		}
+	} else {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("bridging: making the requestState key: %w", err)
+		}
+		keys = append(keys, key)
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("bridging: %w", err)
+	for _, key := range keys {
+		block, err := aes.NewCipher(key)
+		if err != nil {
+			return nil, fmt.Errorf("bridging: %w", err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("bridging: %w", err)
+		}
+		b.aeads = append(b.aeads, aead)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("bridging: %w", err)
-	}
-	return &bridges{aead: aead, parked: map[string]*parked{}, calls: map[*call]*bridged{}}, nil
+	return b, nil
 }
 
 // seal encrypts and authenticates st.
@@ -123,23 +160,30 @@ func (b *bridges) seal(st sealedState) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encoding requestState: %w", err)
 	}
-	nonce := make([]byte, b.aead.NonceSize())
+	aead := b.aeads[0]
+	nonce := make([]byte, aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", fmt.Errorf("requestState nonce: %w", err)
 	}
-	sealed := b.aead.Seal(nonce, nonce, plain, nil)
+	sealed := aead.Seal(nonce, nonce, plain, b.ad)
 	return statePrefix + base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
-// open checks and decrypts a requestState the gateway sealed.
+// open checks and decrypts a requestState the gateway (or its fleet)
+// sealed.
 func (b *bridges) open(state string) (sealedState, error) {
 	var st sealedState
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, statePrefix))
-	if err != nil || len(raw) < b.aead.NonceSize() {
+	n := b.aeads[0].NonceSize()
+	if err != nil || len(raw) < n {
 		return st, errors.New("requestState is malformed")
 	}
-	n := b.aead.NonceSize()
-	plain, err := b.aead.Open(nil, raw[:n], raw[n:], nil)
+	var plain []byte
+	for _, aead := range b.aeads {
+		if plain, err = aead.Open(nil, raw[:n], raw[n:], b.ad); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return st, errors.New("requestState was not issued by this gateway or was altered")
 	}
@@ -244,7 +288,8 @@ func (b *bridges) send(c *call, br *bridged, r *round, timeout time.Duration) {
 		br.round = nil
 	}
 	b.mu.Unlock()
-	st := sealedState{Server: c.server, Method: c.method, Name: callName(c), Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli()}
+	st := sealedState{Server: c.server, Method: c.method, Name: callName(c), Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli(),
+		Replica: r.sess.g.replicaName()}
 	for _, p := range r.parked {
 		st.Tokens = append(st.Tokens, p.token)
 	}

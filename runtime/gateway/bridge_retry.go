@@ -42,6 +42,10 @@ func (s *session) resumeBridge(req *jsonrpc.Request, name, state string) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "edge-mcp: %v", err)
 		return
 	}
+	if st.Replica != "" && st.Replica != s.g.replicaName() {
+		go s.retryElsewhere(req, st.Replica, st.Server) // the upstream's call waits there
+		return
+	}
 	var responses map[string]json.RawMessage
 	if raw, ok, _ := wire.Field(req.Params, "inputResponses"); ok {
 		if err := json.Unmarshal(raw, &responses); err != nil {

@@ -100,6 +100,9 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	if err := fs.startCancels(); err != nil {
 		return err
 	}
+	if err := fs.startRetries(); err != nil { // bridge_fleet.go
+		return err
+	}
 	if _, err := node.Subscribe(node.Subject("getopen"), "a GET stream announcement", fs.onGetOpen); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", node.Subject("getopen"), err)
 	}

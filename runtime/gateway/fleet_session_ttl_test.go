@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -37,5 +39,49 @@ func TestFleetSessionTTL(t *testing.T) {
 	}
 	if st.TTL() != 120*time.Second {
 		t.Errorf("session records bucket TTL %v, want 2m0s", st.TTL())
+	}
+}
+
+// TestFleetSessionTTLOnItsReplica: the replica that issued a session (and
+// one that adopted it) refuses it once its token expired, as every other
+// replica does: cluster.session_ttl held only elsewhere (200 after 598 s
+// with a 60 s TTL on the replica that created the session). The replicas'
+// clocks are moved past the TTL instead of waiting for it.
+func TestFleetSessionTTLOnItsReplica(t *testing.T) {
+	f := startFleetWith(t, 2, serversJSON(`"up": {"url": "http://127.0.0.1:1/mcp"}`), `"session_ttl": 60`)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	for i := range f.gws {
+		t.Run(fmt.Sprintf("session on r%d", i), func(t *testing.T) {
+			direct := &testFleet{url: f.srvs[i].URL + "/mcp"}
+			sid := direct.initRaw(t)
+			other := &testFleet{url: f.srvs[1-i].URL + "/mcp"}
+			if code, body := other.raw(t, "POST", sid, list); code != http.StatusOK {
+				t.Fatalf("the other replica refused a fresh session: %d %s", code, body)
+			}
+			for _, r := range []*testFleet{direct, other} {
+				if code, body := r.raw(t, "POST", sid, list); code != http.StatusOK {
+					t.Fatalf("fresh session at %s: %d %s", r.url, code, body)
+				}
+			}
+			// 61 s later on the session's own replica, and on the one that
+			// adopted it.
+			for _, gw := range f.gws {
+				gw.skew.Store(int64(61 * time.Second))
+			}
+			defer func() {
+				for _, gw := range f.gws {
+					gw.skew.Store(0)
+				}
+			}()
+			if code, body := direct.raw(t, "POST", sid, list); code != http.StatusNotFound {
+				t.Errorf("r%d, which issued the session: %d after its TTL, want 404: %s", i, code, body)
+			}
+			if code, body := direct.raw(t, "POST", sid, list); code != http.StatusNotFound {
+				t.Errorf("r%d, again: %d, want 404: %s", i, code, body)
+			}
+			if code, body := other.raw(t, "POST", sid, list); code != http.StatusNotFound {
+				t.Errorf("r%d, which adopted the session: %d after its TTL, want 404: %s", 1-i, code, body)
+			}
+		})
 	}
 }

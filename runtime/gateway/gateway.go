@@ -110,7 +110,10 @@ type Gateway struct {
 
 	reloadMu sync.Mutex  // serializes reloads
 	draining atomic.Bool // Drain was called: no new sessions
-	owners   sync.Map    // downstream session id → identity name that opened it
+	owners   sync.Map    // downstream session id → *sessionOwner
+	// skew moves the clock that session token expiry is checked against
+	// (tests: a TTL of at least a minute without waiting for it).
+	skew atomic.Int64
 	// pinLogged remembers which changed tool definitions were logged.
 	pinLogged sync.Map
 
@@ -153,7 +156,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.natsChecked = checked
-	bridge, err := newBridges()
+	bridge, err := newBridges(cfg.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +372,7 @@ func (g *Gateway) serveOne(conn transports.OneRequest) {
 func (g *Gateway) ServeConn(conn transports.Connection) {
 	s := newSession(g, conn)
 	if sid := conn.SessionID(); sid != "" {
-		g.owners.Store(sid, s.id.Name)
+		g.owners.Store(sid, &sessionOwner{name: s.id.Name, expires: g.tokenExpiry(sid), s: s})
 	}
 	if fs := g.fleetSess.Load(); fs != nil {
 		fs.track(s)

@@ -452,7 +452,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 	base := strings.TrimSuffix(url, "/mcp")
 	var outputs []string
 	for _, p := range []string{"/status", "/metrics", "/readyz"} {
-		resp, err := http.Get(base + p)
+		req, _ := http.NewRequest(http.MethodGet, base+p, nil)
+		req.Header.Set("Authorization", "Bearer "+clientKey) // /status is behind auth
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/sse", g.admit("sse", g.sse))
 	mux.Handle("/ws", g.admit("websocket", g.ws))
 	mux.Handle("/v1/", g.admit("openai", g.openAIHandler()))
-	mux.HandleFunc("GET /status", g.serveStatus)
+	mux.Handle("GET /status", g.authenticated(http.HandlerFunc(g.serveStatus)))
 	mux.HandleFunc("GET /healthz", g.serveHealthz)
 	mux.HandleFunc("GET /readyz", g.serveReadyz)
 	mux.Handle("GET /oauth/callback", g.oauth.CallbackHandler())
@@ -102,7 +102,7 @@ type ServerStatus struct {
 	LastError       string    `json:"last_error,omitempty"`
 	// Authorization is the upstream OAuth state of a server with an
 	// "oauth" section (no token: the state, validity, scopes, and the URL
-	// of a pending authorization).
+	// of a pending authorization, which the /status document leaves out).
 	Authorization *oauth.Status `json:"authorization,omitempty"`
 }
 
@@ -154,11 +154,41 @@ func (g *Gateway) PolicyStatus() []PolicyStatus {
 	return out
 }
 
+// serveStatus answers the status document of the public listener. It
+// carries no live secret: a pending authorization's URL holds the OAuth
+// state that completes the login (whoever opens it binds the upstream to
+// their own account) or cancels it, so it is left out here; the admin
+// API, `edge-mcp auth status` and the gateway's OAuthStatus show it.
 func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
+	servers := g.Status()
+	for i, st := range servers {
+		if a := st.Authorization; a != nil && a.PendingURL != "" {
+			public := *a
+			public.PendingURL = ""
+			servers[i].Authorization = &public
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(struct {
 		Servers  []ServerStatus `json:"servers"`
 		Policies []PolicyStatus `json:"policies,omitempty"`
 		Fleet    *FleetStatus   `json:"fleet,omitempty"`
-	}{g.Status(), g.PolicyStatus(), g.FleetStatus(r.Context())})
+	}{servers, g.PolicyStatus(), g.FleetStatus(r.Context())})
+}
+
+// authenticated puts next behind the client authentication of the running
+// configuration (as /mcp), when it has one.
+func (g *Gateway) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := g.guard.Load().auth
+		if a == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		a.Middleware(next).ServeHTTP(sw, r)
+		if sw.status == http.StatusUnauthorized {
+			g.metrics.AuthFailure(authReason(w.Header().Get("WWW-Authenticate")))
+		}
+	})
 }

@@ -295,7 +295,9 @@ func TestModernMissingCapability(t *testing.T) {
 		want   string
 	}{
 		{name: "undeclared", caps: `{}`, status: 400, want: `"code":-32021,"message":"edge-mcp: tool \"echo\" needs the client capability \"elicitation\", which the request does not declare","data":{"requiredCapabilities":{"elicitation":{}}}`},
-		{name: "declared", caps: `{"elicitation":{}}`, status: 200, want: `"isError":true`},
+		// Declared: the approval is asked through input_required
+		// (approval_modern.go).
+		{name: "declared", caps: `{"elicitation":{}}`, status: 200, want: `"resultType":"input_required","inputRequests":{"edge-mcp-approval":{"method":"elicitation/create"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

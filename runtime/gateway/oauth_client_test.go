@@ -66,6 +66,8 @@ func startPerClientGateway(t *testing.T, as *testenv.OAuthServer, names ...strin
 	}
 	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "identity": "per_client"}`, as.MCPURL), t.TempDir(),
 		fmt.Sprintf(`"auth": {"mode": "api_key", "api_keys": [%s]},`, strings.Join(entries, ", ")))
+	// /status is behind the client authentication.
+	og.statusKey = keys[names[0]]
 	og.approvePending(t) // the operator authorizes the catalogue's link
 	og.waitState(t, StateConnected)
 	return og, keys

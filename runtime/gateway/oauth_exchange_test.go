@@ -128,7 +128,6 @@ func TestOAuthTokenExchange(t *testing.T) {
 		es.url+"/mcp", es.url+"/token", exClient, exSecret)
 	og := startOAuthGatewayWith(t, entry, t.TempDir(), fmt.Sprintf(`"auth": {"mode": "jwt", "jwt": {"issuer": %q, "audience": [%q], "algorithms": ["HS256"], "hmac_secret": %q}},`,
 		iss, aud, secret))
-	og.waitState(t, StateConnected) // the catalogue's link: the client's own token
 	mint := func(sub string) string {
 		now := time.Now()
 		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": iss, "aud": aud, "sub": sub,
@@ -138,6 +137,8 @@ func TestOAuthTokenExchange(t *testing.T) {
 		}
 		return s
 	}
+	og.statusKey = mint("operator") // /status is behind the client authentication
+	og.waitState(t, StateConnected) // the catalogue's link: the client's own token
 	jwts := map[string]string{"alice": mint("alice"), "bob": mint("bob")}
 	var wg sync.WaitGroup
 	for name, tok := range jwts {

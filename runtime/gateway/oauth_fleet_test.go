@@ -46,14 +46,16 @@ func startOAuthReplica(t *testing.T, entry, natsURL, replica string) *oauthGatew
 	return serveOAuthGateway(t, ln, base, audit, js)
 }
 
-// pendingURL waits for the authorization URL in og's /status.
+// pendingURL waits for the authorization URL of og's shared login, as
+// the admin API and `edge-mcp auth status` show it (/status does not).
 func (og *oauthGateway) pendingURL(t *testing.T) string {
 	t.Helper()
 	var pending string
-	waitFor(t, "a pending authorization in /status", func() bool {
-		st, _ := og.status(t)
-		if st.Authorization != nil {
-			pending = st.Authorization.PendingURL
+	waitFor(t, "a pending authorization in the admin status", func() bool {
+		for _, st := range og.g.OAuthStatus() {
+			if st.Server == "up" && st.Identity == "" && st.PendingURL != "" {
+				pending = st.PendingURL
+			}
 		}
 		return pending != ""
 	})

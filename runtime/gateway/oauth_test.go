@@ -33,6 +33,9 @@ type oauthGateway struct {
 	logs  *syncLog
 	audit string
 	stop  func()
+	// statusKey is the client credential /status needs when the gateway
+	// authenticates its clients (sent as a Bearer token).
+	statusKey string
 }
 
 type syncLog struct {
@@ -78,7 +81,11 @@ func startOAuthGatewayWith(t *testing.T, entry, dir, extra string) *oauthGateway
 // status returns the /status entry of "up" and the whole document.
 func (og *oauthGateway) status(t *testing.T) (ServerStatus, string) {
 	t.Helper()
-	resp, err := http.Get(og.base + "/status")
+	req, _ := http.NewRequest(http.MethodGet, og.base+"/status", nil)
+	if og.statusKey != "" {
+		req.Header.Set("Authorization", "Bearer "+og.statusKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,19 +98,12 @@ func (og *oauthGateway) status(t *testing.T) (ServerStatus, string) {
 	return doc.Servers[0], string(raw)
 }
 
-// approvePending waits for a pending authorization in /status and plays
+// approvePending waits for a pending authorization (pendingURL) and plays
 // the operator: opens its URL, follows the redirect to the gateway's
 // callback, and expects success.
 func (og *oauthGateway) approvePending(t *testing.T) {
 	t.Helper()
-	var pending string
-	waitFor(t, "a pending authorization in /status", func() bool {
-		st, _ := og.status(t)
-		if st.Authorization != nil {
-			pending = st.Authorization.PendingURL
-		}
-		return pending != ""
-	})
+	pending := og.pendingURL(t)
 	resp, err := http.Get(pending)
 	if err != nil {
 		t.Fatal(err)

@@ -427,6 +427,9 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 		return
 	}
 	if state, ok := bridgeState(s, req.Params); ok {
+		if k == kindTools && s.resumeApproval(req, it, state) {
+			return
+		}
 		name := it.name // a prompt: its upstream name (bridge.go, callName)
 		if k == kindTools {
 			name = it.exposed

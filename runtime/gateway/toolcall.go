@@ -54,17 +54,24 @@ type toolCall struct {
 	scope callScope
 	// approval is set when a rule or a policy asks a person first.
 	approval bool
+	// answer is the person's answer a 2026-07-28 client's retry carried.
+	answer json.RawMessage
 }
 
 // toolCall runs the chain for a tools/call of it.
-func (s *session) toolCall(req *jsonrpc.Request, it *item) {
+func (s *session) toolCall(req *jsonrpc.Request, it *item) { s.toolCallAnswered(req, it, nil) }
+
+// toolCallAnswered runs the chain for a tools/call of it that carries a
+// person's answer to its approval (a 2026-07-28 retry), if answer is not
+// nil.
+func (s *session) toolCallAnswered(req *jsonrpc.Request, it *item, answer json.RawMessage) {
 	if it.local != nil {
 		go it.local(s, req)
 		return
 	}
 	gd := s.g.guard.Load()
 	tc := &toolCall{req: req, it: it, ts: gd.settings(it.up.name, it.exposed), start: time.Now(),
-		params: req.Params, target: it.up, tool: it.name}
+		params: req.Params, target: it.up, tool: it.name, answer: answer}
 	tc.args, _, _ = wire.Field(req.Params, "arguments")
 	if s.transport != transportStreamable && gd.limited() {
 		// Requests over streamable HTTP were checked before the transport
@@ -98,10 +105,19 @@ func (s *session) toolCallSlow(tc *toolCall, gd *guard) {
 		return
 	}
 	if tc.approval {
-		if s.lacksCapability(tc, "elicitation") {
+		var err error
+		switch {
+		case tc.answer != nil:
+			err = s.approvalAnswer(tc, tc.answer)
+		case s.lacksCapability(tc, "elicitation"):
 			return
+		case s.modern.Load():
+			s.askApproval(tc) // input_required; the retry comes back with the answer
+			return
+		default:
+			err = s.approve(tc)
 		}
-		if err := s.approve(tc); err != nil {
+		if err != nil {
 			s.refuse(tc, metrics.OutcomeDenied, err.Error())
 			return
 		}

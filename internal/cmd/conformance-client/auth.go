@@ -15,7 +15,7 @@ import (
 // For auth/* scenarios the driver plays the operator: it writes the
 // scenario's context (MCP_CONFORMANCE_CONTEXT) into the upstream's "oauth"
 // section and, while edge-mcp runs, follows every pending authorization
-// URL that /status shows (the suite's authorization server approves at
+// URL that the admin API shows (GET /admin/oauth; the suite's authorization server approves at
 // once and redirects to edge-mcp's /oauth/callback). It never talks MCP
 // to the scenario server itself.
 
@@ -23,7 +23,7 @@ const (
 	// clientMetadataURL is the Client ID Metadata Document the suite's
 	// authorization servers accept (the one go-sdk's client offers).
 	clientMetadataURL = "https://conformance-test.local/client-metadata.json"
-	// pollEvery is how often the operator looks at /status.
+	// pollEvery is how often the operator looks at the admin API.
 	pollEvery = 50 * time.Millisecond
 )
 
@@ -76,12 +76,12 @@ func oauthSection(scenario, contextJSON string) (map[string]any, error) {
 	return o, nil
 }
 
-// operator follows pending authorization URLs shown in /status until ctx
-// ends; each URL is followed once.
-func operator(ctx context.Context, statusURL string) {
+// operator follows pending authorization URLs shown by the admin API's
+// GET /admin/oauth (oauthURL) until ctx ends; each URL is followed once.
+func operator(ctx context.Context, oauthURL string) {
 	followed := map[string]bool{}
 	for {
-		for _, u := range pendingURLs(ctx, statusURL) {
+		for _, u := range pendingURLs(ctx, oauthURL) {
 			if !followed[u] {
 				followed[u] = true
 				if err := approve(ctx, u); err != nil && ctx.Err() == nil {
@@ -97,16 +97,30 @@ func operator(ctx context.Context, statusURL string) {
 	}
 }
 
-// pendingURLs returns the pending authorization URLs in /status.
-func pendingURLs(ctx context.Context, statusURL string) []string {
-	st, err := status(ctx, statusURL)
+// pendingURLs returns the pending authorization URLs GET /admin/oauth
+// lists.
+func pendingURLs(ctx context.Context, oauthURL string) []string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, oauthURL, nil)
 	if err != nil {
 		return nil
 	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Servers []struct {
+			PendingURL string `json:"pending_url"`
+		} `json:"servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil
+	}
 	var out []string
-	for _, s := range st.Servers {
-		if s.Authorization != nil && s.Authorization.PendingURL != "" {
-			out = append(out, s.Authorization.PendingURL)
+	for _, s := range list.Servers {
+		if s.PendingURL != "" {
+			out = append(out, s.PendingURL)
 		}
 	}
 	return out

@@ -38,15 +38,15 @@ func TestOAuthSection(t *testing.T) {
 	}
 }
 
-// TestOperator: the operator follows a pending URL from /status once:
+// TestOperator: the operator follows a pending URL from the admin API once:
 // the authorization server's redirect leads to the callback.
 func TestOperator(t *testing.T) {
 	var callbacks atomic.Int32
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"servers":[{"name":"scenario","state":"needs_authorization","authorization":{"pending_url":"` + srv.URL + `/authorize?state=s1"}}]}`))
+	mux.HandleFunc("/admin/oauth", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"servers":[{"server":"scenario","state":"needs_authorization","pending_url":"` + srv.URL + `/authorize?state=s1"}]}`))
 	})
 	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/oauth/callback?code=c&state="+r.URL.Query().Get("state"), http.StatusFound)
@@ -58,7 +58,7 @@ func TestOperator(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	operator(ctx, srv.URL+"/status")
+	operator(ctx, srv.URL+"/admin/oauth")
 	if n := callbacks.Load(); n != 1 {
 		t.Errorf("callback reached %d times, want once", n)
 	}

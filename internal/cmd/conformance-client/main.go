@@ -12,7 +12,7 @@
 //
 // For the auth/* scenarios (MCP_CONFORMANCE_SCENARIO) the upstream gets an
 // "oauth" section built from MCP_CONFORMANCE_CONTEXT, and the driver acts
-// as the operator: it follows each pending authorization URL /status shows
+// as the operator: it follows each pending authorization URL the admin API shows
 // (before and while the client runs: a step-up arises mid-run) so that
 // edge-mcp completes the authorization at its /oauth/callback (auth.go).
 package main
@@ -92,7 +92,7 @@ func run(args []string, getenv func(string) string) (int, error) {
 	if oauth != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { operator(ctx, gw.statusURL()); close(done) }()
+		go func() { operator(ctx, gw.adminOAuthURL()); close(done) }()
 		defer func() { cancel(); <-done }()
 	}
 	if err := waitUpstream(gw.statusURL()); err != nil {
@@ -158,16 +158,21 @@ type gateway struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	url    string // its MCP endpoint, http://host:port/mcp
+	admin  string // its admin API, http://host:port
 }
 
-// listenRE matches edge-mcp's "listening on http://…/mcp" line.
-var listenRE = regexp.MustCompile(`listening on (http://\S+/mcp)`)
+// listenRE matches edge-mcp's "listening on http://…/mcp" line, adminRE
+// the admin API's line that follows it.
+var (
+	listenRE = regexp.MustCompile(`listening on (http://\S+/mcp)`)
+	adminRE  = regexp.MustCompile(`admin API: (http://[^/\s]+)/`)
+)
 
 // startGateway starts edge-mcp on a free loopback port and waits for the
 // address it prints. Its stderr (the log) goes to ours.
 func startGateway(bin, cfgPath, stateDir string) (*gateway, error) {
 	cmd := exec.Command(bin, "serve", "--config", cfgPath,
-		"--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", stateDir)
+		"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--state-dir", stateDir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -177,11 +182,12 @@ func startGateway(bin, cfgPath, stateDir string) (*gateway, error) {
 		return nil, fmt.Errorf("starting edge-mcp: %w", err)
 	}
 	gw := &gateway{cmd: cmd, exited: make(chan struct{})}
-	urlc := make(chan string, 1)
+	urlc := make(chan [2]string, 1)
 	go scanListen(out, urlc)
 	go func() { _ = cmd.Wait(); close(gw.exited) }()
 	select {
-	case gw.url = <-urlc:
+	case urls := <-urlc:
+		gw.url, gw.admin = urls[0], urls[1]
 		return gw, nil
 	case <-gw.exited:
 		return nil, fmt.Errorf("starting edge-mcp: it exited (%v) before listening", cmd.ProcessState)
@@ -191,18 +197,28 @@ func startGateway(bin, cfgPath, stateDir string) (*gateway, error) {
 	}
 }
 
-// scanListen sends the first listen URL in r to urlc, then drains r.
-func scanListen(r io.Reader, urlc chan<- string) {
+// scanListen sends the first listen URL in r and the admin API's URL to
+// urlc, then drains r.
+func scanListen(r io.Reader, urlc chan<- [2]string) {
 	sc := bufio.NewScanner(r)
+	var urls [2]string
 	sent := false
 	for sc.Scan() {
-		if m := listenRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
-			urlc <- m[1]
+		if m := listenRE.FindStringSubmatch(sc.Text()); m != nil && urls[0] == "" {
+			urls[0] = m[1]
+		}
+		if m := adminRE.FindStringSubmatch(sc.Text()); m != nil && urls[0] != "" && !sent {
+			urls[1] = m[1]
+			urlc <- urls
 			sent = true
 		}
 	}
 	_, _ = io.Copy(io.Discard, r)
 }
+
+// adminOAuthURL returns the admin API's list of upstream authorizations,
+// which carries the pending authorization URLs (/status does not).
+func (g *gateway) adminOAuthURL() string { return g.admin + "/admin/oauth" }
 
 // statusURL returns the gateway's /status URL.
 func (g *gateway) statusURL() string {
@@ -251,8 +267,7 @@ type statusDoc struct {
 		Name          string `json:"name"`
 		State         string `json:"state"`
 		Authorization *struct {
-			PendingURL string `json:"pending_url"`
-			LastError  string `json:"last_error"`
+			LastError string `json:"last_error"`
 		} `json:"authorization"`
 	} `json:"servers"`
 }

@@ -72,6 +72,14 @@ func TestListenRE(t *testing.T) {
 	if got := g.statusURL(); got != "http://127.0.0.1:41234/status" {
 		t.Errorf("statusURL = %q", got)
 	}
+	a := adminRE.FindStringSubmatch("  admin API: http://127.0.0.1:40001/admin/modules")
+	if a == nil || a[1] != "http://127.0.0.1:40001" {
+		t.Fatalf("admin match = %q", a)
+	}
+	g.admin = a[1]
+	if got := g.adminOAuthURL(); got != "http://127.0.0.1:40001/admin/oauth" {
+		t.Errorf("adminOAuthURL = %q", got)
+	}
 }
 
 func TestConfigOAuth(t *testing.T) {
