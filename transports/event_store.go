@@ -3,6 +3,7 @@ package transports
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/edge-mcp/edge-mcp/internal/budget"
 )
@@ -46,13 +47,15 @@ type storedEvent struct {
 //
 // Besides its own bounds, it charges what it keeps to the budget account
 // of the session's identity (nil: none): an event over the account's
-// share or the process total first drops the session's oldest events, and
-// is not kept when that is not enough (a client resuming from before it
-// gets a fresh stream, as for any event no longer stored).
+// share or the process total first drops the oldest events of that
+// identity (the events of its older sessions, then this session's
+// oldest), and is not kept when that is not enough (a client resuming
+// from before it gets a fresh stream, as for any event no longer stored).
 type eventStore struct {
 	max   int
 	bytes int
 	acct  *budget.Account
+	mu    *sync.Mutex   // the session's, for Reclaim; nil: Reclaim gives nothing
 	dead  bool          // closed with its session: keeps nothing more
 	ents  []storedEvent // oldest first
 	// lost holds, per stream, the seq of the newest evicted event of that
@@ -77,13 +80,18 @@ func (es *eventStore) add(stream, seq uint64, data []byte) {
 	if es.dead {
 		return
 	}
-	// Make room in the budget, oldest first.
+	// Make room in the budget, oldest first: the identity's older
+	// sessions, then this one's.
 	n := 0
-	charged := es.acct.Charge(budget.Resumption, eventCost(data))
+	cost := eventCost(data)
+	charged := es.acct.Charge(budget.Resumption, cost)
+	if !charged && es.acct.Reclaim(cost, es) > 0 {
+		charged = es.acct.Charge(budget.Resumption, cost)
+	}
 	for !charged && n < len(es.ents) {
 		es.acct.Credit(budget.Resumption, eventCost(es.ents[n].data))
 		n++
-		charged = es.acct.Charge(budget.Resumption, eventCost(data))
+		charged = es.acct.Charge(budget.Resumption, cost)
 	}
 	es.acct.Dropped(budget.Resumption, n)
 	es.evict(n)
@@ -104,6 +112,25 @@ func (es *eventStore) add(stream, seq uint64, data []byte) {
 		n++
 	}
 	es.evict(n)
+}
+
+// Reclaim gives back at least need bytes of the budget, dropping the
+// oldest events, unless the session is busy (its lock is held).
+func (es *eventStore) Reclaim(need int64) int64 {
+	if es.mu == nil || !es.mu.TryLock() {
+		return 0
+	}
+	defer es.mu.Unlock()
+	var got int64
+	n := 0
+	for ; got < need && n < len(es.ents); n++ {
+		c := eventCost(es.ents[n].data)
+		es.acct.Credit(budget.Resumption, c)
+		got += c
+	}
+	es.acct.Dropped(budget.Resumption, n)
+	es.evict(n)
+	return got
 }
 
 // eventCost is what the budget is charged for keeping an event of data.

@@ -2,6 +2,7 @@ package transports
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 
 	"github.com/edge-mcp/edge-mcp/internal/budget"
@@ -107,14 +108,21 @@ func TestEventStoreStreamsApart(t *testing.T) {
 }
 
 // TestEventStoreBudget: stores of one identity's sessions share its
-// budget account; over it a store drops its own oldest events first, and
-// an event it cannot make room for is not kept (a resume gets a gap).
-// Everything is credited back when the stores close.
+// budget account; over it a store takes room from the identity's older
+// sessions first, then drops its own oldest events, and an event it
+// cannot make room for is not kept (a resume gets a gap). Everything is
+// credited back when the stores close.
 func TestEventStoreBudget(t *testing.T) {
 	const size = 1000
 	pool := budget.New(10*(size+storedEventOverhead), 4*(size+storedEventOverhead))
 	acct := pool.Acquire("mallory", true)
-	a, b := newEventStore(0, acct), newEventStore(0, acct)
+	open := func(acct *budget.Account) *eventStore {
+		es := newEventStore(0, acct)
+		es.mu = new(sync.Mutex)
+		acct.Register(es)
+		return es
+	}
+	a, b := open(acct), open(acct)
 	data := bytes.Repeat([]byte("x"), size)
 	for i := uint64(1); i <= 3; i++ {
 		a.add(0, i, data)
@@ -122,32 +130,38 @@ func TestEventStoreBudget(t *testing.T) {
 	for i := uint64(1); i <= 3; i++ {
 		b.add(0, i, data)
 	}
-	// a holds 3, b got room for 1, then dropped its own oldest for each next.
-	if len(a.ents) != 3 || len(b.ents) != 1 || b.ents[0].seq != 3 {
-		t.Fatalf("a keeps %d, b keeps %d events", len(a.ents), len(b.ents))
+	// b got room for 1, then took it from a, the older session.
+	if len(a.ents) != 1 || a.ents[0].seq != 3 || len(b.ents) != 3 {
+		t.Fatalf("a keeps %d, b keeps %d events; want 1 (the newest) and 3", len(a.ents), len(b.ents))
 	}
-	if _, gap := b.after(0, 1); !gap {
-		t.Error("b dropped event 2 without a gap")
+	if _, gap := a.after(0, 1); !gap {
+		t.Error("a lost event 2 without a gap")
 	}
-	a.add(0, 4, make([]byte, 10*size)) // larger than the whole share: dropped, a loses all
-	if len(a.ents) != 0 {
-		t.Errorf("a keeps %d events after one it could not make room for", len(a.ents))
+	b.add(0, 4, data) // b is the newest: nothing of a is left to take but its last
+	b.add(0, 5, data) // then b's own oldest
+	if len(a.ents) != 0 || len(b.ents) != 4 || b.ents[0].seq != 2 {
+		t.Fatalf("a keeps %d, b keeps %d events from %d; want 0 and 4 from 2", len(a.ents), len(b.ents), b.ents[0].seq)
 	}
-	if _, gap := a.after(0, 3); !gap {
+	b.add(0, 6, make([]byte, 10*size)) // larger than the whole share: b drops all, keeps nothing
+	if len(b.ents) != 0 {
+		t.Errorf("b keeps %d events after one it could not make room for", len(b.ents))
+	}
+	if _, gap := b.after(0, 5); !gap {
 		t.Error("an event not kept left no gap")
 	}
-	other := newEventStore(0, pool.Acquire("alice", true))
+	other := open(pool.Acquire("alice", true))
 	other.add(0, 1, data)
 	if len(other.ents) != 1 {
 		t.Error("another identity could not store an event")
 	}
 	st := pool.Stats().Stores[budget.Resumption]
-	if st.Dropped != 5 || st.Refused != 1 {
-		t.Errorf("dropped %d, refused %d; want 5 and 1", st.Dropped, st.Refused)
+	if st.Dropped != 8 || st.Refused != 1 {
+		t.Errorf("dropped %d, refused %d; want 8 and 1", st.Dropped, st.Refused)
 	}
-	a.close()
-	b.close()
-	other.close()
+	for _, es := range []*eventStore{a, b, other} {
+		es.close()
+		es.acct.Unregister(es)
+	}
 	if acct.Used() != 0 || pool.Stats().Used != 0 {
 		t.Errorf("after close: account %d, pool %d bytes", acct.Used(), pool.Stats().Used)
 	}

@@ -409,7 +409,7 @@ func (s *StreamableServer) openSession(id string, peer any) (sess *streamableSes
 		sess.id = id
 	}
 	if s.budget != nil && sess.store != nil {
-		sess.store.acct = s.budget(peer)
+		sess.store.acct, sess.store.mu = s.budget(peer), &sess.mu
 	}
 	sess.touch()
 	if cur, added := s.sessions.addNew(sess.id, sess); !added {
@@ -417,6 +417,9 @@ func (s *StreamableServer) openSession(id string, peer any) (sess *streamableSes
 			sess.store.acct.Release()
 		}
 		return cur, false
+	}
+	if sess.store != nil {
+		sess.store.acct.Register(sess.store)
 	}
 	if s.idle > 0 {
 		sess.mu.Lock()
@@ -642,7 +645,10 @@ func (sess *streamableSession) close() {
 			sess.store.close()
 		}
 		sess.mu.Unlock()
-		acct.Release()
+		if acct != nil {
+			acct.Unregister(sess.store)
+			acct.Release()
+		}
 		for _, b := range backlog {
 			putEncodeBuf(b)
 		}

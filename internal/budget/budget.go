@@ -80,6 +80,20 @@ type Account struct {
 	limit    int64
 	used     atomic.Int64
 	refs     int // guarded by pool.mu
+
+	mu         sync.Mutex
+	reclaimers []Reclaimer // oldest registered first
+}
+
+// Reclaimer is a holder of an account that can give back what it holds,
+// oldest first, when another holder of the account needs room.
+type Reclaimer interface {
+	// Reclaim drops the holder's oldest items, crediting the account at
+	// least need bytes when it holds that much, and returns the bytes it
+	// credited; 0 when it cannot now (busy, or holding nothing). It is
+	// called from another holder's goroutine, which may hold that
+	// holder's own locks: it must not wait for a lock.
+	Reclaim(need int64) int64
 }
 
 // Acquire returns the account of identity, made when none is held, whose
@@ -116,6 +130,57 @@ func (a *Account) Release() {
 	if a.refs--; a.refs == 0 && p.accounts[a.identity] == a {
 		delete(p.accounts, a.identity)
 	}
+}
+
+// Register adds r to the holders Reclaim may ask, after those registered
+// before it; Unregister removes it.
+func (a *Account) Register(r Reclaimer) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.reclaimers = append(a.reclaimers, r)
+	a.mu.Unlock()
+}
+
+// Unregister removes r from the holders Reclaim may ask.
+func (a *Account) Unregister(r Reclaimer) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, o := range a.reclaimers {
+		if o == r {
+			a.reclaimers = append(a.reclaimers[:i], a.reclaimers[i+1:]...)
+			return
+		}
+	}
+}
+
+// Reclaim asks the holders registered before self (the older ones), oldest
+// first, to give back need bytes, and returns what they credited.
+func (a *Account) Reclaim(need int64, self Reclaimer) int64 {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	var older []Reclaimer
+	for _, r := range a.reclaimers {
+		if r == self {
+			break
+		}
+		older = append(older, r)
+	}
+	a.mu.Unlock()
+	var got int64
+	for _, r := range older {
+		if got >= need {
+			break
+		}
+		got += r.Reclaim(need - got)
+	}
+	return got
 }
 
 // Identity returns the identity the account is for.
