@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/internal/testenv"
 )
 
 // The hostile tests of issue 24, part 3: what one identity can make the
@@ -71,11 +73,18 @@ func budgetUpstream(t *testing.T) string {
 // with the two identities, the server's extra keys and limits.
 func startBudgetGateway(t *testing.T, server, limits string) *process {
 	t.Helper()
+	return startGatewayWith(t, fmt.Sprintf(`{"url": %q, "protocol_version": "2025-11-25"%s}`, budgetUpstream(t), server), limits)
+}
+
+// startGatewayWith starts the release binary in front of the server up
+// (its config object) with the two identities and limits.
+func startGatewayWith(t *testing.T, up, limits string) *process {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw.json")
-	doc := fmt.Sprintf(`{"mcpServers": {"up": {"url": %q, "protocol_version": "2025-11-25"%s}},
+	doc := fmt.Sprintf(`{"mcpServers": {"up": %s},
 		"auth": {"mode": "api_key", "api_keys": [{"name": "mallory", "key": %q}, {"name": "alice", "key": %q}]},
-		"limits": {%s}}`, budgetUpstream(t), server, malloryKey, aliceKey, limits)
+		"limits": {%s}}`, up, malloryKey, aliceKey, limits)
 	os.WriteFile(cfg, []byte(doc), 0o600)
 	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -205,6 +214,39 @@ func readEvents(r io.Reader) ([]sseEvent, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// rpc sends a request and returns its answer's result or error message
+// (from a JSON or an SSE answer).
+func (c *rawMCP) rpc(ctx context.Context, method, params string) (json.RawMessage, string, error) {
+	resp, err := c.do(ctx, http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"`+method+`","params":`+params+`}`, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	body := []byte{}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		evs, err := readEvents(resp.Body)
+		if err != nil || len(evs) == 0 {
+			return nil, "", fmt.Errorf("%s: %d events: %v", method, len(evs), err)
+		}
+		body = []byte(evs[len(evs)-1].data)
+	} else if body, err = io.ReadAll(resp.Body); err != nil {
+		return nil, "", err
+	}
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return nil, "", fmt.Errorf("%s: answer %.200s: %w", method, body, err)
+	}
+	if answer.Error != nil {
+		return nil, answer.Error.Message, nil
+	}
+	return answer.Result, "", nil
 }
 
 // flood calls the flood tool and returns the events of its answer.
@@ -469,5 +511,85 @@ func TestHostilePerClientShare(t *testing.T) {
 	}
 	if err := call(aliceKey); err != nil {
 		t.Errorf("alice's call after mallory's sessions: %v", err)
+	}
+}
+
+// createTask calls server-everything's task tool as a 2025-11-25 task and
+// returns the gateway's task id, or the text of the tool error it got.
+func (c *rawMCP) createTask(ctx context.Context, topic string) (id, toolErr string, err error) {
+	res, msg, err := c.rpc(ctx, "tools/call", fmt.Sprintf(`{"name":"simulate-research-query","arguments":{"topic":%q},"task":{"ttl":600000}}`, topic))
+	if err != nil || msg != "" {
+		return "", "", fmt.Errorf("creating a task: %v %s", err, msg)
+	}
+	var created struct {
+		Task struct {
+			TaskID string `json:"taskId"`
+		} `json:"task"`
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(res, &created); err != nil {
+		return "", "", err
+	}
+	if created.IsError && len(created.Content) > 0 {
+		return "", created.Content[0].Text, nil
+	}
+	if !strings.HasPrefix(created.Task.TaskID, "edge-") {
+		return "", "", fmt.Errorf("CreateTaskResult %s: no gateway task id", res)
+	}
+	return created.Task.TaskID, "", nil
+}
+
+// TestHostileTaskBudget: one identity creates tasks from many sessions
+// (each session may keep 1000). With a per-identity share of 6 KiB of
+// the client-memory budget, its oldest tasks are forgotten as new ones
+// come (tasks/get names them unknown), /status shows at most the share
+// held for tasks, and a second identity's task is recorded and found.
+func TestHostileTaskBudget(t *testing.T) {
+	const sessions, perSession, share = 2, 20, 6 << 10
+	node, script := testenv.Node(t), testenv.ServerEverything(t)
+	script, _ = filepath.EvalSymlinks(script)
+	p := startGatewayWith(t, fmt.Sprintf(`{"command": %q, "args": [%q, "stdio"]}`, node, script),
+		fmt.Sprintf(`"client_memory": %d, "client_memory_per_identity": %d, "resume_events": -1`, 4*share, share))
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var first string
+	var firstSess *rawMCP
+	for range sessions {
+		c := &rawMCP{base: p.base, key: malloryKey}
+		if err := c.open(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i := range perSession {
+			id, toolErr, err := c.createTask(ctx, fmt.Sprintf("topic %d", i))
+			if err != nil || toolErr != "" {
+				t.Fatalf("mallory's task %d: %v %s", i, err, toolErr)
+			}
+			if first == "" {
+				first, firstSess = id, c
+			}
+		}
+	}
+	st := clientMemory(t, p.base)
+	tasks := st.store("tasks")
+	t.Logf("%d tasks created by one identity: %d bytes held for tasks (share %d), %d forgotten", sessions*perSession, tasks.Used, st.PerIdentity, tasks.Dropped)
+	if tasks.Used > share || tasks.Used == 0 || tasks.Dropped == 0 {
+		t.Errorf("held %d bytes for tasks with %d forgotten; want some, at most %d, and some forgotten", tasks.Used, tasks.Dropped, share)
+	}
+	if _, msg, err := firstSess.rpc(ctx, "tasks/get", `{"taskId":"`+first+`"}`); err != nil || msg == "" {
+		t.Errorf("mallory's first task is still recorded (%v %q); want it forgotten", err, msg)
+	}
+	alice := &rawMCP{base: p.base, key: aliceKey}
+	if err := alice.open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, toolErr, err := alice.createTask(ctx, "mine")
+	if err != nil || toolErr != "" {
+		t.Fatalf("alice's task: %v %s", err, toolErr)
+	}
+	if _, msg, err := alice.rpc(ctx, "tasks/get", `{"taskId":"`+id+`"}`); err != nil || msg != "" {
+		t.Errorf("alice's task: %v %s", err, msg)
 	}
 }

@@ -29,10 +29,13 @@ const (
 	// InputRounds is the upstream requests parked until a 2026-07-28
 	// client retries its call (input_required).
 	InputRounds
+	// Tasks is the gateway's records of the tasks clients created
+	// upstream, with the arguments result policies need.
+	Tasks
 	numStores
 )
 
-var storeNames = [numStores]string{"resumption", "input_rounds"}
+var storeNames = [numStores]string{"resumption", "input_rounds", "tasks"}
 
 // String returns the store's name, as metrics and the status label it.
 func (s Store) String() string {

@@ -336,7 +336,7 @@ type Limits struct {
 	InputRounds int `json:"input_rounds,omitempty"`
 	// ClientMemory caps the bytes clients can make the gateway hold for
 	// them after their requests are answered (resumable events, requests
-	// parked for an input_required retry), process-wide (0: a quarter of
+	// parked for an input_required retry, task records), process-wide (0: a quarter of
 	// the memory limit, else 1 GiB). ClientMemoryPerIdentity is one
 	// authenticated identity's share of it (0: a quarter of ClientMemory).
 	ClientMemory            int64 `json:"client_memory,omitempty"`
