@@ -80,24 +80,8 @@ func (es *eventStore) add(stream, seq uint64, data []byte) {
 	if es.dead {
 		return
 	}
-	// Make room in the budget, oldest first: the identity's older
-	// sessions, then this one's.
-	n := 0
-	cost := eventCost(data)
-	charged := es.acct.Charge(budget.Resumption, cost)
-	if !charged && es.acct.Reclaim(cost, es) > 0 {
-		charged = es.acct.Charge(budget.Resumption, cost)
-	}
-	for !charged && n < len(es.ents) {
-		es.acct.Credit(budget.Resumption, eventCost(es.ents[n].data))
-		n++
-		charged = es.acct.Charge(budget.Resumption, cost)
-	}
-	es.acct.Dropped(budget.Resumption, n)
-	es.evict(n)
-	if !charged {
-		// Nothing of this session is left to give up: the event is not
-		// kept, as if evicted at once.
+	if !es.charge(eventCost(data)) {
+		// No room: the event is not kept, as if evicted at once.
 		es.acct.Refused(budget.Resumption)
 		es.lost[stream] = seq
 		es.boundLost()
@@ -112,6 +96,29 @@ func (es *eventStore) add(stream, seq uint64, data []byte) {
 		n++
 	}
 	es.evict(n)
+}
+
+// charge takes cost bytes of the budget for a new event, making room
+// oldest first: the identity's older sessions, then this one's. An event
+// larger than the identity's whole share gets no room made for it.
+func (es *eventStore) charge(cost int64) bool {
+	if es.acct.Charge(budget.Resumption, cost) {
+		return true
+	}
+	if cost > es.acct.Limit() {
+		return false
+	}
+	if es.acct.Reclaim(cost, es) > 0 && es.acct.Charge(budget.Resumption, cost) {
+		return true
+	}
+	n, charged := 0, false
+	for ; !charged && n < len(es.ents); n++ {
+		es.acct.Credit(budget.Resumption, eventCost(es.ents[n].data))
+		charged = es.acct.Charge(budget.Resumption, cost)
+	}
+	es.acct.Dropped(budget.Resumption, n)
+	es.evict(n)
+	return charged
 }
 
 // Reclaim gives back at least need bytes of the budget, dropping the
@@ -144,7 +151,7 @@ func (es *eventStore) evict(n int) {
 	}
 	for _, e := range es.ents[:n] {
 		es.bytes -= len(e.data)
-		es.lost[e.stream] = e.seq
+		es.lost[e.stream] = max(es.lost[e.stream], e.seq) // an event not kept may be newer
 	}
 	k := copy(es.ents, es.ents[n:])
 	clear(es.ents[k:])

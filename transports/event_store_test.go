@@ -142,9 +142,13 @@ func TestEventStoreBudget(t *testing.T) {
 	if len(a.ents) != 0 || len(b.ents) != 4 || b.ents[0].seq != 2 {
 		t.Fatalf("a keeps %d, b keeps %d events from %d; want 0 and 4 from 2", len(a.ents), len(b.ents), b.ents[0].seq)
 	}
-	b.add(0, 6, make([]byte, 10*size)) // larger than the whole share: b drops all, keeps nothing
-	if len(b.ents) != 0 {
-		t.Errorf("b keeps %d events after one it could not make room for", len(b.ents))
+	b.add(0, 6, make([]byte, 10*size)) // larger than the whole share: not kept, nothing given up for it
+	if len(b.ents) != 4 {
+		t.Errorf("b keeps %d events after one larger than the share, want its 4", len(b.ents))
+	}
+	b.add(0, 7, make([]byte, 4*size)) // nearly the whole share: all b's older events go for it
+	if len(b.ents) != 1 || b.ents[0].seq != 7 {
+		t.Errorf("b keeps %d events, want only the last", len(b.ents))
 	}
 	if _, gap := b.after(0, 5); !gap {
 		t.Error("an event not kept left no gap")
@@ -156,7 +160,7 @@ func TestEventStoreBudget(t *testing.T) {
 	}
 	st := pool.Stats().Stores[budget.Resumption]
 	if st.Dropped != 8 || st.Refused != 1 {
-		t.Errorf("dropped %d, refused %d; want 8 and 1", st.Dropped, st.Refused)
+		t.Errorf("dropped %d, refused %d; want 8 (3 of a, 5 of b) and 1", st.Dropped, st.Refused)
 	}
 	for _, es := range []*eventStore{a, b, other} {
 		es.close()
