@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,25 +33,11 @@ const (
 	aliceKey   = "alice-key-0123456789abcdef0123456789ab"
 )
 
-// budgetUpstream is a 2025-11-25 go-sdk server: "flood" sends n progress
-// notifications of size bytes each before its result, "confirm" asks the
-// client (elicitation), "hello" answers at once.
+// budgetUpstream is a 2025-11-25 go-sdk server: "confirm" asks the client
+// (elicitation), "hello" answers at once.
 func budgetUpstream(t *testing.T) string {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "budget-up", Version: "1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "flood"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
-		N    int `json:"n"`
-		Size int `json:"size"`
-	}) (*mcp.CallToolResult, any, error) {
-		msg := strings.Repeat("x", in.Size)
-		for i := range in.N {
-			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: req.Params.GetProgressToken(), Progress: float64(i + 1), Total: float64(in.N), Message: msg}); err != nil {
-				return nil, nil, err
-			}
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "flooded"}}}, nil, nil
-	})
 	mcp.AddTool(s, &mcp.Tool{Name: "confirm"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 		Pad string `json:"pad"`
 	}) (*mcp.CallToolResult, any, error) {
@@ -65,6 +52,61 @@ func budgetUpstream(t *testing.T) string {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
 	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// floodUpstream is a minimal streamable HTTP MCP server whose one tool,
+// flood, answers by SSE with n progress notifications (or its argument
+// n) of size bytes each
+// (encoded once, up front: the race-instrumented test process must not
+// spend its time encoding them) and then its result "flooded".
+func floodUpstream(t *testing.T, n, size int) string {
+	t.Helper()
+	big := []byte(strings.Repeat("x", size))
+	results := map[string]string{
+		"initialize": `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"flood","version":"1"}}`,
+		"tools/list": `{"tools":[{"name":"flood","inputSchema":{"type":"object"}}]}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Arguments struct {
+					N int `json:"n"`
+				} `json:"arguments"`
+				Meta struct {
+					ProgressToken json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.ID == nil {
+			w.WriteHeader(http.StatusAccepted) // a notification
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", "flood")
+		if req.Method != "tools/call" {
+			result, ok := results[req.Method]
+			if !ok {
+				result = `{}` // ping and the like
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":`+result+`}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range cmp.Or(req.Params.Arguments.N, n) {
+			fmt.Fprintf(w, `data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d,"message":"`, req.Params.Meta.ProgressToken, i+1)
+			w.Write(big)
+			io.WriteString(w, "\"}}\n\n")
+		}
+		io.WriteString(w, `data: {"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{"content":[{"type":"text","text":"flooded"}]}}`+"\n\n")
+	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
 }
@@ -249,10 +291,42 @@ func (c *rawMCP) rpc(ctx context.Context, method, params string) (json.RawMessag
 	return answer.Result, "", nil
 }
 
+// floodCall is a tools/call of floodUpstream's tool for n notifications
+// (0: its default), with a progress token so that they reach the client.
+func floodCall(n int) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"flood","arguments":{"n":%d},"_meta":{"progressToken":"p"}}}`, n)
+}
+
+// floodQuiet calls the flood tool and reads its answer without parsing
+// it (cheap under the race detector): its end must be the result.
+func (c *rawMCP) floodQuiet(ctx context.Context) error {
+	resp, err := c.do(ctx, http.MethodPost, floodCall(0), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var tail tailWriter
+	if _, err := io.Copy(&tail, resp.Body); err != nil {
+		return err
+	}
+	if !strings.Contains(string(tail.b), "flooded") {
+		return fmt.Errorf("flood: HTTP %d, no result at the end: %q", resp.StatusCode, tail.b)
+	}
+	return nil
+}
+
+// tailWriter keeps the last 512 bytes written to it.
+type tailWriter struct{ b []byte }
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p[max(len(p)-512, 0):]...)
+	w.b = w.b[max(len(w.b)-512, 0):]
+	return len(p), nil
+}
+
 // flood calls the flood tool and returns the events of its answer.
-func (c *rawMCP) flood(ctx context.Context, n, size int) ([]sseEvent, error) {
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"flood","arguments":{"n":%d,"size":%d},"_meta":{"progressToken":"p"}}}`, n, size)
-	resp, err := c.do(ctx, http.MethodPost, body, nil)
+func (c *rawMCP) flood(ctx context.Context, n int) ([]sseEvent, error) {
+	resp, err := c.do(ctx, http.MethodPost, floodCall(n), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -272,12 +346,14 @@ func (c *rawMCP) flood(ctx context.Context, n, size int) ([]sseEvent, error) {
 // so that their events are kept for resumption (issue 24: 300 such
 // sessions held 1.75 GB, 4 MiB each). With limits.memory_mb 64 the
 // client-memory budget is 16 MiB, 4 MiB of it per identity: the sessions'
-// stores drop their oldest events to stay within the share, /status shows
-// at most the share held, the process stays small, and a second
-// identity's stream is still kept and resumed.
+// stores drop the identity's oldest events to stay within the share,
+// /status shows at most the share held, the process's peak RSS stays
+// within the memory limit + 24 MiB (about 60 MiB; before the budget, 30
+// sessions took it to about 147 MiB), and a second identity's stream is
+// still kept and resumed.
 func TestHostileResumptionBudget(t *testing.T) {
-	const sessions, events, size, memoryMB = 20, 18, 256 << 10, 64
-	p := startBudgetGateway(t, "", fmt.Sprintf(`"memory_mb": %d`, memoryMB))
+	const sessions, events, size, memoryMB = 30, 18, 256 << 10, 64
+	p := startGatewayWith(t, fmt.Sprintf(`{"url": %q}`, floodUpstream(t, events, size)), fmt.Sprintf(`"memory_mb": %d`, memoryMB))
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
@@ -297,7 +373,7 @@ func TestHostileResumptionBudget(t *testing.T) {
 					failed.Add(1)
 					return
 				}
-				if _, err := c.flood(ctx, events, size); err != nil {
+				if err := c.floodQuiet(ctx); err != nil {
 					t.Errorf("mallory's flood: %v", err)
 					failed.Add(1)
 				}
@@ -325,7 +401,7 @@ func TestHostileResumptionBudget(t *testing.T) {
 	if err := alice.open(ctx); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := alice.flood(ctx, 4, size)
+	evs, err := alice.flood(ctx, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,8 +421,8 @@ func TestHostileResumptionBudget(t *testing.T) {
 	if err != nil || len(replay) != 4 || strings.Contains(replay[0].data, "list_changed") || !strings.Contains(replay[3].data, "flooded") {
 		t.Errorf("alice's resume after %s: %d events (%v), want the 3 other progress events and the result", first, len(replay), err)
 	}
-	if peak := p.peakRSS(t); peak > (memoryMB+16)<<20 {
-		t.Errorf("peak RSS %.0f MiB, want at most the memory limit + 16 MiB", float64(peak)/(1<<20))
+	if peak := p.peakRSS(t); peak > (memoryMB+24)<<20 {
+		t.Errorf("peak RSS %.0f MiB, want at most the memory limit + 24 MiB", float64(peak)/(1<<20))
 	} else {
 		t.Logf("peak RSS %.0f MiB", float64(peak)/(1<<20))
 	}
