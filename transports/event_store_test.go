@@ -2,7 +2,10 @@ package transports
 
 import (
 	"bytes"
+	"sync"
 	"testing"
+
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 )
 
 func TestParseEventID(t *testing.T) {
@@ -49,7 +52,7 @@ func FuzzParseEventID(f *testing.F) {
 }
 
 func TestEventStoreBounded(t *testing.T) {
-	es := newEventStore(8)
+	es := newEventStore(8, nil)
 	for i := uint64(1); i <= 1000; i++ {
 		es.add(i%3, i, []byte("data"))
 		if len(es.ents) > 8 || len(es.lost) > 8 {
@@ -65,7 +68,7 @@ func TestEventStoreBounded(t *testing.T) {
 	}
 
 	big := bytes.Repeat([]byte("x"), 1<<20)
-	es = newEventStore(0)
+	es = newEventStore(0, nil)
 	for i := uint64(1); i <= 20; i++ {
 		es.add(0, i, big)
 		if es.bytes > maxEventStoreBytes {
@@ -75,16 +78,16 @@ func TestEventStoreBounded(t *testing.T) {
 	if len(es.ents) == 0 || es.ents[len(es.ents)-1].seq != 20 {
 		t.Error("the newest event is not stored")
 	}
-	if newEventStore(-1) != nil {
+	if newEventStore(-1, nil) != nil {
 		t.Error("a negative size did not disable the store")
 	}
-	if es := newEventStore(0); es.max != defaultEventStoreSize {
+	if es := newEventStore(0, nil); es.max != defaultEventStoreSize {
 		t.Errorf("default size %d", es.max)
 	}
 }
 
 func TestEventStoreStreamsApart(t *testing.T) {
-	es := newEventStore(4)
+	es := newEventStore(4, nil)
 	es.add(0, 1, []byte("a"))
 	es.add(1, 2, []byte("b"))
 	es.add(0, 3, []byte("c"))
@@ -101,5 +104,69 @@ func TestEventStoreStreamsApart(t *testing.T) {
 	}
 	if got, gap := es.after(0, 3); gap || len(got) != 3 {
 		t.Errorf("stream 0 after 3 = %d events, gap %v", len(got), gap)
+	}
+}
+
+// TestEventStoreBudget: stores of one identity's sessions share its
+// budget account; over it a store takes room from the identity's older
+// sessions first, then drops its own oldest events, and an event it
+// cannot make room for is not kept (a resume gets a gap). Everything is
+// credited back when the stores close.
+func TestEventStoreBudget(t *testing.T) {
+	const size = 1000
+	pool := budget.New(10*(size+storedEventOverhead), 4*(size+storedEventOverhead))
+	acct := pool.Acquire("mallory", true)
+	open := func(acct *budget.Account) *eventStore {
+		es := newEventStore(0, acct)
+		es.mu = new(sync.Mutex)
+		acct.Register(es)
+		return es
+	}
+	a, b := open(acct), open(acct)
+	data := bytes.Repeat([]byte("x"), size)
+	for i := uint64(1); i <= 3; i++ {
+		a.add(0, i, data)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		b.add(0, i, data)
+	}
+	// b got room for 1, then took it from a, the older session.
+	if len(a.ents) != 1 || a.ents[0].seq != 3 || len(b.ents) != 3 {
+		t.Fatalf("a keeps %d, b keeps %d events; want 1 (the newest) and 3", len(a.ents), len(b.ents))
+	}
+	if _, gap := a.after(0, 1); !gap {
+		t.Error("a lost event 2 without a gap")
+	}
+	b.add(0, 4, data) // b is the newest: nothing of a is left to take but its last
+	b.add(0, 5, data) // then b's own oldest
+	if len(a.ents) != 0 || len(b.ents) != 4 || b.ents[0].seq != 2 {
+		t.Fatalf("a keeps %d, b keeps %d events from %d; want 0 and 4 from 2", len(a.ents), len(b.ents), b.ents[0].seq)
+	}
+	b.add(0, 6, make([]byte, 10*size)) // larger than the whole share: not kept, nothing given up for it
+	if len(b.ents) != 4 {
+		t.Errorf("b keeps %d events after one larger than the share, want its 4", len(b.ents))
+	}
+	b.add(0, 7, make([]byte, 4*size)) // nearly the whole share: all b's older events go for it
+	if len(b.ents) != 1 || b.ents[0].seq != 7 {
+		t.Errorf("b keeps %d events, want only the last", len(b.ents))
+	}
+	if _, gap := b.after(0, 5); !gap {
+		t.Error("an event not kept left no gap")
+	}
+	other := open(pool.Acquire("alice", true))
+	other.add(0, 1, data)
+	if len(other.ents) != 1 {
+		t.Error("another identity could not store an event")
+	}
+	st := pool.Stats().Stores[budget.Resumption]
+	if st.Dropped != 8 || st.Refused != 1 {
+		t.Errorf("dropped %d, refused %d; want 8 (3 of a, 5 of b) and 1", st.Dropped, st.Refused)
+	}
+	for _, es := range []*eventStore{a, b, other} {
+		es.close()
+		es.acct.Unregister(es)
+	}
+	if acct.Used() != 0 || pool.Stats().Used != 0 {
+		t.Errorf("after close: account %d, pool %d bytes", acct.Used(), pool.Stats().Used)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 )
 
 // StreamableServerOptions configures a [StreamableServer].
@@ -63,6 +65,12 @@ type StreamableServerOptions struct {
 	// a fleet): the stream starts fresh, as for an id no longer stored.
 	// It must not contain CR, LF or NUL.
 	EventIDPrefix string
+	// Budget, when set, returns the budget account a new session's event
+	// store charges, from the peer of [PeerFromContext] (nil: none); the
+	// session releases it when it ends. Over the account's budget a
+	// session drops its oldest events first, and a client resuming from
+	// an event no longer kept gets a fresh stream.
+	Budget func(peer any) *budget.Account
 }
 
 // StreamableServer serves MCP streamable HTTP (protocol revisions 2025-03-26
@@ -120,6 +128,7 @@ type StreamableServer struct {
 	fleet    StreamableFleet
 	// eventPrefix is EventIDPrefix.
 	eventPrefix string
+	budget      func(peer any) *budget.Account
 }
 
 const (
@@ -160,6 +169,7 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 		storeLen: opts.EventStoreSize,
 		no2026:   opts.Without2026,
 		fleet:    opts.Fleet,
+		budget:   opts.Budget,
 		eventPrefix: strings.Map(func(r rune) rune {
 			if r == '\r' || r == '\n' || r == 0 {
 				return -1
@@ -388,7 +398,7 @@ func (s *StreamableServer) openSession(id string, peer any) (sess *streamableSes
 	sess = &streamableSession{
 		srv:      s,
 		calls:    make(map[jsonrpc.ID]*responseStream),
-		store:    newEventStore(s.storeLen),
+		store:    newEventStore(s.storeLen, nil),
 		nextNum:  1,
 		detached: make(map[uint64]*responseStream),
 	}
@@ -396,9 +406,18 @@ func (s *StreamableServer) openSession(id string, peer any) (sess *streamableSes
 	if id != "" {
 		sess.id = id
 	}
+	if s.budget != nil && sess.store != nil {
+		sess.store.acct, sess.store.mu = s.budget(peer), &sess.mu
+	}
 	sess.touch()
 	if cur, added := s.sessions.addNew(sess.id, sess); !added {
+		if sess.store != nil {
+			sess.store.acct.Release()
+		}
 		return cur, false
+	}
+	if sess.store != nil {
+		sess.store.acct.Register(sess.store)
 	}
 	if s.idle > 0 {
 		sess.mu.Lock()
@@ -598,7 +617,16 @@ func (sess *streamableSession) close() {
 		if sess.timer != nil {
 			sess.timer.Stop()
 		}
+		var acct *budget.Account
+		if sess.store != nil {
+			acct = sess.store.acct
+			sess.store.close()
+		}
 		sess.mu.Unlock()
+		if acct != nil {
+			acct.Unregister(sess.store)
+			acct.Release()
+		}
 		for _, b := range backlog {
 			putEncodeBuf(b)
 		}

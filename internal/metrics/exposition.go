@@ -218,6 +218,9 @@ func (m *Metrics) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, f := range m.families {
 		f.write(&b)
 	}
+	if m.clientMem != nil {
+		writeClientMemory(&b, m.clientMem())
+	}
 	writeRuntime(&b)
 	writeProcess(&b)
 	w.Header().Set("Content-Type", contentType)

@@ -15,6 +15,8 @@ package metrics
 
 import (
 	"net/http"
+
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +119,7 @@ type Metrics struct {
 	authFailures       *series[string, *counter]
 	requests           *series[string, *counter]
 	toolsListFailures  *series[string, *counter]
+	clientMem          func() *budget.Stats // set by ClientMemory
 }
 
 // New returns a Metrics with every gateway metric; Handler also serves the

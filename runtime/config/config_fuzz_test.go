@@ -175,6 +175,9 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		if s.MaxClientSessions != 0 {
 			fmt.Fprintf(&b, `,"max_client_sessions":%d`, s.MaxClientSessions)
 		}
+		if s.MaxClientSessionsPerIdentity != 0 {
+			fmt.Fprintf(&b, `,"max_client_sessions_per_identity":%d`, s.MaxClientSessionsPerIdentity)
+		}
 		if s.HealthMisses != 0 {
 			fmt.Fprintf(&b, `,"health_misses":%d`, s.HealthMisses)
 		}

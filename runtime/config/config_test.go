@@ -391,7 +391,7 @@ func TestLoadConfigExample(t *testing.T) {
 				RetryInitial: time.Second, RetryMax: 300 * time.Second,
 				Description: `A streamable HTTP server; "type" may be omitted when "url" is set.`},
 			{Name: "legacy", Type: "sse", URL: "http://127.0.0.1:9000/sse", BearerToken: "dev-token", Prefix: "legacy",
-				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true, Session: "per_client", MaxClientSessions: 8,
+				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true, Session: "per_client", MaxClientSessions: 8, MaxClientSessionsPerIdentity: 2,
 				Description: "An HTTP+SSE (2024-11-05) server with a bearer token from the environment."},
 			{Name: "tracker", Type: "streamable-http", TypeInferred: true, URL: "https://mcp.tracker.example.com/mcp",
 				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true, Identity: "shared",

@@ -197,6 +197,8 @@ var serverKeys = append([]key{
 		doc: "`shared`: one upstream session for every client; `per_client`: one per downstream session that calls the server (stdio: one process each), so server→client requests reach their caller; `auto` is `shared`, refusing server→client requests it cannot attribute (see [How it behaves](#how-it-behaves))"},
 	{name: "mcpServers.*.max_client_sessions", def: "16", field: srv(func(s *configRawServer) *int { return &s.maxClientSessions }), check: between(1, 10000),
 		doc: "with `session: per_client`, the most upstream sessions (stdio: processes) open at once; a client beyond it gets an error"},
+	{name: "mcpServers.*.max_client_sessions_per_identity", def: "½ of `max_client_sessions`, at least 1", field: srv(func(s *configRawServer) *int { return &s.maxClientSessionsPerIdentity }), check: between(1, 10000),
+		doc: "of those, how many one authenticated identity may hold (without authentication every client is one identity and may hold them all)"},
 	{name: "mcpServers.*.health_interval", def: "30", field: srv(func(s *configRawServer) *time.Duration { return &s.healthInterval }),
 		doc: "time between MCP `ping` health checks"},
 	{name: "mcpServers.*.health_timeout", def: "10", field: srv(func(s *configRawServer) *time.Duration { return &s.healthTimeout }),

@@ -67,6 +67,7 @@ type configRawServer struct {
 	healthInterval, healthTimeout                time.Duration
 	retryInitial, retryMax                       time.Duration
 	healthMisses, maxClientSessions              int
+	maxClientSessionsPerIdentity                 int
 	session                                      string
 	protocolVersion                              string
 	active                                       bool
@@ -258,6 +259,7 @@ func (d *decoder) finishServer(rs *configRawServer) (Server, *Error) {
 	sc.HealthInterval, sc.HealthTimeout, sc.HealthMisses = rs.healthInterval, rs.healthTimeout, rs.healthMisses
 	sc.RetryInitial, sc.RetryMax = rs.retryInitial, rs.retryMax
 	sc.Session, sc.MaxClientSessions = rs.session, rs.maxClientSessions
+	sc.MaxClientSessionsPerIdentity = rs.maxClientSessionsPerIdentity
 	sc.ProtocolVersion = rs.protocolVersion
 	if sc.Type == configTypeStdio {
 		if cerr = d.finishOAuth(rs, &sc); cerr != nil { // identity only: oauth is remote-only

@@ -176,8 +176,11 @@ type Server struct {
 	// fall back to initialize), "2025-11-25" or "2026-07-28".
 	ProtocolVersion string
 	// MaxClientSessions bounds the upstream sessions open at once with
-	// per_client ("max_client_sessions"; default 16).
-	MaxClientSessions int
+	// per_client ("max_client_sessions"; default 16), and how many of them
+	// one authenticated identity may hold ("max_client_sessions_per_identity";
+	// default half of them, at least 1).
+	MaxClientSessions            int
+	MaxClientSessionsPerIdentity int
 	// OAuth makes the gateway an OAuth client of this server ("oauth");
 	// nil: none.
 	OAuth *OAuth
@@ -338,6 +341,13 @@ type Limits struct {
 	// InputRounds caps the input_required rounds a 2026-07-28 upstream may
 	// ask a 2025 client for in one call (0: 8).
 	InputRounds int `json:"input_rounds,omitempty"`
+	// ClientMemory caps the bytes clients can make the gateway hold for
+	// them after their requests are answered (resumable events, requests
+	// parked for an input_required retry, task records), process-wide (0: a quarter of
+	// the memory limit, else 1 GiB). ClientMemoryPerIdentity is one
+	// authenticated identity's share of it (0: a quarter of ClientMemory).
+	ClientMemory            int64 `json:"client_memory,omitempty"`
+	ClientMemoryPerIdentity int64 `json:"client_memory_per_identity,omitempty"`
 	// MemoryMB sets the Go runtime's soft memory limit (0: 90% of the
 	// cgroup's memory limit when there is one, else none).
 	MemoryMB int `json:"memory_mb,omitempty"`

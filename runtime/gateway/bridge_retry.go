@@ -99,6 +99,7 @@ func (b *bridges) claim(tokens []string, responses map[string]json.RawMessage, s
 	for _, p := range ps {
 		delete(b.parked, p.token)
 		p.timer.Stop()
+		p.unpark()
 	}
 	br.sess, br.id = s, id
 	timeout := ps[0].l.u.cfg.Timeout
@@ -139,6 +140,7 @@ func (b *bridges) redirect(c *call, resp *jsonrpc.Response) bool {
 		if p.c == c {
 			p.timer.Stop()
 			delete(b.parked, token)
+			p.unpark()
 		}
 	}
 	if br.timer != nil {

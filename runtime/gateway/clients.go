@@ -60,7 +60,7 @@ func (u *upstream) linkFor(s *session) (*link, error) {
 		}
 		return nil, errNotConnected
 	}
-	e, opener, err := u.clients.entry(s, u.maxClients())
+	e, opener, err := u.clients.entry(s, u.maxClients(), u.maxClientsPerIdentity())
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", u.name, err)
 	}
@@ -143,9 +143,22 @@ func (u *upstream) maxClients() int {
 	return defaultMaxClientSessions
 }
 
-// entry returns s's entry, adding it when s has none; then opener is the
-// context to open the link in, and the caller must open it.
-func (c *clientLinks) entry(s *session, limit int) (e *clientLink, opener context.Context, err error) {
+// maxClientsPerIdentity is how many of u's per-client links one
+// authenticated identity may hold: max_client_sessions_per_identity, else
+// half of max_client_sessions (at least 1).
+func (u *upstream) maxClientsPerIdentity() int {
+	n := u.cfg.MaxClientSessionsPerIdentity
+	if n <= 0 {
+		n = max(u.maxClients()/2, 1)
+	}
+	return min(n, u.maxClients())
+}
+
+// entry returns s's entry, adding it when s has none and the limits allow
+// (limit links in all, perIdentity of them for s's identity when it is an
+// authenticated one); then opener is the context to open the link in, and
+// the caller must open it.
+func (c *clientLinks) entry(s *session, limit, perIdentity int) (e *clientLink, opener context.Context, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx == nil || c.closed {
@@ -156,6 +169,18 @@ func (c *clientLinks) entry(s *session, limit int) (e *clientLink, opener contex
 	}
 	if len(c.links) >= limit {
 		return nil, nil, fmt.Errorf("%w: %d of %d (max_client_sessions) are open; try again when one ends", errTooManyClients, len(c.links), limit)
+	}
+	if budgetShared(s.id) {
+		mine := 0
+		for o := range c.links {
+			if o.id.Name == s.id.Name {
+				mine++
+			}
+		}
+		if mine >= perIdentity {
+			return nil, nil, fmt.Errorf("%w: identity %q holds %d of its %d (max_client_sessions_per_identity); try again when one ends",
+				errTooManyClients, s.id.Name, mine, perIdentity)
+		}
 	}
 	if c.links == nil {
 		c.links = make(map[*session]*clientLink)

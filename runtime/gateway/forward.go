@@ -98,7 +98,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		start = time.Now()
 	}
 	c := &call{method: req.Method, start: start, sess: s, origID: req.ID, tool: info.tool, server: u.name,
-		kind: info.kind, upName: info.upName, args: info.args, pg: info.pg, span: info.span}
+		kind: info.kind, upName: info.upName, args: info.args, pg: info.pg, span: info.span, size: len(req.Params)}
 	if info.waited {
 		c.done = make(chan struct{})
 	}

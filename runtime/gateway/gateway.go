@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/internal/audit"
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/pinning"
 	"github.com/edge-mcp/edge-mcp/internal/schema"
@@ -119,6 +120,8 @@ type Gateway struct {
 
 	// budget bounds the upstream bytes being read, gateway-wide.
 	budget *transports.ByteBudget
+	// clientMem bounds what clients make the gateway hold (clientmem.go).
+	clientMem *budget.Pool
 	// door is the Origin/Host guard of every HTTP surface.
 	door   *transports.Guard
 	http   *transports.StreamableServer
@@ -147,7 +150,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Health.Misses <= 0 {
 		opts.Health.Misses = 3
 	}
-	g := &Gateway{budget: upstreamBudget(cfg.Limits),
+	g := &Gateway{budget: upstreamBudget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
@@ -204,6 +207,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		Without2026:     cfg.Protocol2026 != nil && !*cfg.Protocol2026,
 		Fleet:           fleetHooksOf(g, cfg),
 		EventIDPrefix:   fleetEventPrefix(cfg),
+		Budget:          g.accountOf,
 	})
 	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
 		Logger:          g.log,

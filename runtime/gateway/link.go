@@ -39,6 +39,7 @@ type call struct {
 	kind          listKind        // what the call reads: a tool, prompt or resource
 	upName        string          // upstream tool or prompt name, or resource URI
 	args          json.RawMessage // the call's arguments, for result policies
+	size          int             // bytes of the client's params, for the client-memory budget (bridge.go)
 	pg            *policyGen      // non-nil when the result passes through policies (held by the caller's scope)
 	done          chan struct{}   // closed when the call ends, when its caller waits for that
 	span          trace.Span      // the call's trace span, ended with it

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
@@ -170,10 +171,11 @@ func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(struct {
-		Servers  []ServerStatus `json:"servers"`
-		Policies []PolicyStatus `json:"policies,omitempty"`
-		Fleet    *FleetStatus   `json:"fleet,omitempty"`
-	}{servers, g.PolicyStatus(), g.FleetStatus(r.Context())})
+		Servers      []ServerStatus `json:"servers"`
+		Policies     []PolicyStatus `json:"policies,omitempty"`
+		Fleet        *FleetStatus   `json:"fleet,omitempty"`
+		ClientMemory *budget.Stats  `json:"client_memory,omitempty"`
+	}{servers, g.PolicyStatus(), g.FleetStatus(r.Context()), g.clientMem.Stats()})
 }
 
 // authenticated puts next behind the client authentication of the running

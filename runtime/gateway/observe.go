@@ -29,6 +29,7 @@ import (
 func (g *Gateway) openObservability(cfg *config.Config) error {
 	if m := cfg.Observability.Metrics; m == nil || *m {
 		g.metrics = metrics.New()
+		g.metrics.ClientMemory(g.clientMem.Stats)
 	}
 	var err error
 	if cfg.Audit.Path != "" {

@@ -136,6 +136,9 @@ func restartNeeded(old, cfg *config.Config) []string {
 	if old.OAuth != cfg.OAuth {
 		out = append(out, "oauth")
 	}
+	if old.Limits.ClientMemory != cfg.Limits.ClientMemory || old.Limits.ClientMemoryPerIdentity != cfg.Limits.ClientMemoryPerIdentity {
+		out = append(out, "limits.client_memory/limits.client_memory_per_identity")
+	}
 	if old.Audit != cfg.Audit || !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) || !reflect.DeepEqual(old.Observability.Metrics, cfg.Observability.Metrics) {
 		out = append(out, "audit/telemetry/metrics")
 	}

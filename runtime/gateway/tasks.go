@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
 
@@ -101,7 +103,15 @@ type taskEntry struct {
 	// result passes the tool's result policies.
 	tool string
 	args json.RawMessage
+	// acct is charged cost while the entry is recorded (clientmem.go).
+	acct *budget.Account
+	cost int64
 }
+
+// taskEntryOverhead is what the client-memory budget charges for a task
+// entry besides its ids, tool name and arguments: the entry and its two
+// map slots.
+const taskEntryOverhead = 256
 
 // taskOwner returns who owns the tasks s creates.
 func (s *session) taskOwner() taskOwner {
@@ -114,7 +124,11 @@ func (s *session) taskOwner() taskOwner {
 // add records a task created upstream and returns its gateway entry; a
 // task already recorded (the server answered with an id it gave before)
 // keeps its entry when the owner is the same, and gets none otherwise.
-func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration, c *call) *taskEntry {
+// The entry is charged to acct (the creator's identity's account, which
+// add takes over): over it, the account's oldest tasks are forgotten
+// first, and when nothing is left to forget the task is not recorded (an
+// error naming the budget).
+func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration, c *call, acct *budget.Account) (*taskEntry, error) {
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -125,19 +139,31 @@ func (t *taskTable) add(key taskKey, owner taskOwner, ttl time.Duration, c *call
 		t.sweepLocked(now)
 	}
 	if e := t.byUp[key]; e != nil {
+		acct.Release()
 		if e.owner == owner {
-			return e
+			return e, nil
 		}
-		return nil
+		return nil, nil
 	}
 	if t.perOwner[owner] >= maxTasksPerOwner {
-		t.dropOldestLocked(owner)
+		t.dropOldestLocked(func(e *taskEntry) bool { return e.owner == owner })
 	}
 	e := &taskEntry{id: "edge-" + rand.Text(), key: key, owner: owner, created: now, expires: now.Add(ttl + taskTTLSlack),
-		tool: c.upName, args: c.args}
+		tool: c.upName, args: c.args, acct: acct}
+	e.cost = int64(len(e.id)+len(key.upID)+len(e.tool)+len(e.args)) + taskEntryOverhead
+	for !acct.Charge(budget.Tasks, e.cost) {
+		if !t.dropOldestLocked(func(o *taskEntry) bool { return o.acct == acct }) {
+			acct.Refused(budget.Tasks)
+			err := fmt.Errorf("over the client memory budget: the task cannot be recorded (identity %q holds %d of its %d bytes; limits.client_memory_per_identity, limits.client_memory)",
+				acct.Identity(), acct.Used(), acct.Limit())
+			acct.Release()
+			return nil, err
+		}
+		acct.Dropped(budget.Tasks, 1)
+	}
 	t.byID[e.id], t.byUp[key] = e, e
 	t.perOwner[owner]++
-	return e
+	return e, nil
 }
 
 // lookup returns the entry of id when owner owns it and it has not expired.
@@ -286,6 +312,8 @@ func (t *taskTable) removeLocked(e *taskEntry) {
 	if t.perOwner[e.owner]--; t.perOwner[e.owner] <= 0 {
 		delete(t.perOwner, e.owner)
 	}
+	e.acct.Credit(budget.Tasks, e.cost)
+	e.acct.Release()
 }
 
 func (t *taskTable) sweepLocked(now time.Time) {
@@ -297,16 +325,19 @@ func (t *taskTable) sweepLocked(now time.Time) {
 	}
 }
 
-func (t *taskTable) dropOldestLocked(owner taskOwner) {
+// dropOldestLocked forgets the oldest entry that of matches, and reports
+// whether there was one.
+func (t *taskTable) dropOldestLocked(of func(*taskEntry) bool) bool {
 	var oldest *taskEntry
 	for _, e := range t.byID {
-		if e.owner == owner && (oldest == nil || e.created.Before(oldest.created)) {
+		if of(e) && (oldest == nil || e.created.Before(oldest.created)) {
 			oldest = e
 		}
 	}
 	if oldest != nil {
 		t.removeLocked(oldest)
 	}
+	return oldest != nil
 }
 
 // taskRequest routes tasks/get, tasks/result, tasks/cancel and
@@ -414,7 +445,10 @@ func (s *session) taskCreated(c *call, l *link, res json.RawMessage) json.RawMes
 	if l.owner != nil {
 		key.l = l
 	}
-	e := s.g.route.tasks.add(key, s.taskOwner(), ttl, c)
+	e, err := s.g.route.tasks.add(key, s.taskOwner(), ttl, c, s.g.clientMem.Acquire(s.id.Name, budgetShared(s.id)))
+	if err != nil {
+		return toolError("edge-mcp: " + err.Error())
+	}
 	if e == nil {
 		// The server gave another client's task id again: never hand it on.
 		l.u.log.Warn("a server answered a tools/call with a task id it gave another client; withheld")
