@@ -163,7 +163,11 @@ func (u *upstream) run(ctx context.Context) {
 		u.nextRetry = time.Now().Add(delay)
 		u.attemptedLocked()
 		u.mu.Unlock()
-		u.log.Warn("upstream unavailable; retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
+		level := slog.LevelWarn
+		if demand && !wasUp {
+			level = slog.LevelDebug // every retryFloor while calls wait: the first failure was logged
+		}
+		u.log.Log(ctx, level, "upstream unavailable; retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
 		if u.sleep(ctx, delay, started) || demand {
 			continue // calls wait: the backoff stays short
 		}
