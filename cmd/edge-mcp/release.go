@@ -36,7 +36,8 @@ var memorySamples = []string{
 }
 
 // releaseMemory gives memory back after bursts until ctx ends: when the
-// runtime holds more than releaseSlack over twice the live heap, or, with
+// runtime holds more than releaseSlack (or a quarter of the live heap, if
+// more) over twice the live heap, or, with
 // no collection since it last looked (the live heap may be that of the
 // burst's own collection), when the runtime holds, or the process has
 // resident, more than releaseSlack over what they were after the last
@@ -62,7 +63,10 @@ func releaseMemory(ctx context.Context, log *slog.Logger) {
 		quiet := now == cycles
 		cycles = now
 		grew := held > floor+releaseSlack || rss > floorRSS+releaseSlack
-		if held <= 2*live+releaseSlack && !(quiet && grew) {
+		// The collector lets the heap grow to twice the live heap, and the
+		// runtime holds a little more (stacks, metadata): only a quarter
+		// more of the live heap, at least releaseSlack, is a burst's.
+		if held <= 2*live+max(releaseSlack, live/4) && !(quiet && grew) {
 			if rss < floorRSS {
 				floorRSS = rss
 			}
