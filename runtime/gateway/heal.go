@@ -29,7 +29,7 @@ const (
 // errStillDown is why a call that waited for its server failed.
 var errStillDown = errors.New("still disconnected")
 
-// attempted tells the calls waiting for u that a connection attempt ended
+// attemptedLocked tells the calls waiting for u that a connection attempt ended
 // (connected or failed). Called with u.mu held.
 func (u *upstream) attemptedLocked() {
 	if u.attempt != nil {
@@ -46,7 +46,7 @@ func (u *upstream) kick() {
 	}
 }
 
-// connected reports whether u serves calls: a live link whose offer is in
+// connectedLocked reports whether u serves calls: a live link whose offer is in
 // the catalogue.
 func (u *upstream) connectedLocked() bool {
 	return u.state == StateConnected && u.current() != nil
