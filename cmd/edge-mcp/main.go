@@ -237,6 +237,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	}
 	// Likewise the pages of the binary that only start-up ran (trim_linux.go).
 	log.Debug("start-up pages of the binary dropped", "KiB", dropStartupPages(log))
+	go releaseMemory(ctx, log) // and what later bursts leave (release.go)
 
 	select {
 	case err := <-errc:

@@ -101,3 +101,18 @@ func cleanMappings(smaps []byte, path string) []mapping {
 	flush()
 	return out
 }
+
+// residentBytes is the process's resident set size (/proc/self/statm),
+// 0 when it cannot be read.
+func residentBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}

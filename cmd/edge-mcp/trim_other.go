@@ -6,3 +6,6 @@ import "log/slog"
 
 // dropStartupPages does nothing outside Linux.
 func dropStartupPages(*slog.Logger) int { return 0 }
+
+// residentBytes is not known outside Linux.
+func residentBytes() uint64 { return 0 }

@@ -164,7 +164,7 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		if !s.TypeInferred {
 			fmt.Fprintf(&b, `,"type":%s`, str(s.Type))
 		}
-		for k, d := range map[string]time.Duration{"health_interval": s.HealthInterval, "health_timeout": s.HealthTimeout, "retry_initial": s.RetryInitial, "retry_max": s.RetryMax} {
+		for k, d := range map[string]time.Duration{"health_interval": s.HealthInterval, "health_timeout": s.HealthTimeout, "retry_initial": s.RetryInitial, "retry_max": s.RetryMax, "reconnect_wait": s.ReconnectWait} {
 			if d != 0 {
 				fmt.Fprintf(&b, `,%q:%s`, k, seconds(d))
 			}

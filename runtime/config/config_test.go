@@ -388,7 +388,7 @@ func TestLoadConfigExample(t *testing.T) {
 			{Name: "docs", Type: "streamable-http", URL: "https://docs.example.com/mcp", Headers: map[string]string{"X-Api-Key": "docs-key"},
 				Timeout: 12500 * time.Millisecond, SSEReadTimeout: 300 * time.Second, Active: true,
 				HealthInterval: 30 * time.Second, HealthTimeout: 10 * time.Second, HealthMisses: 3,
-				RetryInitial: time.Second, RetryMax: 300 * time.Second,
+				RetryInitial: time.Second, RetryMax: 300 * time.Second, ReconnectWait: 2 * time.Second,
 				Description: `A streamable HTTP server; "type" may be omitted when "url" is set.`},
 			{Name: "legacy", Type: "sse", URL: "http://127.0.0.1:9000/sse", BearerToken: "dev-token", Prefix: "legacy",
 				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true, Session: "per_client", MaxClientSessions: 8, MaxClientSessionsPerIdentity: 2,

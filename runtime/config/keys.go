@@ -209,6 +209,8 @@ var serverKeys = append([]key{
 		doc: "first reconnect delay; it doubles, ±50% jitter"},
 	{name: "mcpServers.*.retry_max", def: "300", field: srv(func(s *configRawServer) *time.Duration { return &s.retryMax }),
 		doc: "longest reconnect delay; not less than `retry_initial`"},
+	{name: "mcpServers.*.reconnect_wait", def: "2", field: srv(func(s *configRawServer) *time.Duration { return &s.reconnectWait }),
+		doc: "how long a call to the server while it is disconnected waits for a reconnection it triggers (at most the call's `timeout`) before it fails with the reason"},
 }, serverOAuthKeys...)
 
 // typeName is the type of k as the README shows it: string, bool, number,

@@ -66,6 +66,7 @@ type configRawServer struct {
 	timeout, sseReadTimeout                      time.Duration
 	healthInterval, healthTimeout                time.Duration
 	retryInitial, retryMax                       time.Duration
+	reconnectWait                                time.Duration
 	healthMisses, maxClientSessions              int
 	maxClientSessionsPerIdentity                 int
 	session                                      string
@@ -258,6 +259,7 @@ func (d *decoder) finishServer(rs *configRawServer) (Server, *Error) {
 	}
 	sc.HealthInterval, sc.HealthTimeout, sc.HealthMisses = rs.healthInterval, rs.healthTimeout, rs.healthMisses
 	sc.RetryInitial, sc.RetryMax = rs.retryInitial, rs.retryMax
+	sc.ReconnectWait = rs.reconnectWait
 	sc.Session, sc.MaxClientSessions = rs.session, rs.maxClientSessions
 	sc.MaxClientSessionsPerIdentity = rs.maxClientSessionsPerIdentity
 	sc.ProtocolVersion = rs.protocolVersion

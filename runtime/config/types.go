@@ -166,6 +166,10 @@ type Server struct {
 	// reconnect attempts ("retry_initial", "retry_max", seconds; defaults 1 s
 	// and 300 s; ±50% jitter).
 	RetryInitial, RetryMax time.Duration
+	// ReconnectWait is how long a call to the server while it is
+	// disconnected waits for the reconnection it triggers, at most the
+	// call's timeout ("reconnect_wait", seconds; default 2 s).
+	ReconnectWait time.Duration
 	// Session is "shared" (one upstream session for every downstream
 	// session), "per_client" (one per downstream session that calls the
 	// server) or "auto" (the default: shared, refusing server→client

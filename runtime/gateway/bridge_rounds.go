@@ -367,7 +367,7 @@ func (s *session) sendAgain(l *link, c *call, params json.RawMessage) {
 			if c := l.take(id); c != nil {
 				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", c.method, c.server, err))
 			}
-			l.suspect()
+			l.sendFailed(c.method, err)
 		}
 	})
 }

@@ -143,7 +143,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 			if c := l.take(id); c != nil {
 				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", req.Method, u.name, err))
 			}
-			l.suspect()
+			l.sendFailed(req.Method, err)
 		}
 	})
 	return c.done

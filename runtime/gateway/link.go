@@ -119,6 +119,17 @@ func (l *link) suspect() {
 	}
 }
 
+// sendFailed is told that sending a request failed in the transport (the
+// server refused the connection, or it broke): the link is marked down at
+// once, so the next calls wait for a reconnection (heal.go) rather than
+// fail one by one until a health check notices.
+func (l *link) sendFailed(method string, err error) {
+	if errors.Is(err, context.Canceled) && l.ctx.Err() != nil {
+		return // the link is closing anyway
+	}
+	l.fail(fmt.Errorf("sending %s: %w: %w", method, errUnreachable, err))
+}
+
 // health pings the server every interval, and at once when a call failed
 // suspiciously. An unreachable server fails the link at once; a server that
 // does not answer in time fails it after misses consecutive pings, so a

@@ -47,7 +47,8 @@ const (
 const codeUnavailable = jsonrpc.CodeInternalError
 
 // notFound answers a call of name, which the session's view does not hold.
-func (s *session) notFound(req *jsonrpc.Request, k listKind, name string) {
+// mayWait: a name whose server is disconnected waits for it (heal.go).
+func (s *session) notFound(req *jsonrpc.Request, k listKind, name string, mayWait bool) {
 	full := s.g.route.catalogue()
 	gd := s.g.guard.Load()
 	if it := full.index[k][name]; it != nil && it.up != nil {
@@ -74,7 +75,11 @@ func (s *session) notFound(req *jsonrpc.Request, k listKind, name string) {
 			s.replyUnknown(req, k, name)
 			return
 		}
-		s.serverUnavailable(req, k, it)
+		if mayWait && it.up.state0() != StateNeedsAuthorization {
+			go s.retryNamed(req, k, it)
+			return
+		}
+		s.serverUnavailable(req, k, it, nil)
 		return
 	}
 	s.replyUnknown(req, k, name)
@@ -167,9 +172,10 @@ func (s *session) pendingApproval(req *jsonrpc.Request, it *item) {
 }
 
 // serverUnavailable answers a call of a tool or prompt whose server is
-// down, naming the server, its state and its next reconnection attempt.
-func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item) {
-	state, next := it.up.retryState()
+// down, naming the server, its state, why it is down (waited: why the call
+// waiting for it gave up) and its next reconnection attempt.
+func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, waited error) {
+	state, next, lastErr := it.up.retryState()
 	what := "tool"
 	if k == kindPrompts {
 		what = "prompt"
@@ -180,6 +186,13 @@ func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item) 
 		when = fmt.Sprintf("the next reconnection attempt is at %s (in %s)",
 			next.UTC().Format(time.RFC3339), wait.Round(time.Second))
 		data["retry_at"] = next.UTC().Format(time.RFC3339Nano)
+	}
+	if waited != nil {
+		when = waited.Error() + "; " + when
+	}
+	if lastErr != "" {
+		when += "; last error: " + lastErr
+		data["last_error"] = lastErr
 	}
 	msg := fmt.Sprintf("edge-mcp: server %q is disconnected (%s); %s %q is unavailable until it is back", it.up.name, when, what, it.exposed)
 	if state == StateNeedsAuthorization {
@@ -208,12 +221,19 @@ func (s *session) replyData(id jsonrpc.ID, code int64, msg string, data map[stri
 
 // retryState is the upstream's connection state and its next reconnection
 // attempt (zero when none is scheduled).
-func (u *upstream) retryState() (State, time.Time) {
+func (u *upstream) retryState() (State, time.Time, string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	state := u.state
 	if state == StateConnected && u.current() == nil {
 		state = StateDisconnected // the link just failed; run has not noted it yet
 	}
-	return state, u.nextRetry
+	return state, u.nextRetry, u.lastErr
+}
+
+// state0 is u's state.
+func (u *upstream) state0() State {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.state
 }

@@ -415,7 +415,11 @@ func (s *session) list(req *jsonrpc.Request, k listKind) {
 }
 
 // forwardNamed routes tools/call and prompts/get by params.name.
-func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
+func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) { s.routeNamed(req, k, true) }
+
+// routeNamed is forwardNamed; mayWait: a call of a disconnected server's
+// name may wait for it to reconnect (heal.go), once.
+func (s *session) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 	name, ok := wire.String(req.Params, "name")
 	if !ok {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
@@ -423,7 +427,7 @@ func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) {
 	}
 	it := s.catalogue().index[k][name]
 	if it == nil {
-		s.notFound(req, k, name)
+		s.notFound(req, k, name, mayWait)
 		return
 	}
 	if state, ok := bridgeState(s, req.Params); ok {

@@ -80,6 +80,13 @@ type upstream struct {
 	probed     string // the revision the shared link speaks, once connected (probe.go)
 	pinned     string // 2025-11-25 once the server went away on the probe
 
+	// Healing (heal.go): calls that find u disconnected count themselves
+	// in waiting, wake run for an attempt now and wait for attempt (closed
+	// and replaced, under mu, whenever an attempt ends).
+	waiting atomic.Int32
+	wake    chan struct{}
+	attempt chan struct{}
+
 	refreshMu sync.Mutex // serializes catalogue refreshes of this upstream
 
 	hints [numKinds]atomic.Pointer[listHint] // the caching hints of its lists (cachehints.go)
@@ -101,7 +108,10 @@ func (u *upstream) current() *link { return u.cur.Load() }
 
 // run keeps the upstream connected until ctx ends, retrying with exponential
 // backoff and ±50% jitter (by default 1 s doubling to 5 min). An expired
-// session is re-initialized at once.
+// session is re-initialized at once. While calls wait for the server
+// (heal.go) it is retried at once, at most every retryFloor, and the
+// backoff does not grow; once a connection held for heldLongEnough, the
+// backoff starts over.
 func (u *upstream) run(ctx context.Context) {
 	u.clients.start(ctx)
 	defer u.clients.stop()
@@ -121,13 +131,14 @@ func (u *upstream) run(ctx context.Context) {
 		}
 		u.setState(StateConnecting, nil)
 		started := time.Now()
-		wasUp, err := u.serveOnce(ctx)
+		upSince, err := u.serveOnce(ctx)
+		wasUp := !upSince.IsZero()
 		if ctx.Err() != nil {
 			u.setState(StateDisconnected, nil)
 			return
 		}
-		if wasUp && time.Since(started) > time.Minute {
-			backoff = minBackoff // it was up for a while: start over
+		if wasUp && time.Since(upSince) >= heldLongEnough {
+			backoff = minBackoff // the connection held: start over
 		}
 		delay := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
 		if wasUp {
@@ -135,6 +146,10 @@ func (u *upstream) run(ctx context.Context) {
 		}
 		if wasUp && errors.Is(err, transports.ErrSessionExpired) {
 			delay = 0 // the server forgot the session: re-initialize now
+		}
+		demand := u.waiting.Load() > 0
+		if demand {
+			delay = max(0, time.Until(started.Add(retryFloor))) // calls wait: try again soon
 		}
 		state := StateFailed
 		if _, needs := u.authorizationState(); needs {
@@ -146,16 +161,43 @@ func (u *upstream) run(ctx context.Context) {
 		u.lastErr = err.Error()
 		u.retries++
 		u.nextRetry = time.Now().Add(delay)
+		u.attemptedLocked()
 		u.mu.Unlock()
-		u.log.Warn("upstream unavailable; retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
+		level := slog.LevelWarn
+		if demand && !wasUp {
+			level = slog.LevelDebug // every retryFloor while calls wait: the first failure was logged
+		}
+		u.log.Log(ctx, level, "upstream unavailable; retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
+		if u.sleep(ctx, delay, started) || demand {
+			continue // calls wait: the backoff stays short
 		}
 		if delay > 0 {
 			backoff = min(backoff*2, maxBackoff)
 		}
 	}
+}
+
+// sleep waits delay before the next connection attempt, or less when a
+// call wakes it, though never less than retryFloor after the attempt
+// that started at started. It reports whether a call woke it.
+func (u *upstream) sleep(ctx context.Context, delay time.Duration, started time.Time) (woken bool) {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return false
+	case <-u.wake:
+	}
+	if floor := time.Until(started.Add(retryFloor)); floor > 0 {
+		t.Reset(floor)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return true
 }
 
 // open connects over t in revision mode, sets up the link and discovers.
@@ -176,8 +218,9 @@ func (u *upstream) open(ctx context.Context, t mcp.Transport, mode string) (*lin
 }
 
 // serveOnce connects, initializes and discovers, then serves until the link
-// fails or ctx ends. wasUp reports whether the server got connected.
-func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
+// fails or ctx ends. upSince is when the server got connected (zero: it
+// did not).
+func (u *upstream) serveOnce(ctx context.Context) (upSince time.Time, _ error) {
 	l, offer, err := u.open(ctx, u.transport, u.versionMode(nil))
 	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && !oauth.IsNeedsAuthorization(err) && ctx.Err() == nil {
 		// A URL without a type: the server may speak only the legacy
@@ -192,7 +235,7 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 		}
 	}
 	if err != nil {
-		return false, err
+		return time.Time{}, err
 	}
 	u.mu.Lock()
 	transport := u.cfg.Type
@@ -210,7 +253,9 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	// sees the upstream's offer in the catalogue and its event sent.
 	u.mu.Lock()
 	u.state, u.lastErr, u.retries = StateConnected, "", 0
+	u.attemptedLocked()
 	u.mu.Unlock()
+	upSince = time.Now()
 
 	select {
 	case <-l.done:
@@ -228,7 +273,7 @@ func (u *upstream) serveOnce(ctx context.Context) (wasUp bool, _ error) {
 	}
 	u.g.events.emit(level, Event{Type: EventServerDisconnected, Server: u.name, Transport: transport,
 		Reason: reason.Error(), HadSession: l.conn.SessionID() != ""})
-	return true, reason
+	return upSince, reason
 }
 
 var allKinds = []listKind{kindTools, kindPrompts, kindResources, kindTemplates}
@@ -274,6 +319,7 @@ func (g *Gateway) newUpstream(sc config.Server) (*upstream, error) {
 	u := &upstream{
 		g: g, name: sc.Name, prefix: sc.Prefix, cfg: sc, orig: sc, transport: t,
 		log: g.log.With("server_name", sc.Name), state: StateDisconnected, done: make(chan struct{}),
+		wake: make(chan struct{}, 1), attempt: make(chan struct{}),
 	}
 	if u.cfg.Timeout <= 0 {
 		u.cfg.Timeout = 60 * time.Second

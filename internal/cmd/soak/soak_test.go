@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/testenv"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
+)
+
+// TestSoakShort runs a shortened soak against the edge-mcp binary: three
+// cycles of the upstream SIGKILLed and started again 2 s later, four
+// clients calling ten times a second, an upload of an unattached module
+// and a config reload every few seconds. At least 88% of the calls are
+// served, every call is answered, no answer bypasses the redaction
+// policy, no outage the clients see lasts much longer than the upstream
+// was down, and RSS comes back to within 24 MiB of where it was before.
+func TestSoakShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 50 s scenario")
+	}
+	wasm := filepath.Join(t.TempDir(), "redact-secrets.wasm")
+	if err := os.WriteFile(wasm, wasmtest.Example(t, "redact-secrets"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := scenario{
+		Duration: 33 * time.Second, EdgeMCP: testenv.EdgeMCPBinary(t), EchoServer: testenv.EchoServer(t), Wasm: wasm,
+		Clients: 4, Rate: 10, KillEvery: 10 * time.Second, Down: 2 * time.Second,
+		UploadEvery: 8 * time.Second, ReloadEvery: 7 * time.Second, Settle: 6 * time.Second,
+	}
+	var log strings.Builder
+	rep, err := sc.run(t.Context(), &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	var out strings.Builder
+	rep.print(&out)
+	t.Logf("\n%s%s", log.String(), out.String())
+	if rep.ServedShare() < 0.88 {
+		t.Errorf("%.1f%% of the calls served; want at least 88%%", 100*rep.ServedShare())
+	}
+	if rep.Unanswered != 0 || rep.Unredacted != 0 {
+		t.Errorf("%d calls unanswered, %d unredacted; want none", rep.Unanswered, rep.Unredacted)
+	}
+	if len(rep.UpstreamDown) < 3 {
+		t.Errorf("the upstream went down %d times; want 3", len(rep.UpstreamDown))
+	}
+	for _, o := range rep.Outages {
+		if o > sc.Down+2*time.Second {
+			t.Errorf("an outage of %s seen by the clients, for an upstream down %s", o.Round(time.Millisecond), sc.Down)
+		}
+	}
+	if rep.RSSAfter > rep.RSSBefore+24 {
+		t.Errorf("RSS %.1f MiB after the scenario, %.1f before; want at most 24 MiB more", rep.RSSAfter, rep.RSSBefore)
+	}
+}
