@@ -105,6 +105,9 @@ func envOr(k, def string) string {
 // moduleCommands are edge-mcp module push|ls|rm|rollback.
 func moduleCommands() []*command {
 	return []*command{
+		{name: "module new", args: "NAME", nargs: 1, define: moduleNewFlags,
+			summary: "write a ready-to-build policy project: the SDK inside it, test vectors, a build script (no network)",
+			example: "edge-mcp module new hello && cd hello && ./build.sh"},
 		{name: "module push", args: "FILE.wasm", nargs: 1, define: modulePushFlags,
 			summary: "upload a module: verified and stored; it runs once a policy attaches it",
 			example: "edge-mcp module push redact.wasm --name redact --sign key.pem --vectors vectors.json"},

@@ -32,9 +32,7 @@ import (
 )
 
 func main() {
-	if version != "" {
-		gateway.Version = version // what peers see in serverInfo and clientInfo
-	}
+	gateway.Version = currentVersion() // what the banner says and peers see in serverInfo and clientInfo
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	if err == nil {
 		return
@@ -124,7 +122,7 @@ func stdioFlags(fs *flag.FlagSet) runFunc {
 }
 
 func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, stdout io.Writer, stderr io.Writer) error {
-	g, _, log, err := setup(configPath, stderr, nil)
+	g, cfg, log, err := setup(configPath, stderr, nil)
 	if err != nil {
 		return err
 	}
@@ -141,7 +139,9 @@ func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, std
 	if err != nil {
 		return err
 	}
-	g.ServeConn(conn)
+	// The end of stdin ends the session only once every request read has
+	// its answer (bounded by the longest call timeout).
+	g.ServeConn(newDrainingConn(conn, stdioDrainWait(cfg)))
 	return nil
 }
 
@@ -167,7 +167,22 @@ func serveFlags(fs *flag.FlagSet) runFunc {
 }
 
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error {
+	// The demo keeps no state: its modules, attachments and pins live in a
+	// folder of its own that goes when it stops, so nothing one demo
+	// pushed shows in another, nor in a gateway with a config.
+	demoState := ""
+	if o.configPath == "" {
+		dir, err := os.MkdirTemp("", "edge-mcp-demo-state-")
+		if err != nil {
+			return fmt.Errorf("the demo's state folder: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		demoState = dir
+	}
 	g, cfg, log, err := setup(o.configPath, stderr, func(c *config.Config, opts *gateway.Options) {
+		if demoState != "" {
+			c.Admin.StateDir = demoState
+		}
 		if o.listen != "" {
 			c.Listen = o.listen // before New: the listener decides whether auth may be off
 		}
@@ -230,6 +245,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "edge-mcp %s listening on %s\n", gateway.Version, url)
 	fmt.Fprintf(stdout, "  connect an MCP client (streamable HTTP) to %s\n", url)
 	fmt.Fprintf(stdout, "  e.g. claude mcp add --transport http edge %s\n", url)
+	printState(stdout, g.StateDir(), demoState != "")
 	fmt.Fprintf(stdout, "  status: curl http://%s/status\n", ln.Addr())
 	if adminLn != nil {
 		fmt.Fprintf(stdout, "  admin API: http://%s/admin/modules\n", adminLn.Addr())
@@ -272,6 +288,19 @@ func shutdown(g *gateway.Gateway, log *slog.Logger, cfg *config.Config, servers 
 	}
 	log.Info("stopped")
 	return err
+}
+
+// printState says where the gateway keeps its modules, attachments, pins
+// and OAuth tokens.
+func printState(w io.Writer, dir string, demo bool) {
+	switch {
+	case demo:
+		fmt.Fprintln(w, "  state: none kept (the demo's modules and pins go when it stops)")
+	case dir == "":
+		fmt.Fprintln(w, "  state: in memory (no --state-dir and no admin.state_dir)")
+	default:
+		fmt.Fprintf(w, "  state: %s (modules, attachments, pins, OAuth tokens of this config)\n", dir)
+	}
 }
 
 const defaultAdminListen = "127.0.0.1:9090"

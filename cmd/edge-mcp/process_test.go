@@ -49,6 +49,7 @@ type process struct {
 	stderr *strings.Builder
 	base   string     // http://host:port of its main listener
 	admin  string     // http://host:port of its admin API, "" when off
+	banner string     // what it printed on stdout up to its status line
 	exited chan error // Wait's result, once the process ended
 }
 
@@ -85,6 +86,7 @@ func startBinary(t *testing.T, args ...string) *process {
 		}
 	}
 	go io.Copy(io.Discard, stdout)
+	p.banner = string(buf)
 	for _, line := range strings.Split(string(buf), "\n") {
 		if _, rest, ok := strings.Cut(line, " listening on "); ok {
 			p.base = strings.TrimSuffix(strings.TrimSpace(rest), "/mcp")

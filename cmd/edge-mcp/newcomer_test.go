@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
+)
+
+// TestFirstPolicyDoc follows docs/first-policy.md step by step: every sh
+// block runs, in order, in bash with the release binary on PATH, against
+// the built-in demo gateway the page starts, with no network (GOPROXY=off)
+// and an empty module cache. What each step must print is checked after
+// it.
+func TestFirstPolicyDoc(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Wasm module and runs a gateway")
+	}
+	doc, err := os.ReadFile("../../docs/first-policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, []byte("```console\n$ edge-mcp\n```")) {
+		t.Fatal("the page no longer starts the gateway with a bare edge-mcp; change the test with it")
+	}
+	bin := releaseBinary(t)
+	p := startBinary(t, "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	if p.admin == "" {
+		t.Fatalf("no admin address printed\n%s", p.stderr)
+	}
+	// What each step must print, by a command it contains.
+	checks := []struct{ step, want, not string }{
+		{"policy test", `"action": "deny"`, ""},
+		{"module ls", "hello", ""},
+		{"--shadow", "STILL ALLOWED", ""},
+		{"policy promote", "blocked by policy hello: upper", ""},
+		{"sed -i", "hello says no: upper", ""},
+		{"policy rollback", "blocked by policy hello: upper", "says no"},
+	}
+	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllSubmatch(doc, -1)
+	if len(blocks) < len(checks) {
+		t.Fatalf("%d sh blocks in the page, want at least %d", len(blocks), len(checks))
+	}
+	work := t.TempDir()
+	cwd, cwdFile := work, filepath.Join(t.TempDir(), "cwd")
+	env := append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"EDGE_MCP_ADMIN_URL="+p.admin, "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off", "GOMODCACHE="+t.TempDir())
+	checked := 0
+	for i, b := range blocks {
+		script := strings.ReplaceAll(string(b[1]), "http://127.0.0.1:8080", p.base)
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", script+"\npwd > "+cwdFile)
+		cmd.Dir, cmd.Env = cwd, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("step %d:\n%s\nfailed: %v\n%s\ngateway log:\n%s", i+1, b[1], err, out, p.stderr)
+		}
+		if d, err := os.ReadFile(cwdFile); err == nil {
+			cwd = strings.TrimSpace(string(d))
+		}
+		for _, c := range checks {
+			if !strings.Contains(script, c.step) {
+				continue
+			}
+			checked++
+			if !strings.Contains(string(out), c.want) || c.not != "" && strings.Contains(string(out), c.not) {
+				t.Errorf("step %d (%s) printed:\n%s\nwant %q (and not %q)", i+1, c.step, out, c.want, c.not)
+			}
+		}
+	}
+	if checked != len(checks) {
+		t.Errorf("%d of the %d checks found their step in the page", checked, len(checks))
+	}
+	log := p.stderr.String()
+	for _, want := range []string{"policy shadow decision differs", "policy denied a call"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the gateway's log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// Issue #27 item 4: `edge-mcp stdio` answers every request of a piped
+// client whose input ends right after its last request.
+func TestStdioAnswersEveryRequestAtEndOfInput(t *testing.T) {
+	var in bytes.Buffer
+	in.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}` + "\n")
+	in.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	const calls = 20
+	for i := 1; i <= calls; i++ {
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"text_upper","arguments":{"text":"call %d"}}}`+"\n", i, i)
+	}
+	in.WriteString(`{"jsonrpc":"2.0","id":"last","method":"tools/list"}` + "\n")
+	for run := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, releaseBinary(t), "stdio")
+		cmd.Stdin = bytes.NewReader(in.Bytes())
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		cancel()
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", run, err, stderr.String())
+		}
+		seen := map[string]int{}
+		for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Result json.RawMessage `json:"result"`
+			}
+			if err := json.Unmarshal(line, &msg); err != nil || msg.Result == nil {
+				t.Fatalf("run %d: not an answer: %s (%v)", run, line, err)
+			}
+			seen[string(msg.ID)]++
+		}
+		if len(seen) != calls+2 {
+			t.Errorf("run %d: %d answers to %d requests: %v\n%s", run, len(seen), calls+2, seen, stderr.String())
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("run %d: request %s answered %d times", run, id, n)
+			}
+		}
+	}
+}
+
+// Issue #27 item 2: the demo keeps no state: a module pushed to one demo
+// is not listed by the next, and the banner says where state is kept.
+func TestDemoKeepsNoState(t *testing.T) {
+	wasm := w.Example(t, "redact-secrets")
+	for i := range 2 {
+		p := startBinary(t, "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+		if !strings.Contains(p.banner, "state: none kept") {
+			t.Errorf("the demo's banner does not say it keeps no state:\n%s", p.banner)
+		}
+		if i == 0 {
+			req, _ := http.NewRequest("PUT", p.admin+"/admin/modules/redact", bytes.NewReader(wasm))
+			req.Header.Set("Content-Type", "application/wasm")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				t.Fatalf("push to the first demo: %s", resp.Status)
+			}
+		}
+		resp, err := http.Get(p.admin + "/admin/modules")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body bytes.Buffer
+		body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if i == 1 && strings.Contains(body.String(), "redact") {
+			t.Errorf("the second demo lists a module: %s", body.String())
+		}
+		p.sigterm(t, 15*time.Second)
+	}
+}
