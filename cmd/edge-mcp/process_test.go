@@ -57,7 +57,15 @@ type process struct {
 // until it says where it listens; it is killed when the test ends.
 func startBinary(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startBinaryIn(t, "", nil, args...)
+}
+
+// startBinaryIn is startBinary in the folder dir ("": the test's) with the
+// environment env (nil: the test's).
+func startBinaryIn(t *testing.T, dir string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{cmd: exec.Command(releaseBinary(t), args...), stderr: &strings.Builder{}, exited: make(chan error, 1)}
+	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
