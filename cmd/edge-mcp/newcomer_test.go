@@ -166,3 +166,17 @@ func TestDemoKeepsNoState(t *testing.T) {
 		p.sigterm(t, 15*time.Second)
 	}
 }
+
+// Issue #27 item 6: edge-mcp version and the banner say the same version.
+func TestVersionOneEverywhere(t *testing.T) {
+	out, err := exec.Command(releaseBinary(t), "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	v := strings.TrimPrefix(first, "edge-mcp ")
+	p := startBinary(t, "serve", "--listen", "127.0.0.1:0", "--admin", "off")
+	if !strings.Contains(p.banner, "edge-mcp "+v+" listening on") {
+		t.Errorf("edge-mcp version says %q; the banner:\n%s", v, p.banner)
+	}
+}
