@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -167,8 +168,15 @@ func TestDemoKeepsNoState(t *testing.T) {
 	}
 }
 
-// Issue #27 item 6: edge-mcp version and the banner say the same version.
+// Issue #27 item 6: edge-mcp version and the banner say the same version,
+// also when the toolchain stamped a module version (go build in a git
+// checkout, go install module@version).
 func TestVersionOneEverywhere(t *testing.T) {
+	stamped := &debug.BuildInfo{Main: debug.Module{Path: "github.com/edge-mcp/edge-mcp", Version: "v0.0.0-20261202212400-36c6f00aa1b2+dirty"}}
+	if got := versionOf(stamped); got != stamped.Main.Version {
+		t.Errorf("version of a stamped build = %q, want %q", got, stamped.Main.Version)
+	}
+
 	out, err := exec.Command(releaseBinary(t), "version").Output()
 	if err != nil {
 		t.Fatal(err)

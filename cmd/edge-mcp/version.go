@@ -75,8 +75,12 @@ func buildInfoOf(bi *debug.BuildInfo, version, commit string) buildInfo {
 // version, the banner and the serverInfo/clientInfo peers see.
 func currentVersion() string {
 	bi, _ := debug.ReadBuildInfo()
-	return buildInfoOf(bi, version, commit).Version
+	return versionOf(bi)
 }
+
+// versionOf is the version of a binary built as bi says, with this
+// binary's link-time version and commit.
+func versionOf(bi *debug.BuildInfo) string { return buildInfoOf(bi, version, commit).Version }
 
 func printVersion(w io.Writer) error {
 	bi, _ := debug.ReadBuildInfo()
