@@ -238,15 +238,12 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		go func() { errc <- adminSrv.Serve(transports.LimitListener(adminLn, 64)) }()
 	}
 
-	url := "http://" + ln.Addr().String() + "/mcp"
 	if o.configPath == "" {
 		fmt.Fprintln(stdout, "edge-mcp: no --config given; serving the built-in demo (servers demo-math and demo-text)")
 	}
-	fmt.Fprintf(stdout, "edge-mcp %s listening on %s\n", gateway.Version, url)
-	fmt.Fprintf(stdout, "  connect an MCP client (streamable HTTP) to %s\n", url)
-	fmt.Fprintf(stdout, "  e.g. claude mcp add --transport http edge %s\n", url)
+	printBanner(stdout, ln.Addr().String(), cfg.Auth.Mode)
 	printState(stdout, g.StateDir(), demoState != "")
-	fmt.Fprintf(stdout, "  status: curl http://%s/status\n", ln.Addr())
+	fmt.Fprintf(stdout, "  status: curl %s/status\n", baseURL(ln.Addr().String()))
 	if adminLn != nil {
 		fmt.Fprintf(stdout, "  admin API: http://%s/admin/modules\n", adminLn.Addr())
 	}
@@ -288,6 +285,40 @@ func shutdown(g *gateway.Gateway, log *slog.Logger, cfg *config.Config, servers 
 	}
 	log.Info("stopped")
 	return err
+}
+
+// baseURL is the http:// base a client on this machine reaches the
+// listener at: an unspecified address (0.0.0.0, [::]) becomes loopback.
+func baseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// printBanner says where the gateway listens and how to connect, with the
+// credentials the listener wants.
+func printBanner(w io.Writer, addr, authMode string) {
+	url := baseURL(addr) + "/mcp"
+	fmt.Fprintf(w, "edge-mcp %s listening on %s\n", gateway.Version, url)
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			fmt.Fprintf(w, "  on every interface (%s): from other machines use this host's name or address instead of 127.0.0.1\n", addr)
+		}
+	}
+	header := ""
+	switch authMode {
+	case "api_key":
+		header = ` --header "Authorization: Bearer <API key>"`
+	case "jwt":
+		header = ` --header "Authorization: Bearer <JWT>"`
+	}
+	fmt.Fprintf(w, "  connect an MCP client (streamable HTTP) to %s\n", url)
+	fmt.Fprintf(w, "  e.g. claude mcp add --transport http edge %s%s\n", url, header)
 }
 
 // printState says where the gateway keeps its modules, attachments, pins
@@ -381,8 +412,11 @@ func status(ctx context.Context, url string, stdout io.Writer) error {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("no edge-mcp answers at %s (GET /status: connection refused): start one (edge-mcp serve), or give its address with --url", url)
+	}
 	if err != nil {
-		return fmt.Errorf("asking %s for its status: %w", url, err)
+		return fmt.Errorf("asking %s for its status: %w (--url sets the gateway's address)", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

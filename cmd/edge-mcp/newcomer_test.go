@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -186,5 +188,66 @@ func TestVersionOneEverywhere(t *testing.T) {
 	p := startBinary(t, "serve", "--listen", "127.0.0.1:0", "--admin", "off")
 	if !strings.Contains(p.banner, "edge-mcp "+v+" listening on") {
 		t.Errorf("edge-mcp version says %q; the banner:\n%s", v, p.banner)
+	}
+}
+
+// Issue #27 item 6: on every interface the banner prints a URL a client can
+// use and, with API keys, the header the client must send.
+func TestBannerOnEveryInterface(t *testing.T) {
+	tests := []struct {
+		addr, mode string
+		want       []string
+		not        string
+	}{
+		{"[::]:8080", "api_key", []string{"listening on http://127.0.0.1:8080/mcp", "on every interface ([::]:8080)",
+			`claude mcp add --transport http edge http://127.0.0.1:8080/mcp --header "Authorization: Bearer <API key>"`}, "[::]"},
+		{"0.0.0.0:9000", "jwt", []string{"http://127.0.0.1:9000/mcp", `--header "Authorization: Bearer <JWT>"`}, ""},
+		{"127.0.0.1:8080", "", []string{"claude mcp add --transport http edge http://127.0.0.1:8080/mcp\n"}, "every interface"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.addr, func(t *testing.T) {
+			var b strings.Builder
+			printBanner(&b, tc.addr, tc.mode)
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("banner lacks %q:\n%s", w, b.String())
+				}
+			}
+			if tc.not == "[::]" && strings.Contains(b.String(), "http://[::]") {
+				t.Errorf("banner prints an unspecified address as a URL:\n%s", b.String())
+			}
+			if tc.not == "every interface" && strings.Contains(b.String(), tc.not) {
+				t.Errorf("loopback banner talks of every interface:\n%s", b.String())
+			}
+		})
+	}
+}
+
+// Issue #27 item 6: with no gateway, the client commands name the URL they
+// tried and the flag that changes it.
+func TestNoGatewaySaysWhereItLooked(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"status", "--url", url}, []string{"no edge-mcp answers at " + url, "--url"}},
+		{[]string{"module", "ls", "--admin", url}, []string{"no gateway's admin API answers at " + url, "--admin URL", "EDGE_MCP_ADMIN_URL"}},
+		{[]string{"policy", "ls", "--admin", url}, []string{"answers at " + url, "--admin URL"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			err := run(context.Background(), tc.args, io.Discard, io.Discard)
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
