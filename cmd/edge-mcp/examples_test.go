@@ -143,4 +143,3 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }
-
