@@ -65,6 +65,7 @@ func TestFirstPolicyDoc(t *testing.T) {
 		cmd.Dir, cmd.Env = cwd, env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
+			p.sigterm(t, 15*time.Second) // its log is complete once it exited
 			t.Fatalf("step %d:\n%s\nfailed: %v\n%s\ngateway log:\n%s", i+1, b[1], err, out, p.stderr)
 		}
 		if d, err := os.ReadFile(cwdFile); err == nil {
@@ -83,6 +84,7 @@ func TestFirstPolicyDoc(t *testing.T) {
 	if checked != len(checks) {
 		t.Errorf("%d of the %d checks found their step in the page", checked, len(checks))
 	}
+	p.sigterm(t, 15*time.Second) // its log is complete once it exited
 	log := p.stderr.String()
 	for _, want := range []string{"policy shadow decision differs", "policy denied a call"} {
 		if !strings.Contains(log, want) {
