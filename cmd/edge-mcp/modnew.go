@@ -33,6 +33,6 @@ func moduleNew(name, dir, lang string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  edge-mcp policy test %s --input testdata/tool_call.json\n", p.Wasm)
 	fmt.Fprintf(stdout, "  edge-mcp module push %s --vectors vectors.json\n", p.Wasm)
 	fmt.Fprintf(stdout, "  edge-mcp policy attach %s --module %s --shadow\n", name, name)
-	fmt.Fprintln(stdout, "the walk-through: docs/first-policy.md")
+	fmt.Fprintln(stdout, "the walk-through: https://github.com/edge-mcp/edge-mcp/blob/main/docs/first-policy.md")
 	return nil
 }

@@ -55,7 +55,7 @@ func New(dir, name, lang, version string) (*Project, error) {
 	switch lang {
 	case "go":
 	case "rust", "c", "as":
-		return nil, fmt.Errorf("--lang %s: %w yet (issue #29): use --lang go, or implement the exports of policy/ABI.md by hand", lang, ErrNotYet)
+		return nil, fmt.Errorf("--lang %s: %w (issue #29): use --lang go, or implement the exports of policy/ABI.md by hand", lang, ErrNotYet)
 	default:
 		return nil, fmt.Errorf("--lang %q: unknown language; want one of %s", lang, strings.Join(Langs, ", "))
 	}
