@@ -179,6 +179,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		defer os.RemoveAll(dir)
 		demoState = dir
 	}
+	legacy := legacyState(o)
 	g, cfg, log, err := setup(o.configPath, stderr, func(c *config.Config, opts *gateway.Options) {
 		if demoState != "" {
 			c.Admin.StateDir = demoState
@@ -194,6 +195,10 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	})
 	if err != nil {
 		return err
+	}
+	if legacy != "" && cfg.Admin.StateDir == "" {
+		log.Warn("uploaded modules of an earlier edge-mcp are in the shared state folder, which this config no longer reads: each config has a folder of its own; move state.json and blobs/ there to keep them (or set admin.state_dir)",
+			"found", legacy, "state_dir", g.StateDir())
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -319,6 +324,23 @@ func printBanner(w io.Writer, addr, authMode string) {
 	}
 	fmt.Fprintf(w, "  connect an MCP client (streamable HTTP) to %s\n", url)
 	fmt.Fprintf(w, "  e.g. claude mcp add --transport http edge %s%s\n", url, header)
+}
+
+// legacyState returns the module store an earlier edge-mcp kept directly
+// in --state-dir (before each config had a folder of its own) when the
+// config's own folder has none yet, else "".
+func legacyState(o serveOptions) string {
+	if o.configPath == "" || o.stateDir == "" {
+		return ""
+	}
+	old := filepath.Join(o.stateDir, "state.json")
+	if _, err := os.Stat(old); err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(gateway.ConfigStateDir(o.stateDir, o.configPath), "state.json")); err == nil {
+		return ""
+	}
+	return old
 }
 
 // printState says where the gateway keeps its modules, attachments, pins

@@ -253,3 +253,25 @@ func TestNoGatewaySaysWhereItLooked(t *testing.T) {
 		})
 	}
 }
+
+// Issue #27 item 2, upgrading: modules an earlier edge-mcp stored directly
+// in --state-dir are not silently left behind: the gateway says where they
+// are and where this config's state lives now.
+func TestLegacyStateWarned(t *testing.T) {
+	base := t.TempDir()
+	if err := os.WriteFile(filepath.Join(base, "state.json"), []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "gw.json")
+	if err := os.WriteFile(cfg, []byte(`{"mcpServers": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", base)
+	if !strings.Contains(p.banner, "state: "+filepath.Join(base, "gw-")) {
+		t.Errorf("the banner does not print the config's state folder under %s:\n%s", base, p.banner)
+	}
+	p.sigterm(t, 15*time.Second)
+	if log := p.stderr.String(); !strings.Contains(log, "uploaded modules of an earlier edge-mcp") || !strings.Contains(log, filepath.Join(base, "state.json")) {
+		t.Errorf("no warning about %s/state.json:\n%s", base, log)
+	}
+}
