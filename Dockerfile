@@ -32,6 +32,13 @@ RUN --mount=type=cache,target=/go/pkg/mod \
  && mkdir -p /out/state/cache
 
 FROM gcr.io/distroless/static:nonroot
+ARG VERSION=dev
+ARG COMMIT=unknown
+LABEL org.opencontainers.image.title="edge-mcp" \
+      org.opencontainers.image.description="A small, fast MCP gateway: one MCP endpoint in front of many MCP servers" \
+      org.opencontainers.image.source="https://github.com/edge-mcp/edge-mcp" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${COMMIT}"
 COPY --from=build /out/edge-mcp /usr/local/bin/edge-mcp
 # The state directory (module store, tool pins, Wasm compilation cache) is
 # the only place edge-mcp writes; it belongs to the nonroot user (65532).

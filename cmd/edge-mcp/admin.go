@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -51,8 +52,11 @@ func (c *adminClient) do(ctx context.Context, method, path string, body []byte, 
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return 0, nil, fmt.Errorf("no gateway's admin API answers at %s (%s %s: connection refused): start one (edge-mcp serve), or point at it with --admin URL or EDGE_MCP_ADMIN_URL", c.base, method, path)
+	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w (is the gateway running with its admin API on %s?)", method, path, err, c.base)
+		return 0, nil, fmt.Errorf("%s %s: %w (is the gateway running with its admin API on %s? --admin URL or EDGE_MCP_ADMIN_URL points elsewhere)", method, path, err, c.base)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -105,6 +109,9 @@ func envOr(k, def string) string {
 // moduleCommands are edge-mcp module push|ls|rm|rollback.
 func moduleCommands() []*command {
 	return []*command{
+		{name: "module new", args: "NAME", nargs: 1, define: moduleNewFlags,
+			summary: "write a ready-to-build policy project: the SDK inside it, test vectors, a build script (no network)",
+			example: "edge-mcp module new hello && cd hello && ./build.sh"},
 		{name: "module push", args: "FILE.wasm", nargs: 1, define: modulePushFlags,
 			summary: "upload a module: verified and stored; it runs once a policy attaches it",
 			example: "edge-mcp module push redact.wasm --name redact --sign key.pem --vectors vectors.json"},

@@ -33,9 +33,7 @@ import (
 )
 
 func main() {
-	if version != "" {
-		gateway.Version = version // what peers see in serverInfo and clientInfo
-	}
+	gateway.Version = currentVersion() // what the banner says and peers see in serverInfo and clientInfo
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	if err == nil {
 		return
@@ -125,7 +123,7 @@ func stdioFlags(fs *flag.FlagSet) runFunc {
 }
 
 func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, stdout io.Writer, stderr io.Writer) error {
-	g, _, log, err := setup(configPath, stderr, nil)
+	g, cfg, log, err := setup(configPath, stderr, nil)
 	if err != nil {
 		return err
 	}
@@ -142,7 +140,9 @@ func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, std
 	if err != nil {
 		return err
 	}
-	g.ServeConn(conn)
+	// The end of stdin ends the session only once every request read has
+	// its answer (bounded by the longest call timeout).
+	g.ServeConn(newDrainingConn(conn, stdioDrainWait(cfg)))
 	return nil
 }
 
@@ -168,7 +168,23 @@ func serveFlags(fs *flag.FlagSet) runFunc {
 }
 
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error {
+	// The demo keeps no state: its modules, attachments and pins live in a
+	// folder of its own that goes when it stops, so nothing one demo
+	// pushed shows in another, nor in a gateway with a config.
+	demoState := ""
+	if o.configPath == "" {
+		dir, err := os.MkdirTemp("", "edge-mcp-demo-state-")
+		if err != nil {
+			return fmt.Errorf("the demo's state folder: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		demoState = dir
+	}
+	legacy := legacyState(o)
 	g, cfg, log, err := setup(o.configPath, stderr, func(c *config.Config, opts *gateway.Options) {
+		if demoState != "" {
+			c.Admin.StateDir = demoState
+		}
 		if o.listen != "" {
 			c.Listen = o.listen // before New: the listener decides whether auth may be off
 		}
@@ -180,6 +196,10 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	})
 	if err != nil {
 		return err
+	}
+	if legacy != "" && cfg.Admin.StateDir == "" {
+		log.Warn("uploaded modules of an earlier edge-mcp are in the shared state folder, which this config no longer reads: each config has a folder of its own; move state.json and blobs/ there to keep them (or set admin.state_dir)",
+			"found", legacy, "state_dir", g.StateDir())
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -224,14 +244,12 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		go func() { errc <- adminSrv.Serve(transports.LimitListener(adminLn, 64)) }()
 	}
 
-	url := "http://" + ln.Addr().String() + "/mcp"
 	if o.configPath == "" {
 		fmt.Fprintln(stdout, "edge-mcp: no --config given; serving the built-in demo (servers demo-math and demo-text)")
 	}
-	fmt.Fprintf(stdout, "edge-mcp %s listening on %s\n", gateway.Version, url)
-	fmt.Fprintf(stdout, "  connect an MCP client (streamable HTTP) to %s\n", url)
-	fmt.Fprintf(stdout, "  e.g. claude mcp add --transport http edge %s\n", url)
-	fmt.Fprintf(stdout, "  status: curl http://%s/status\n", ln.Addr())
+	printBanner(stdout, ln.Addr().String(), cfg.Auth.Mode)
+	printState(stdout, g.StateDir(), demoState != "")
+	fmt.Fprintf(stdout, "  status: curl %s/status\n", baseURL(ln.Addr().String()))
 	if adminLn != nil {
 		fmt.Fprintf(stdout, "  admin API: http://%s/admin/modules\n", adminLn.Addr())
 	}
@@ -274,6 +292,70 @@ func shutdown(g *gateway.Gateway, log *slog.Logger, cfg *config.Config, servers 
 	}
 	log.Info("stopped")
 	return err
+}
+
+// baseURL is the http:// base a client on this machine reaches the
+// listener at: an unspecified address (0.0.0.0, [::]) becomes loopback.
+func baseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// printBanner says where the gateway listens and how to connect, with the
+// credentials the listener wants.
+func printBanner(w io.Writer, addr, authMode string) {
+	url := baseURL(addr) + "/mcp"
+	fmt.Fprintf(w, "edge-mcp %s listening on %s\n", gateway.Version, url)
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			fmt.Fprintf(w, "  on every interface (%s): from other machines use this host's name or address instead of 127.0.0.1\n", addr)
+		}
+	}
+	header := ""
+	switch authMode {
+	case "api_key":
+		header = ` --header "Authorization: Bearer <API key>"`
+	case "jwt":
+		header = ` --header "Authorization: Bearer <JWT>"`
+	}
+	fmt.Fprintf(w, "  connect an MCP client (streamable HTTP) to %s\n", url)
+	fmt.Fprintf(w, "  e.g. claude mcp add --transport http edge %s%s\n", url, header)
+}
+
+// legacyState returns the module store an earlier edge-mcp kept directly
+// in --state-dir (before each config had a folder of its own) when the
+// config's own folder has none yet, else "".
+func legacyState(o serveOptions) string {
+	if o.configPath == "" || o.stateDir == "" {
+		return ""
+	}
+	old := filepath.Join(o.stateDir, "state.json")
+	if _, err := os.Stat(old); err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(gateway.ConfigStateDir(o.stateDir, o.configPath), "state.json")); err == nil {
+		return ""
+	}
+	return old
+}
+
+// printState says where the gateway keeps its modules, attachments, pins
+// and OAuth tokens.
+func printState(w io.Writer, dir string, demo bool) {
+	switch {
+	case demo:
+		fmt.Fprintln(w, "  state: none kept (the demo's modules and pins go when it stops)")
+	case dir == "":
+		fmt.Fprintln(w, "  state: in memory (no --state-dir and no admin.state_dir)")
+	default:
+		fmt.Fprintf(w, "  state: %s (modules, attachments, pins, OAuth tokens of this config)\n", dir)
+	}
 }
 
 const defaultAdminListen = "127.0.0.1:9090"
@@ -362,8 +444,11 @@ func status(ctx context.Context, url, key string, stdout io.Writer) error {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("no edge-mcp answers at %s (GET /status: connection refused): start one (edge-mcp serve), or give its address with --url", url)
+	}
 	if err != nil {
-		return fmt.Errorf("asking %s for its status: %w", url, err)
+		return fmt.Errorf("asking %s for its status: %w (--url sets the gateway's address)", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized {

@@ -49,6 +49,7 @@ type process struct {
 	stderr *strings.Builder
 	base   string     // http://host:port of its main listener
 	admin  string     // http://host:port of its admin API, "" when off
+	banner string     // what it printed on stdout up to its status line
 	exited chan error // Wait's result, once the process ended
 }
 
@@ -56,7 +57,15 @@ type process struct {
 // until it says where it listens; it is killed when the test ends.
 func startBinary(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startBinaryIn(t, "", nil, args...)
+}
+
+// startBinaryIn is startBinary in the folder dir ("": the test's) with the
+// environment env (nil: the test's).
+func startBinaryIn(t *testing.T, dir string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{cmd: exec.Command(releaseBinary(t), args...), stderr: &strings.Builder{}, exited: make(chan error, 1)}
+	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -85,6 +94,7 @@ func startBinary(t *testing.T, args ...string) *process {
 		}
 	}
 	go io.Copy(io.Discard, stdout)
+	p.banner = string(buf)
 	for _, line := range strings.Split(string(buf), "\n") {
 		if _, rest, ok := strings.Cut(line, " listening on "); ok {
 			p.base = strings.TrimSuffix(strings.TrimSpace(rest), "/mcp")

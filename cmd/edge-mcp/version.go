@@ -71,6 +71,17 @@ func buildInfoOf(bi *debug.BuildInfo, version, commit string) buildInfo {
 }
 
 // printVersion writes the build information of this binary.
+// currentVersion is the version this binary reports everywhere: edge-mcp
+// version, the banner and the serverInfo/clientInfo peers see.
+func currentVersion() string {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi)
+}
+
+// versionOf is the version of a binary built as bi says, with this
+// binary's link-time version and commit.
+func versionOf(bi *debug.BuildInfo) string { return buildInfoOf(bi, version, commit).Version }
+
 func printVersion(w io.Writer) error {
 	bi, _ := debug.ReadBuildInfo()
 	info := buildInfoOf(bi, version, commit)

@@ -17,13 +17,19 @@ nats_port=${FLEET_NATS_PORT:-4222}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/edge-mcp-fleet.XXXXXX")
 pids=()
 
+names=() # what each of pids is, for the stop messages
+
 stop() {
 	trap - EXIT INT TERM
 	echo
-	echo "fleet: stopping"
+	echo "fleet: stopping ${#pids[@]} processes: the front first, then the replicas (each lets its calls in flight finish, up to limits.shutdown_grace, 10 s), the demo and NATS"
+	local start=$SECONDS
 	# The front first, so that no request is routed to a replica going away.
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		wait "${pids[i]}" 2>/dev/null || true
+		echo "fleet: ${names[i]} stopped ($((SECONDS - start)) s)"
+	done
 	rm -rf "$tmp"
 	echo "fleet: stopped"
 }
@@ -32,11 +38,12 @@ trap 'exit 0' INT TERM # Ctrl-C is how a fleet stops: not a failure
 
 # Built once: the nats-server at the version go.mod pins (the module's own
 # test dependency), edge-mcp and the round-robin proxy.
-echo "fleet: building into $tmp"
-go build -o "$tmp/nats-server" github.com/nats-io/nats-server/v2
-go build -o "$tmp/edge-mcp" ./cmd/edge-mcp
-go build -o "$tmp/rrproxy" ./internal/cmd/rrproxy
-go build -o "$tmp/nk" github.com/nats-io/nkeys/nk
+echo "fleet: building into $tmp (the first time a minute or so)"
+for target in "nats-server github.com/nats-io/nats-server/v2" "edge-mcp ./cmd/edge-mcp" "rrproxy ./internal/cmd/rrproxy" "nk github.com/nats-io/nkeys/nk"; do
+	set -- $target
+	echo "fleet: building $1"
+	go build -o "$tmp/$1" "$2"
+done
 
 # Every replica of a fleet has the same secret; this one lives as long
 # as the fleet.
@@ -63,10 +70,10 @@ authorization {
 }
 CONF
 "$tmp/nats-server" -c "$tmp/nats.conf" >"$tmp/nats.log" 2>&1 &
-pids+=($!)
+pids+=($!) names+=("NATS")
 
 "$tmp/edge-mcp" serve --listen "127.0.0.1:$((base + 10))" --admin off --state-dir "$tmp/demo" >"$tmp/demo.log" 2>&1 &
-pids+=($!)
+pids+=($!) names+=("the demo upstream")
 
 # One config for the three: what differs per replica (its id, listen,
 # admin.listen, state_dir) comes from the environment and the flags.
@@ -79,17 +86,19 @@ cat >"$tmp/fleet.json" <<JSON
 }
 JSON
 
-backends=()
+backends=() admins=()
+echo "fleet: starting NATS, the demo upstream, three replicas and the front; waiting until each answers /readyz"
 for i in 1 2 3; do
 	EDGE_FLEET_SECRET=$secret EDGE_REPLICA="replica-$i" "$tmp/edge-mcp" serve --config "$tmp/fleet.json" \
 		--listen "127.0.0.1:$((base + i))" --admin "127.0.0.1:$((base + 1010 + i))" --state-dir "$tmp/r$i" \
 		>"$tmp/replica-$i.log" 2>&1 &
-	pids+=($!)
+	pids+=($!) names+=("replica-$i")
 	backends+=("http://127.0.0.1:$((base + i))")
+	admins+=("http://127.0.0.1:$((base + 1010 + i))")
 done
 
 "$tmp/rrproxy" -skip-down -listen "127.0.0.1:$base" "${backends[@]}" >"$tmp/rrproxy.log" 2>&1 &
-pids+=($!)
+pids+=($!) names+=("the front (rrproxy)")
 
 # Wait until every replica answers /readyz and the front forwards.
 for url in "${backends[@]}" "http://127.0.0.1:$base"; do
@@ -105,8 +114,11 @@ cat <<TXT
 fleet: running (NATS nats://127.0.0.1:$nats_port, nkey user $nkey_pub, fleet "edge", client_rate 20 rps shared)
   connect here (round robin over the replicas): http://127.0.0.1:$base/mcp
       e.g. claude mcp add --transport http edge-fleet http://127.0.0.1:$base/mcp
-  replicas:  ${backends[*]}  (admin 127.0.0.1:$((base + 1011))-$((base + 1013)))
-  status:    curl http://127.0.0.1:$((base + 1))/status
+  replica-1: ${backends[0]}/mcp   admin API ${admins[0]}
+  replica-2: ${backends[1]}/mcp   admin API ${admins[1]}
+  replica-3: ${backends[2]}/mcp   admin API ${admins[2]}
+  status:    edge-mcp status --url ${backends[0]}   (or curl ${backends[0]}/status)
+  modules:   edge-mcp module ls --admin ${admins[0]}   (the fleet shares them: any replica's admin API)
   logs:      $tmp/*.log
   Ctrl-C stops everything.
 TXT

@@ -16,6 +16,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,6 +29,7 @@ import (
 
 	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
 	adminapi "github.com/edge-mcp/edge-mcp/runtime/admin"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
 )
 
 const adminToken = "test-admin-token-0123456789"
@@ -443,7 +445,11 @@ func TestRestartKeepsModules(t *testing.T) {
 		t.Fatalf("attach: %d %v", code, body)
 	}
 	g.Close()
-	cache := cacheFiles(t, filepath.Join(state, "cache"))
+	cacheDir := filepath.Join(g.StateDir(), "cache")
+	if filepath.Dir(g.StateDir()) != state {
+		t.Fatalf("state folder %s, want one of its own under %s", g.StateDir(), state)
+	}
+	cache := cacheFiles(t, cacheDir)
 	if len(cache) == 0 {
 		t.Fatal("the compilation cache is empty after the first run")
 	}
@@ -459,8 +465,45 @@ func TestRestartKeepsModules(t *testing.T) {
 	if st := g2.PolicyStatus(); len(st) != 1 || !st[0].Healthy {
 		t.Errorf("policy status after restart: %+v", st)
 	}
-	if after := cacheFiles(t, filepath.Join(state, "cache")); !maps.Equal(cache, after) {
+	if after := cacheFiles(t, cacheDir); !maps.Equal(cache, after) {
 		t.Errorf("the restarted gateway wrote to the compilation cache (compiled again): before %v, after %v", cache, after)
+	}
+}
+
+// Issue #27 item 2: two configs started with the same --state-dir share
+// no modules: a module pushed to one is not listed by the other, and each
+// store lives in the config's own folder, where its pins are.
+func TestModulesPerConfig(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 1))
+	base := t.TempDir()
+	start := func(dir string) (string, *Gateway) {
+		cfg, err := config.Parse(filepath.Join(dir, "gw.json"), []byte(adminConfig(up, "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := policyOptions(t)
+		opts.StateDir = base
+		_, g := startGatewayConfig(t, cfg, opts)
+		srv := httptest.NewServer(g.AdminHandler())
+		t.Cleanup(srv.Close)
+		return srv.URL, g
+	}
+	adminA, a := start(filepath.Join(t.TempDir(), "a"))
+	adminB, b := start(filepath.Join(t.TempDir(), "b"))
+	if code, body := adminDo(t, "PUT", adminA+"/admin/modules/redact", w.Example(t, "redact-secrets"), nil); code != http.StatusCreated {
+		t.Fatalf("upload to a: %d %v", code, body)
+	}
+	if code, body := adminDo(t, "GET", adminB+"/admin/modules/redact", nil, nil); code != http.StatusNotFound {
+		t.Errorf("b lists a's module: %d %v", code, body)
+	}
+	if a.StateDir() == b.StateDir() || filepath.Dir(a.StateDir()) != base || filepath.Dir(b.StateDir()) != base {
+		t.Errorf("state folders a %s, b %s: want two under %s", a.StateDir(), b.StateDir(), base)
+	}
+	if _, err := os.Stat(filepath.Join(a.StateDir(), "state.json")); err != nil {
+		t.Errorf("a's module store is not in its state folder: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "state.json")); err == nil {
+		t.Errorf("a module store in the shared folder %s", base)
 	}
 }
 

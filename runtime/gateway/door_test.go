@@ -37,7 +37,7 @@ func TestEverySurfaceBehindTheDoor(t *testing.T) {
 	}
 	surfaces := []struct{ method, path string }{
 		{"POST", "/mcp"}, {"GET", "/sse"}, {"GET", "/ws"}, {"GET", "/v1/tools"}, {"POST", "/v1/tools/call"},
-		{"GET", "/status"}, {"GET", "/metrics"}, {"GET", "/healthz"}, {"GET", "/readyz"},
+		{"GET", "/"}, {"GET", "/status"}, {"GET", "/metrics"}, {"GET", "/healthz"}, {"GET", "/readyz"},
 		{"GET", "/.well-known/oauth-protected-resource"},
 	}
 	for _, s := range surfaces {

@@ -271,7 +271,7 @@ func (l *link) call(ctx context.Context, method string, params json.RawMessage) 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("sending %s: %w", method, ctx.Err())
 		}
-		return nil, fmt.Errorf("sending %s: %w: %w", method, errUnreachable, err)
+		return nil, fmt.Errorf("sending %s: %w", method, unreachable(err))
 	}
 	var resp *jsonrpc.Response
 	select {
@@ -279,7 +279,7 @@ func (l *link) call(ctx context.Context, method string, params json.RawMessage) 
 	case <-l.done:
 		// The read loop ended: no answer comes unless it was taken already.
 		if l.take(id) != nil {
-			return nil, fmt.Errorf("%s: %w: %w", method, errUnreachable, l.failure())
+			return nil, fmt.Errorf("%s: %w", method, unreachable(l.failure()))
 		}
 		resp = <-c.reply
 	case <-ctx.Done():
@@ -290,7 +290,7 @@ func (l *link) call(ctx context.Context, method string, params json.RawMessage) 
 	}
 	if resp.Error != nil {
 		if transports.IsLocal(resp) {
-			return nil, fmt.Errorf("%s: %w: %w", method, errUnreachable, resp.Error)
+			return nil, fmt.Errorf("%s: %w", method, unreachable(resp.Error))
 		}
 		return nil, resp.Error
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -27,6 +28,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/sse", g.admit("sse", g.sse))
 	mux.Handle("/ws", g.admit("websocket", g.ws))
 	mux.Handle("/v1/", g.admit("openai", g.openAIHandler()))
+	mux.HandleFunc("GET /{$}", g.serveIndex)
 	mux.Handle("GET /status", g.authenticated(http.HandlerFunc(g.serveStatus)))
 	mux.HandleFunc("GET /healthz", g.serveHealthz)
 	mux.HandleFunc("GET /readyz", g.serveReadyz)
@@ -51,6 +53,26 @@ func (g *Gateway) Handler() http.Handler {
 	// reach /v1/tools/call, /status or /metrics through a visitor's browser
 	// (cross-site requests, DNS rebinding) any more than /mcp.
 	return g.door.Wrap(h)
+}
+
+// serveIndex says, to someone who opens the listener's address in a
+// browser or with curl, what this is and where to go.
+func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	fmt.Fprintf(w, `edge-mcp %s: an MCP gateway, one MCP endpoint in front of many MCP servers.
+
+Connect an MCP client (streamable HTTP) to /mcp on this address, e.g.
+  claude mcp add --transport http edge http://%s/mcp
+Other transports: /sse (legacy HTTP+SSE), /ws (WebSocket, subprotocol mcp).
+
+  /status      the upstream servers and their state (JSON)
+  /v1/tools    the tools as OpenAI function definitions; POST /v1/tools/call calls one
+  /healthz     alive; /readyz: ready
+  /metrics     Prometheus metrics
+
+Documentation: https://github.com/edge-mcp/edge-mcp#readme
+`, Version, r.Host)
 }
 
 // serveHealthz answers while the process serves.

@@ -236,6 +236,10 @@ func TestOAuthChallengeWithoutOAuthSection(t *testing.T) {
 		st, _ := og.status(t)
 		return st.State == StateNeedsAuthorization && strings.Contains(st.LastError, `add "oauth": {}`) && strings.Contains(st.LastError, "edge-mcp auth login up")
 	})
+	// Issue #27 item 6: the server answered (401); it is not "unreachable".
+	if st, _ := og.status(t); strings.Contains(st.LastError, "unreachable") {
+		t.Errorf("a 401 reported as unreachable: %s", st.LastError)
+	}
 }
 
 func get(t *testing.T, url string) string {

@@ -71,7 +71,8 @@ func (g *Gateway) openObservability(cfg *config.Config) error {
 	return nil
 }
 
-// stateDir is the folder of the persistent state of cfg: admin.state_dir
+// stateDir is the folder of the persistent state of cfg (module store and
+// attachments, tool pins, OAuth tokens): admin.state_dir
 // when the config sets it; else a folder of its own under the command
 // line's (Options.StateDir), derived from the config file's path, so that
 // two configs never share pins; else "" (state kept in memory), which is
@@ -85,6 +86,11 @@ func (g *Gateway) stateDir(cfg *config.Config) string {
 	}
 	return ConfigStateDir(g.opts.StateDir, cfg.Path)
 }
+
+// StateDir is the folder of the running config's persistent state (module
+// store, attachments, tool pins, OAuth tokens), "" when it is kept in
+// memory.
+func (g *Gateway) StateDir() string { return g.stateDir(g.config()) }
 
 // ConfigStateDir is the state folder of the config file at configPath
 // under base: <base>/<base name of the file, without extension, sanitized>-

@@ -251,3 +251,87 @@ func textOrNil(r *mcp.CallToolResult) string {
 	}
 	return textOf(r)
 }
+
+// fixes records the "fix" of every refusal WARN.
+type fixes struct {
+	mu   *sync.Mutex
+	seen *[]string
+}
+
+func (h fixes) Enabled(context.Context, slog.Level) bool { return true }
+func (h fixes) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h fixes) WithGroup(string) slog.Handler            { return h }
+func (h fixes) Handle(_ context.Context, r slog.Record) error {
+	if r.Level != slog.LevelWarn || !strings.HasPrefix(r.Message, "refusing a server→client request") {
+		return nil
+	}
+	fix := "(none)"
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "fix" {
+			fix = a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	*h.seen = append(*h.seen, fix)
+	h.mu.Unlock()
+	return nil
+}
+
+// Issue #27 item 6: a server that asks for roots on the gateway's own
+// session (which lists the catalogue) is refused; with "session":
+// "per_client" already set, the WARN does not tell the operator to set it.
+func TestRefusalOnOwnSessionOfPerClientServer(t *testing.T) {
+	for _, session := range []string{"shared", "per_client"} {
+		t.Run(session, func(t *testing.T) {
+			asked := make(chan error, 4)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "rooter", Version: "1"}, nil)
+			// It asks while it lists its tools: on the link the gateway
+			// lists the catalogue with, outside any client's call.
+			srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+				return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+					if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "tools/list" {
+						_, err := ss.ListRoots(ctx, nil)
+						select {
+						case asked <- err:
+						default:
+						}
+					}
+					return next(ctx, method, req)
+				}
+			})
+			mcp.AddTool(srv, &mcp.Tool{Name: "noop"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{}, nil, nil
+			})
+			var mu sync.Mutex
+			var seen []string
+			var lastErr error
+			startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q, "session": %q}`, serveMCP(t, srv), session)), Options{Logger: slog.New(fixes{&mu, &seen})})
+			select {
+			case err := <-asked:
+				lastErr = err
+				if err == nil {
+					t.Fatal("roots/list on the gateway's own session was answered")
+				}
+				if session == "per_client" && strings.Contains(err.Error(), `set "session"`) {
+					t.Errorf("the refusal tells a per_client server to set per_client: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server never got an answer to roots/list")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) == 0 {
+				t.Fatalf("no refusal logged (the server's error: %v)", lastErr)
+			}
+			for _, fix := range seen {
+				if session == "per_client" && strings.Contains(fix, "per_client") {
+					t.Errorf("WARN fix %q for a server with session per_client", fix)
+				}
+				if session == "shared" && !strings.Contains(fix, "per_client") {
+					t.Errorf("WARN fix %q for a shared server, want the per_client advice", fix)
+				}
+			}
+		})
+	}
+}

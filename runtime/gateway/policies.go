@@ -540,11 +540,10 @@ func (g *Gateway) openPolicies(cfg *config.Config) error {
 		}
 		g.pol.rec = rec
 	}
-	dir := cfg.Admin.StateDir
-	if dir == "" {
-		dir = g.opts.StateDir
-	}
-	if err := g.pol.open(cfg.Policies, dir, cfg.Admin.KeepVersions); err != nil {
+	// The module store lives where the pins and OAuth tokens do: one
+	// state folder per config (stateDir), so unrelated gateways share no
+	// modules.
+	if err := g.pol.open(cfg.Policies, g.stateDir(cfg), cfg.Admin.KeepVersions); err != nil {
 		return fmt.Errorf("loading policies: %w", err)
 	}
 	return nil
@@ -571,6 +570,9 @@ func (s *session) decide(tc *toolCall) bool {
 	s.g.metrics.PolicyDecision(orChain(d.Module), "tool_call", d.Action.String(), time.Since(start))
 	switch d.Action {
 	case policy.Deny:
+		// Logged at INFO as shadow differences are: an operator sees what
+		// an enforcing policy does.
+		s.g.log.Info("policy denied a call", "policy", d.Module, "server", tc.it.up.name, "tool", tc.it.name, "reason", d.Reason)
 		s.refuse(tc, metrics.OutcomeDenied, fmt.Sprintf("edge-mcp: policy %q denied this call: %s", d.Module, d.Reason))
 		return false
 	case policy.Route:

@@ -707,11 +707,20 @@ func (l *link) refuse(req *jsonrpc.Request, why string) {
 	if i := strings.IndexByte(what, '/'); i > 0 {
 		what = what[:i]
 	}
-	l.u.log.Warn("refusing a server→client request: cannot tell which client it belongs to",
-		"method", req.Method, "reason", why, "fix", `set "session": "per_client" for this server`)
+	fix, hint := `set "session": "per_client" for this server`, fmt.Sprintf(`; set "session": "per_client" for server %q`, l.u.name)
+	if l.u.perClient() {
+		// Already per_client: the request came on the gateway's own
+		// session, which lists the catalogue and belongs to no client.
+		why += "; it came on the gateway's own session (the catalogue), outside any client's call"
+		fix, hint = "", ""
+	}
+	attrs := []any{"method", req.Method, "reason", why}
+	if fix != "" {
+		attrs = append(attrs, "fix", fix)
+	}
+	l.u.log.Warn("refusing a server→client request: cannot tell which client it belongs to", attrs...)
 	l.respond(req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-		`edge-mcp: cannot tell which client this %s request belongs to (%s); set "session": "per_client" for server %q`,
-		what, why, l.u.name)})
+		`edge-mcp: cannot tell which client this %s request belongs to (%s)%s`, what, why, hint)})
 }
 
 func (l *link) respond(id jsonrpc.ID, result json.RawMessage, rerr *jsonrpc.Error) {

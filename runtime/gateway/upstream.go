@@ -167,7 +167,11 @@ func (u *upstream) run(ctx context.Context) {
 		if demand && !wasUp {
 			level = slog.LevelDebug // every retryFloor while calls wait: the first failure was logged
 		}
-		u.log.Log(ctx, level, "upstream unavailable; retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
+		msg := "upstream unavailable; retrying"
+		if state == StateNeedsAuthorization {
+			msg = "upstream needs authorization; retrying"
+		}
+		u.log.Log(ctx, level, msg, "err", err, "retry_in", delay.Round(time.Millisecond))
 		if u.sleep(ctx, delay, started) || demand {
 			continue // calls wait: the backoff stays short
 		}
@@ -306,6 +310,25 @@ func (u *upstream) refresh(l *link, kinds []listKind, announce bool) {
 // errUnreachable marks failures where the server could not be reached at
 // all (refused connection, broken stream), as opposed to a slow answer.
 var errUnreachable = errors.New("unreachable")
+
+// unreachable marks err with errUnreachable. Its text says "unreachable"
+// unless the server did answer, wanting authorization (HTTP 401, or 403
+// insufficient_scope): then the message is that, not a word that sends an
+// operator looking at the network.
+func unreachable(err error) error {
+	if oauth.IsNeedsAuthorization(err) {
+		return answeredError{err}
+	}
+	return fmt.Errorf("%w: %w", errUnreachable, err)
+}
+
+// answeredError is errUnreachable for the code (errors.Is) with the text of
+// the server's answer.
+type answeredError struct{ err error }
+
+func (e answeredError) Error() string        { return e.err.Error() }
+func (e answeredError) Unwrap() error        { return e.err }
+func (e answeredError) Is(target error) bool { return target == errUnreachable }
 
 // capability of each list kind.
 var kindCapability = [numKinds]string{kindTools: "tools", kindPrompts: "prompts", kindResources: "resources", kindTemplates: "resources"}

@@ -1,0 +1,183 @@
+// Command testprogress summarises `go test -json` as the tests run, so a
+// long test run is never silent: a line per package as it finishes, every
+// interval a line naming the packages still running, the output of every
+// failing test in full, and at the end go test's own closing lines (ok /
+// FAIL per package), which CI judges by.
+//
+//	set -o pipefail; go test -json ./... | go run ./internal/cmd/testprogress
+//
+// It exits 1 when a test, a package or a build failed, or when the input
+// ends with packages still running.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// event is one line of go test -json (cmd/test2json).
+type event struct {
+	Time        time.Time
+	Action      string
+	Package     string
+	ImportPath  string // build-output, build-fail
+	Test        string
+	Elapsed     float64
+	Output      string
+	FailedBuild string
+}
+
+func main() {
+	every := flag.Duration("every", 30*time.Second, "how often to name the packages still running")
+	flag.Parse()
+	if !summarise(os.Stdin, os.Stdout, *every, time.Now) {
+		os.Exit(1)
+	}
+}
+
+// run is the state of one test run.
+type run struct {
+	out      io.Writer
+	start    time.Time
+	running  map[string]time.Time // package → start
+	tests    map[string][]string  // package/test → output lines held back
+	pkgOut   map[string][]string  // package → its own output lines
+	passed   int                  // tests passed so far
+	failed   bool
+	finished int
+}
+
+// summarise reads go test -json from in and writes the summary to out; it
+// reports whether everything passed.
+func summarise(in io.Reader, out io.Writer, every time.Duration, now func() time.Time) bool {
+	r := &run{out: out, start: now(), running: map[string]time.Time{}, tests: map[string][]string{}, pkgOut: map[string][]string{}}
+	lines := make(chan []byte)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			lines <- slices.Clone(sc.Bytes())
+		}
+		close(lines)
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return r.end()
+			}
+			r.line(line)
+		case <-tick.C:
+			r.progress(now())
+		}
+	}
+}
+
+func (r *run) line(line []byte) {
+	var e event
+	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
+		fmt.Fprintf(r.out, "%s\n", line) // not JSON: go vet or build messages
+		return
+	}
+	switch {
+	case e.Action == "build-output":
+		fmt.Fprint(r.out, e.Output)
+	case e.Action == "build-fail":
+		r.failed = true
+	case e.Test != "":
+		r.test(e)
+	default:
+		r.pkg(e)
+	}
+}
+
+// test holds a test's output back, printing it only if the test fails.
+func (r *run) test(e event) {
+	key := e.Package + "\x00" + e.Test
+	switch e.Action {
+	case "output":
+		r.tests[key] = append(r.tests[key], e.Output)
+	case "pass", "skip":
+		if e.Action == "pass" {
+			r.passed++
+		}
+		delete(r.tests, key)
+	case "fail":
+		r.failed = true
+		for _, l := range r.tests[key] {
+			fmt.Fprint(r.out, l)
+		}
+		delete(r.tests, key)
+	}
+}
+
+func (r *run) pkg(e event) {
+	switch e.Action {
+	case "start":
+		r.running[e.Package] = e.Time
+	case "output":
+		r.pkgOut[e.Package] = append(r.pkgOut[e.Package], e.Output)
+	case "pass", "fail", "skip":
+		delete(r.running, e.Package)
+		r.finished++
+		if e.Action == "fail" {
+			r.failed = true
+		}
+		for _, l := range r.pkgOut[e.Package] {
+			// The package's own output: ok/FAIL lines, and what a failing
+			// package printed outside its tests (a panic, TestMain).
+			if e.Action == "fail" || isClosing(l) {
+				fmt.Fprint(r.out, l)
+			}
+		}
+		delete(r.pkgOut, e.Package)
+	}
+}
+
+// isClosing reports whether l is one of go test's per-package result lines.
+func isClosing(l string) bool {
+	return strings.HasPrefix(l, "ok  \t") || strings.HasPrefix(l, "FAIL\t") || strings.HasPrefix(l, "?   \t")
+}
+
+// progress names the packages still running.
+func (r *run) progress(now time.Time) {
+	if len(r.running) == 0 {
+		return
+	}
+	names := make([]string, 0, len(r.running))
+	for p, since := range r.running {
+		names = append(names, fmt.Sprintf("%s (%s)", strings.TrimPrefix(p, "github.com/edge-mcp/edge-mcp/"), now.Sub(since).Round(time.Second)))
+	}
+	slices.Sort(names)
+	fmt.Fprintf(r.out, "... %s: %d packages done, %d tests passed; running: %s\n",
+		now.Sub(r.start).Round(time.Second), r.finished, r.passed, strings.Join(names, ", "))
+}
+
+// end prints what a cut-off run left and reports whether everything
+// passed.
+func (r *run) end() bool {
+	if len(r.running) > 0 {
+		names := make([]string, 0, len(r.running))
+		for p := range r.running {
+			names = append(names, p)
+		}
+		slices.Sort(names)
+		fmt.Fprintf(r.out, "testprogress: the input ended with packages still running: %s\n", strings.Join(names, ", "))
+		for _, p := range names {
+			for _, l := range r.pkgOut[p] {
+				fmt.Fprint(r.out, l)
+			}
+		}
+		return false
+	}
+	return !r.failed
+}

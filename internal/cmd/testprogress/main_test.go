@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSummarise runs go test -json on a small module of its own (a
+// passing, a slow and a failing package) and summarises it.
+func TestSummarise(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":            "module sample\n\ngo 1.24\n",
+		"good/good_test.go": "package good\n\nimport \"testing\"\n\nfunc TestGood(t *testing.T) { t.Log(\"quiet when passing\") }\n",
+		"slow/slow_test.go": "package slow\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestSlow(t *testing.T) { time.Sleep(1500 * time.Millisecond) }\n",
+		"bad/bad_test.go":   "package bad\n\nimport \"testing\"\n\nfunc TestBad(t *testing.T) { t.Fatal(\"this is why\") }\n",
+	}
+	for name, text := range files {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "test", "-json", "-count=1", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	raw, _ := cmd.Output() // exits 1: a test fails
+	var out bytes.Buffer
+	ok := summarise(slowReader{bytes.NewReader(raw)}, &out, 20*time.Millisecond, time.Now)
+	got := out.String()
+	if ok {
+		t.Errorf("a failing run summarised as passing:\n%s", got)
+	}
+	for _, want := range []string{"--- FAIL: TestBad", "this is why", "FAIL\tsample/bad", "ok  \tsample/good", "ok  \tsample/slow", "packages done"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "quiet when passing") {
+		t.Errorf("a passing test's log is shown:\n%s", got)
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ok  \t") && !strings.HasPrefix(last, "FAIL\t") {
+		t.Errorf("the summary does not end with go test's closing line: %q", last)
+	}
+
+	// A run cut off in the middle fails and says which packages ran on.
+	cut := raw[:bytes.Index(raw, []byte(`"Action":"start","Package":"sample/slow"`))]
+	cut = append(cut[:bytes.LastIndexByte(cut, '\n')+1], []byte(`{"Action":"start","Package":"sample/slow"}`+"\n")...)
+	out.Reset()
+	if summarise(bytes.NewReader(cut), &out, time.Hour, time.Now) || !strings.Contains(out.String(), "still running: sample/slow") {
+		t.Errorf("a cut-off run: %s", out.String())
+	}
+}
+
+// slowReader hands its data out a line at a time with a pause, as a
+// running go test does, so that progress lines get their turn.
+type slowReader struct{ r *bytes.Reader }
+
+func (s slowReader) Read(p []byte) (int, error) {
+	time.Sleep(5 * time.Millisecond)
+	line := make([]byte, 0, len(p))
+	for len(line) < len(p) {
+		c, err := s.r.ReadByte()
+		if err != nil {
+			if len(line) > 0 {
+				return copy(p, line), nil
+			}
+			return 0, err
+		}
+		line = append(line, c)
+		if c == '\n' {
+			break
+		}
+	}
+	return copy(p, line), nil
+}

@@ -1,0 +1,99 @@
+package modkit
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The embedded SDK is the repository's guest/, file for file: run
+// go generate ./internal/modkit after changing guest/.
+func TestEmbeddedSDKIsGuest(t *testing.T) {
+	guest := os.DirFS("../../guest")
+	want, err := SDKFiles(guest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk, _ := fs.Sub(files, "_sdk/guest")
+	got, err := SDKFiles(sdk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("embedded SDK files %v\nguest/ files %v\nrun go generate ./internal/modkit", got, want)
+	}
+	for _, name := range want {
+		a, _ := fs.ReadFile(guest, name)
+		b, _ := fs.ReadFile(sdk, name)
+		if !bytes.Equal(a, b) {
+			t.Errorf("_sdk/guest/%s differs from guest/%s: run go generate ./internal/modkit", name, name)
+		}
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	full := t.TempDir()
+	os.WriteFile(filepath.Join(full, "keep.txt"), []byte("mine"), 0o644)
+	tests := []struct {
+		name, dir, module, lang, want string
+	}{
+		{"rust is to come", "", "p", "rust", "not yet available"},
+		{"c is to come", "", "p", "c", "not yet available"},
+		{"unknown language", "", "p", "cobol", "unknown language"},
+		{"bad name", "", "../x", "go", "want a letter or digit"},
+		{"leading dash", "", "-x", "go", "want a letter or digit"},
+		{"folder in use", full, "p", "go", "not empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir
+			if dir == "" {
+				dir = filepath.Join(t.TempDir(), "p")
+			}
+			_, err := New(dir, tc.module, tc.lang, "test")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New(%q, %q) = %v, want an error saying %q", tc.module, tc.lang, err, tc.want)
+			}
+			if tc.lang == "rust" && !errors.Is(err, ErrNotYet) {
+				t.Errorf("%v is not ErrNotYet", err)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(filepath.Join(full, "keep.txt")); string(b) != "mine" {
+		t.Errorf("the folder in use lost its file")
+	}
+}
+
+// The project builds where it is written, with no network and no module
+// cache: GOPROXY=off, GOFLAGS=-mod=mod.
+func TestNewBuildsOffline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Wasm module")
+	}
+	dir := filepath.Join(t.TempDir(), "hello")
+	p, err := New(dir, "hello", "go", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"go.mod", "main.go", "build.sh", "vectors.json", "testdata/tool_call.json", ".gitignore", "README.md", SDKDir + "/go.mod", SDKDir + "/abi.go"} {
+		if !slices.Contains(p.Files, f) {
+			t.Errorf("project lacks %s (has %v)", f, p.Files)
+		}
+	}
+	cmd := exec.Command(p.Build)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOMODCACHE="+t.TempDir(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", p.Build, err, out)
+	}
+	wasm, err := os.ReadFile(filepath.Join(dir, p.Wasm))
+	if err != nil || !bytes.HasPrefix(wasm, []byte("\x00asm")) {
+		t.Fatalf("%s: %v (%d bytes)", p.Wasm, err, len(wasm))
+	}
+}
