@@ -58,7 +58,7 @@ func TestExamples(t *testing.T) {
 			want: []string{"local_echo", "remote_test_simple_text"}, call: "local_echo", args: map[string]any{"message": "hello"}},
 		{file: "examples/policy.json", path: policyCopy,
 			want: []string{"test_simple_text"}, call: "test_simple_text", status: `"redact"`},
-		{file: "examples/fleet.json", env: []string{"NATS_URL=" + natstest.Start(t).ClientURL(), "EDGE_MCP_FLEET_SECRET=" + strings.Repeat("s3cret", 8)},
+		{file: "examples/fleet.json", env: fleetEnv(t),
 			want: []string{"test_simple_text"}, call: "test_simple_text", status: `"fleet"`},
 		{file: "deploy/config.example.json", env: []string{"EDGE_MCP_API_KEY=example-key-0123456789"}, key: "example-key-0123456789",
 			want: []string{"test_simple_text"}, call: "test_simple_text"},
@@ -131,4 +131,11 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// fleetEnv starts a NATS server that lets in only the fleet's nkey user
+// (as deploy/fleet does) and returns what examples/fleet.json reads.
+func fleetEnv(t *testing.T) []string {
+	n := natstest.StartAuth(t, "edge")
+	return []string{"NATS_URL=" + n.ClientURL(), "EDGE_MCP_NATS_NKEY=" + n.SeedFile, "EDGE_MCP_FLEET_SECRET=" + strings.Repeat("s3cret", 8)}
 }
