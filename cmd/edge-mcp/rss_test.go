@@ -171,9 +171,15 @@ func listenURL(r io.Reader) (string, error) {
 
 // waitConnected polls base/status until it lists n upstreams, all connected.
 func waitConnected(ctx context.Context, base string, n int) error {
+	return waitConnectedAs(ctx, base, "", n)
+}
+
+// waitConnectedAs is waitConnected for a gateway that authenticates its
+// clients: /status is asked with the client key key.
+func waitConnectedAs(ctx context.Context, base, key string, n int) error {
 	var last string
 	for {
-		st, err := fetchStatus(ctx, base)
+		st, err := fetchStatus(ctx, base, key)
 		if err != nil {
 			last = err.Error()
 		} else {
@@ -196,16 +202,22 @@ func waitConnected(ctx context.Context, base string, n int) error {
 	}
 }
 
-func fetchStatus(ctx context.Context, base string) ([]gateway.ServerStatus, error) {
+func fetchStatus(ctx context.Context, base, key string) ([]gateway.ServerStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the status request: %w", err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("getting /status: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("getting /status: %s", resp.Status)
+	}
 	var doc struct {
 		Servers []gateway.ServerStatus `json:"servers"`
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/guest/abi"
 	"github.com/edge-mcp/edge-mcp/guest/jsonlite"
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // Client identifies the downstream client on whose behalf a hook runs.
@@ -114,7 +114,7 @@ func envelope(in []byte, tail string, fn func(key, val []byte) error) error {
 		return err
 	}
 	for i < len(body) {
-		next, ke, _, err := jsontext.SkipKey(body, i)
+		next, ke, _, err := jsonscan.SkipKey(body, i)
 		if err != nil {
 			return err
 		}
@@ -132,11 +132,11 @@ func envelope(in []byte, tail string, fn func(key, val []byte) error) error {
 		if err := fn(key, body[next:ve]); err != nil {
 			return err
 		}
-		if i = jsontext.SkipSpace(body, ve); i < len(body) {
+		if i = jsonscan.SkipSpace(body, ve); i < len(body) {
 			if body[i] != ',' {
 				return errors.New("expected ',' between members")
 			}
-			i = jsontext.SkipSpace(body, i+1)
+			i = jsonscan.SkipSpace(body, i+1)
 		}
 	}
 	return nil
@@ -146,20 +146,20 @@ func envelope(in []byte, tail string, fn func(key, val []byte) error) error {
 // first member, after the opening brace and white space.
 func objectBody(in []byte) ([]byte, int, error) {
 	in = trimRight(in)
-	i := jsontext.SkipSpace(in, 0)
+	i := jsonscan.SkipSpace(in, 0)
 	if i >= len(in) || in[i] != '{' || in[len(in)-1] != '}' {
 		return nil, 0, errors.New("input is not a JSON object")
 	}
-	return in[:len(in)-1], jsontext.SkipSpace(in, i+1), nil
+	return in[:len(in)-1], jsonscan.SkipSpace(in, i+1), nil
 }
 
 // valueEnd returns the index just past the value at b[i].
 func valueEnd(b []byte, i int) (int, error) {
 	if b[i] == '"' {
-		e, _, err := jsontext.SkipString(b, i)
+		e, _, err := jsonscan.SkipString(b, i)
 		return e, err
 	}
-	return jsontext.SkipValue(b, i)
+	return jsonscan.SkipValue(b, i)
 }
 
 // trimRight returns b without trailing JSON white space.

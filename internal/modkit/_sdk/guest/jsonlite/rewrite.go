@@ -3,7 +3,7 @@ package jsonlite
 import (
 	"unicode/utf8"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // StringFunc is called by RewriteStrings for every string value. key is the
@@ -25,7 +25,7 @@ func RewriteStrings(dst, src []byte, fn StringFunc) (out []byte, changed bool, e
 	if err != nil {
 		return dst, false, err
 	}
-	if err := jsontext.Finish(src, i); err != nil {
+	if err := jsonscan.Finish(src, i); err != nil {
 		return dst, false, err
 	}
 	if !r.changed {
@@ -59,7 +59,7 @@ func (r *rewriter) value(i int, key []byte, depth int) (int, error) {
 			return r.array(i, key, depth)
 		}
 	}
-	return jsontext.SkipNested(b, i, depth)
+	return jsonscan.SkipNested(b, i, depth)
 }
 
 func (r *rewriter) object(i, depth int) (int, error) {
@@ -72,20 +72,20 @@ func (r *rewriter) object(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	for {
-		next, ke, esc, err := jsontext.SkipKey(b, i)
+		next, ke, esc, err := jsonscan.SkipKey(b, i)
 		if err != nil {
 			return next, err
 		}
 		k := b[i+1 : ke-1]
 		if esc || !utf8.Valid(k) {
-			r.keybuf = jsontext.AppendUnquoted(r.keybuf[:0], k)
+			r.keybuf = jsonscan.AppendUnquoted(r.keybuf[:0], k)
 			k = r.keybuf
 		}
 		if i, err = r.value(next, k, depth+1); err != nil {
 			return i, err
 		}
 		var done bool
-		if i, done, err = jsontext.Next(b, i, true); err != nil || done {
+		if i, done, err = jsonscan.Next(b, i, true); err != nil || done {
 			return i, err
 		}
 	}
@@ -106,20 +106,20 @@ func (r *rewriter) array(i int, key []byte, depth int) (int, error) {
 			return i, err
 		}
 		var done bool
-		if i, done, err = jsontext.Next(b, i, false); err != nil || done {
+		if i, done, err = jsonscan.Next(b, i, false); err != nil || done {
 			return i, err
 		}
 	}
 }
 
 func (r *rewriter) str(i int, key []byte) (int, error) {
-	e, esc, err := jsontext.SkipString(r.src, i)
+	e, esc, err := jsonscan.SkipString(r.src, i)
 	if err != nil {
 		return e, err
 	}
 	s := r.src[i+1 : e-1]
 	if esc || !utf8.Valid(s) {
-		r.scratch = jsontext.AppendUnquoted(r.scratch[:0], s)
+		r.scratch = jsonscan.AppendUnquoted(r.scratch[:0], s)
 		s = r.scratch
 	}
 	repl, ok := r.fn(key, s)

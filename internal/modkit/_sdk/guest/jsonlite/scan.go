@@ -12,7 +12,7 @@
 //   - Value, a tiny ordered document tree (Parse, Get, Set, AppendJSON) for
 //     modules that restructure content.
 //
-// The scanning and string writing are those of package jsontext, which the
+// The scanning and string writing are those of package jsonscan, which the
 // gateway uses too, so guest and host agree on what is valid JSON (the
 // rules of encoding/json, nesting up to 10000 deep) and on how strings are
 // decoded (invalid UTF-8 and unpaired surrogates become U+FFFD) and written.
@@ -24,17 +24,17 @@ package jsonlite
 import (
 	"unicode/utf8"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // ErrSyntax is wrapped by every error that reports malformed JSON.
-var ErrSyntax = jsontext.ErrSyntax
+var ErrSyntax = jsonscan.ErrSyntax
 
 // SyntaxError reports malformed JSON and where it was found.
-type SyntaxError = jsontext.SyntaxError
+type SyntaxError = jsonscan.SyntaxError
 
 // maxDepth is the deepest nesting of objects and arrays accepted.
-const maxDepth = jsontext.MaxDepth
+const maxDepth = jsonscan.MaxDepth
 
 func syntaxErr(i int, what string) error {
 	return &SyntaxError{Msg: what, Offset: i}
@@ -44,15 +44,15 @@ func syntaxErr(i int, what string) error {
 func tooDeep(i int) error { return syntaxErr(i, "exceeded maximum nesting depth of 10000") }
 
 // SkipSpace returns the index of the first non-space byte at or after i.
-func SkipSpace(b []byte, i int) int { return jsontext.SkipSpace(b, i) }
+func SkipSpace(b []byte, i int) int { return jsonscan.SkipSpace(b, i) }
 
 // SkipValue validates the JSON value that starts at b[i] (after optional
 // white space) and returns the index just past it.
-func SkipValue(b []byte, i int) (int, error) { return jsontext.SkipValue(b, i) }
+func SkipValue(b []byte, i int) (int, error) { return jsonscan.SkipValue(b, i) }
 
 // Valid reports whether b holds exactly one JSON value (white space around it
 // is allowed).
-func Valid(b []byte) bool { return jsontext.Valid(b) }
+func Valid(b []byte) bool { return jsonscan.Valid(b) }
 
 // Members calls fn for every member of the JSON object obj, in order, with
 // the decoded key and the raw value bytes (a sub-slice of obj). It stops
@@ -61,10 +61,10 @@ func Valid(b []byte) bool { return jsontext.Valid(b) }
 func Members(obj []byte, fn func(key, val []byte) bool) error {
 	var scratch []byte
 	stopped := false
-	end, err := jsontext.Members(obj, 0, func(m jsontext.Member) bool {
+	end, err := jsonscan.Members(obj, 0, func(m jsonscan.Member) bool {
 		key := m.Key(obj)
 		if m.KeyEscaped || !utf8.Valid(key) {
-			scratch = jsontext.AppendUnquoted(scratch[:0], key)
+			scratch = jsonscan.AppendUnquoted(scratch[:0], key)
 			key = scratch
 		}
 		stopped = !fn(key, m.Value(obj))
@@ -73,21 +73,21 @@ func Members(obj []byte, fn func(key, val []byte) bool) error {
 	if err != nil || stopped {
 		return err
 	}
-	return jsontext.Finish(obj, end)
+	return jsonscan.Finish(obj, end)
 }
 
 // Elements calls fn for every element of the JSON array arr, in order, with
 // the raw element bytes. It stops early when fn returns false.
 func Elements(arr []byte, fn func(val []byte) bool) error {
 	stopped := false
-	end, err := jsontext.Elements(arr, 0, func(e []byte) bool {
+	end, err := jsonscan.Elements(arr, 0, func(e []byte) bool {
 		stopped = !fn(e)
 		return !stopped
 	})
 	if err != nil || stopped {
 		return err
 	}
-	return jsontext.Finish(arr, end)
+	return jsonscan.Finish(arr, end)
 }
 
 // Lookup returns the raw value of the member named key in the JSON object
@@ -106,7 +106,7 @@ func Lookup(obj []byte, key string) ([]byte, bool) {
 }
 
 // Unquote decodes the JSON string literal s (including its quotes).
-func Unquote(s []byte) (string, error) { return jsontext.Unquote(s) }
+func Unquote(s []byte) (string, error) { return jsonscan.Unquote(s) }
 
 // AppendUnquoted appends the decoded contents of the JSON string literal s
 // (including its quotes) to dst.
@@ -114,19 +114,19 @@ func AppendUnquoted(dst, s []byte) ([]byte, error) {
 	if len(s) == 0 || s[0] != '"' {
 		return dst, syntaxErr(0, "expected string")
 	}
-	end, _, err := jsontext.SkipString(s, 0)
+	end, _, err := jsonscan.SkipString(s, 0)
 	if err != nil {
 		return dst, err
 	}
 	if end != len(s) {
 		return dst, syntaxErr(end, "trailing data after string")
 	}
-	return jsontext.AppendUnquoted(dst, s[1:end-1]), nil
+	return jsonscan.AppendUnquoted(dst, s[1:end-1]), nil
 }
 
 // AppendString appends s to dst as a JSON string literal. Invalid UTF-8 is
 // replaced by U+FFFD so the output is always valid JSON text.
-func AppendString(dst []byte, s string) []byte { return jsontext.AppendString(dst, s) }
+func AppendString(dst []byte, s string) []byte { return jsonscan.AppendString(dst, s) }
 
 // AppendBytes is AppendString for a byte slice.
-func AppendBytes(dst, s []byte) []byte { return jsontext.AppendBytes(dst, s) }
+func AppendBytes(dst, s []byte) []byte { return jsonscan.AppendBytes(dst, s) }

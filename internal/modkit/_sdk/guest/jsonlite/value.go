@@ -3,7 +3,7 @@ package jsonlite
 import (
 	"strconv"
 
-	"github.com/edge-mcp/edge-mcp/guest/jsontext"
+	"github.com/edge-mcp/edge-mcp/guest/jsonscan"
 )
 
 // Kind is the type of a JSON value.
@@ -44,7 +44,7 @@ func Parse(b []byte) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := jsontext.Finish(b, i); err != nil {
+	if err := jsonscan.Finish(b, i); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -69,7 +69,7 @@ func (p *parser) value(i, depth int) (*Value, int, error) {
 			return p.array(i, depth)
 		}
 	}
-	j, err := jsontext.SkipValue(b, i)
+	j, err := jsonscan.SkipValue(b, i)
 	if err != nil {
 		return nil, j, err
 	}
@@ -90,11 +90,11 @@ func scalar(lit []byte) *Value {
 }
 
 func (p *parser) str(i int) (*Value, int, error) {
-	e, esc, err := jsontext.SkipString(p.b, i)
+	e, esc, err := jsonscan.SkipString(p.b, i)
 	if err != nil {
 		return nil, e, err
 	}
-	return &Value{kind: String, s: jsontext.UnquoteContent(p.b[i+1:e-1], esc)}, e, nil
+	return &Value{kind: String, s: jsonscan.UnquoteContent(p.b[i+1:e-1], esc)}, e, nil
 }
 
 func (p *parser) object(i, depth int) (*Value, int, error) {
@@ -108,18 +108,18 @@ func (p *parser) object(i, depth int) (*Value, int, error) {
 		return v, i + 1, nil
 	}
 	for {
-		next, ke, esc, err := jsontext.SkipKey(b, i)
+		next, ke, esc, err := jsonscan.SkipKey(b, i)
 		if err != nil {
 			return nil, next, err
 		}
-		key := jsontext.UnquoteContent(b[i+1:ke-1], esc)
+		key := jsonscan.UnquoteContent(b[i+1:ke-1], esc)
 		m, j, err := p.value(next, depth+1)
 		if err != nil {
 			return nil, j, err
 		}
 		v.members = append(v.members, Member{Key: key, Value: m})
 		var done bool
-		if i, done, err = jsontext.Next(b, j, true); err != nil || done {
+		if i, done, err = jsonscan.Next(b, j, true); err != nil || done {
 			return v, i, err
 		}
 	}
@@ -142,7 +142,7 @@ func (p *parser) array(i, depth int) (*Value, int, error) {
 		}
 		v.elems = append(v.elems, e)
 		var done bool
-		if i, done, err = jsontext.Next(b, j, false); err != nil || done {
+		if i, done, err = jsonscan.Next(b, j, false); err != nil || done {
 			return v, i, err
 		}
 	}

@@ -1,4 +1,4 @@
-package jsontext
+package jsonscan
 
 // Member is one member of a scanned object, as positions in the input.
 type Member struct {
@@ -153,4 +153,66 @@ func Elements(b []byte, i int, fn func(elem []byte) bool) (int, error) {
 			return end, nil
 		}
 	}
+}
+
+// KeyValue is one member of an object: its key, decoded, and its raw
+// value (a sub-slice of the input).
+type KeyValue struct {
+	Key   string
+	Value []byte
+}
+
+// ObjectMembers returns the members of the object b (after white space)
+// in order, duplicates included. It returns nil and an error when b is not
+// an object; on malformed JSON it returns the members before the fault and
+// the error. An empty object gives an empty, non-nil slice.
+func ObjectMembers(b []byte) ([]KeyValue, error) {
+	out := []KeyValue{}
+	_, err := Members(b, 0, func(m Member) bool {
+		out = append(out, KeyValue{UnquoteContent(m.Key(b), m.KeyEscaped), m.Value(b)})
+		return true
+	})
+	if err != nil && len(out) == 0 {
+		if i := SkipSpace(b, 0); i >= len(b) || b[i] != '{' {
+			return nil, err
+		}
+	}
+	return out, err
+}
+
+// ArrayElements returns the elements of the array b (after white space)
+// in order, as ObjectMembers does for an object.
+func ArrayElements(b []byte) ([][]byte, error) {
+	out := [][]byte{}
+	_, err := Elements(b, 0, func(elem []byte) bool {
+		out = append(out, elem)
+		return true
+	})
+	if err != nil && len(out) == 0 {
+		if i := SkipSpace(b, 0); i >= len(b) || b[i] != '[' {
+			return nil, err
+		}
+	}
+	return out, err
+}
+
+// Lookup returns the value of the last member named key (the one
+// encoding/json decodes), or nil.
+func Lookup(members []KeyValue, key string) []byte {
+	for i := len(members) - 1; i >= 0; i-- {
+		if members[i].Key == key {
+			return members[i].Value
+		}
+	}
+	return nil
+}
+
+// StringValue returns the JSON value v decoded when it is a valid string
+// literal, and false otherwise.
+func StringValue(v []byte) (string, bool) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", false
+	}
+	s, err := Unquote(v)
+	return s, err == nil
 }

@@ -1,6 +1,8 @@
-// Package jsontext is the one JSON scanner and string writer of edge-mcp,
-// shared by the gateway (internal/wire, policy) and the guest SDK (guest,
-// guest/jsonlite).
+// Package jsonscan is the one JSON scanner, member walker and string
+// writer of edge-mcp, shared by the gateway (internal/wire, internal/openai,
+// internal/search, policy) and the guest SDK (guest, guest/jsonlite). It
+// was guest/jsontext, renamed so as not to be confused with the standard
+// library's encoding/json/jsontext.
 //
 // It works on raw bytes and never builds a tree: it skips and validates
 // values, walks the members of objects and the elements of arrays, decodes
@@ -20,7 +22,7 @@
 //     \u00XX) and replaces invalid UTF-8 with \ufffd, so the output is always
 //     valid UTF-8. Unlike encoding/json it does not escape '<', '>', '&',
 //     U+2028 or U+2029, which JSON does not require.
-package jsontext
+package jsonscan
 
 import (
 	"errors"
@@ -33,7 +35,7 @@ import (
 const MaxDepth = 10000
 
 // ErrSyntax is wrapped by every error that reports malformed JSON.
-var ErrSyntax = errors.New("jsontext: invalid JSON")
+var ErrSyntax = errors.New("jsonscan: invalid JSON")
 
 // SyntaxError reports malformed JSON: what is wrong, in the words
 // encoding/json uses, and the byte offset where it was found.

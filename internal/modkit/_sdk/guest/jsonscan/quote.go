@@ -1,4 +1,4 @@
-package jsontext
+package jsonscan
 
 import (
 	"unicode/utf16"
