@@ -29,6 +29,7 @@ var importRules = []struct {
 	{"policy/spec", nil},
 	{"policy/...", []string{"policy/...", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/...", "guest/jsonscan"}},
+	{"internal/cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
 	{"internal/...", []string{"internal/...", "guest/jsonscan", "guest/glob"}},
 	{"guest/...", []string{"guest/..."}},
 	{"wasm-examples/...", []string{"guest/...", "wasm-examples/..."}},
