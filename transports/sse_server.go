@@ -188,7 +188,7 @@ func (s *SSEServer) serveGET(w http.ResponseWriter, r *http.Request) {
 			"Accept must allow text/event-stream", nil)
 		return
 	}
-	release := holdStream(w, r, s.streams)
+	release := holdStream(w, PeerFromContext(r.Context()), s.streams)
 	if release == nil {
 		return
 	}

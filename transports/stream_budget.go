@@ -18,15 +18,15 @@ import (
 // would make a slow reader's stream drop what it owes.
 const streamCost = 64 << 10
 
-// holdStream charges one open stream to the account budgetOf gives the
-// request's peer and returns the func that credits it (once), to defer;
+// holdStream charges one open stream to the account budgetOf gives peer
+// (who opened the stream's session) and returns the func that credits it (once), to defer;
 // over the budget it answers 429, naming it, and returns nil. A nil
 // budgetOf charges nothing.
-func holdStream(w http.ResponseWriter, r *http.Request, budgetOf func(peer any) *budget.Account) (release func()) {
+func holdStream(w http.ResponseWriter, peer any, budgetOf func(peer any) *budget.Account) (release func()) {
 	if budgetOf == nil {
 		return func() {}
 	}
-	a := budgetOf(PeerFromContext(r.Context()))
+	a := budgetOf(peer)
 	if release = a.Hold(budget.Streams, streamCost); release == nil {
 		writeJSONRPCError(w, http.StatusTooManyRequests, jsonrpc.ID{}, codeServerError,
 			fmt.Sprintf("over the client memory budget: identity %q holds %d of its %d bytes and a stream takes %d "+

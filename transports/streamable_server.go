@@ -339,7 +339,7 @@ func (s *StreamableServer) serveGET(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release := holdStream(w, r, s.streams)
+	release := holdStream(w, sess.PeerInfo(), s.streams)
 	if release == nil {
 		return
 	}

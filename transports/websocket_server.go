@@ -125,7 +125,7 @@ func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.StatusBadRequest)
 		return
 	}
-	release := holdStream(w, r, s.streams)
+	release := holdStream(w, PeerFromContext(r.Context()), s.streams)
 	if release == nil {
 		return
 	}

@@ -131,7 +131,7 @@ func startGatewayWith(t *testing.T, up, limits string) *process {
 	p := startBinary(t, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitConnected(ctx, p.base, 1); err != nil {
+	if err := waitConnectedAs(ctx, p.base, aliceKey, 1); err != nil {
 		t.Fatalf("%v\n%s", err, p.stderr)
 	}
 	return p

@@ -171,9 +171,15 @@ func listenURL(r io.Reader) (string, error) {
 
 // waitConnected polls base/status until it lists n upstreams, all connected.
 func waitConnected(ctx context.Context, base string, n int) error {
+	return waitConnectedAs(ctx, base, "", n)
+}
+
+// waitConnectedAs is waitConnected reading /status with the API key key
+// ("": none), for a gateway that authenticates it.
+func waitConnectedAs(ctx context.Context, base, key string, n int) error {
 	var last string
 	for {
-		st, err := fetchStatus(ctx, base)
+		st, err := fetchStatusAs(ctx, base, key)
 		if err != nil {
 			last = err.Error()
 		} else {
@@ -197,9 +203,17 @@ func waitConnected(ctx context.Context, base string, n int) error {
 }
 
 func fetchStatus(ctx context.Context, base string) ([]gateway.ServerStatus, error) {
+	return fetchStatusAs(ctx, base, "")
+}
+
+// fetchStatusAs is fetchStatus with the API key key ("": none).
+func fetchStatusAs(ctx context.Context, base, key string) ([]gateway.ServerStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the status request: %w", err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
