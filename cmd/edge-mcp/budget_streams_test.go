@@ -21,7 +21,7 @@ import (
 // perClientCost and streamCost are the gateway's charges
 // (runtime/gateway/clients.go, transports/stream_budget.go).
 const (
-	perClientCost = 256 << 10
+	perClientCost = 128 << 10
 	streamCost    = 64 << 10
 )
 

@@ -37,10 +37,10 @@ var errTooManyClients = errors.New("too many client sessions")
 // perClientSessionCost is what one per-client upstream session is charged
 // to its identity's client-memory account: the gateway's side of it (the
 // link and its goroutines, the transport's buffers, the copies of the
-// server's catalogue and capabilities), measured on the release binary
-// with a stdio echo server (see README, "What the client-memory budget
-// counts").
-const perClientSessionCost = 256 << 10
+// server's catalogue and capabilities): the release binary's RSS grew by
+// about 116 KiB per per_client session over streamable HTTP (60 of them,
+// go-sdk server; README, "What the client-memory budget counts").
+const perClientSessionCost = 128 << 10
 
 // clientLinks are the per-client links of one upstream.
 type clientLinks struct {
