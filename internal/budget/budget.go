@@ -1,7 +1,8 @@
 // Package budget accounts for the memory clients can make the gateway
 // hold on their behalf after a request has been answered: the events a
 // streamable HTTP session keeps for resumption, the upstream requests
-// parked for a 2026-07-28 client's input_required retry, and the like.
+// parked for a 2026-07-28 client's input_required retry, and the like,
+// and fixed-size items such as open streams ([Account.Hold]).
 //
 // A [Pool] is the process total; each client identity draws on it through
 // an [Account] with a share of its own, so that one identity cannot take
