@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
 
@@ -206,6 +207,9 @@ type serverBase struct {
 	// context (see bodyReadTimeout), negative disables it.
 	bodyTimeout time.Duration
 	guard       *Guard
+	// streams returns the client-memory account an open stream of a peer
+	// is charged to (stream_budget.go); nil charges nothing.
+	streams func(peer any) *budget.Account
 }
 
 // newServerBase applies the defaults: a discarding logger, defaultMaxBody

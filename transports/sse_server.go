@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 )
 
 // SSEServerOptions configures an [SSEServer].
@@ -37,6 +39,10 @@ type SSEServerOptions struct {
 	// AllowedHosts lists Host header values (with or without port) accepted
 	// on a loopback listener besides loopback names. "*" accepts any Host.
 	AllowedHosts []string
+	// Budget, when set, returns the client-memory account each open
+	// session (its GET stream) is charged to, a fixed estimate, from the
+	// peer of [PeerFromContext]; a session over it is refused with 429.
+	Budget func(peer any) *budget.Account
 }
 
 // SSEServer serves the HTTP+SSE transport of MCP revision 2024-11-05 at one
@@ -80,6 +86,7 @@ func NewSSEServer(accept func(Connection), opts SSEServerOptions) *SSEServer {
 	s := &SSEServer{serverBase: newServerBase(accept, opts.Logger, opts.MaxBodyBytes, opts.KeepAlive,
 		GuardOptions{AllowedOrigins: opts.AllowedOrigins, AllowedHosts: opts.AllowedHosts})}
 	s.bodyTimeout = opts.BodyReadTimeout
+	s.streams = opts.Budget
 	return s
 }
 
@@ -181,6 +188,11 @@ func (s *SSEServer) serveGET(w http.ResponseWriter, r *http.Request) {
 			"Accept must allow text/event-stream", nil)
 		return
 	}
+	release := holdStream(w, PeerFromContext(r.Context()), s.streams)
+	if release == nil {
+		return
+	}
+	defer release()
 	sess := &sseSession{
 		srv: s,
 		out: make(chan *[]byte, sseMaxQueue),

@@ -69,7 +69,9 @@ type StreamableServerOptions struct {
 	// store charges, from the peer of [PeerFromContext] (nil: none); the
 	// session releases it when it ends. Over the account's budget a
 	// session drops its oldest events first, and a client resuming from
-	// an event no longer kept gets a fresh stream.
+	// an event no longer kept gets a fresh stream. Each open GET stream
+	// is charged to it too, a fixed estimate, and one over it is refused
+	// with 429.
 	Budget func(peer any) *budget.Account
 }
 
@@ -178,6 +180,7 @@ func NewStreamableServer(accept func(Connection), opts StreamableServerOptions) 
 		}, opts.EventIDPrefix),
 	}
 	s.bodyTimeout = opts.BodyReadTimeout
+	s.streams = opts.Budget
 	if s.idle == 0 {
 		s.idle = defaultIdleTimeout
 	}
@@ -336,6 +339,11 @@ func (s *StreamableServer) serveGET(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release := holdStream(w, sess.PeerInfo(), s.streams)
+	if release == nil {
+		return
+	}
+	defer release()
 	sess.enter()
 	defer sess.leave()
 	if from != nil && from.stream != 0 {

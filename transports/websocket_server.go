@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 )
 
 // WebSocketServerOptions configures a [WebSocketServer].
@@ -40,6 +42,11 @@ type WebSocketServerOptions struct {
 	// under any other server; negative means no limit. The wait between
 	// messages is not bounded by it (see PingInterval).
 	MessageReadTimeout time.Duration
+	// Budget, when set, returns the client-memory account each open
+	// connection is charged to, a fixed estimate, from the peer of
+	// [PeerFromContext]; one over it is refused with 429 before the
+	// upgrade.
+	Budget func(peer any) *budget.Account
 }
 
 // WebSocketServer accepts MCP clients over WebSocket at one endpoint. It is
@@ -85,6 +92,7 @@ func NewWebSocketServer(accept func(Connection), opts WebSocketServerOptions) *W
 		msgTimeout:  opts.MessageReadTimeout,
 		compression: websocket.CompressionNoContextTakeover,
 	}
+	s.streams = opts.Budget
 	if opts.DisableCompression {
 		s.compression = websocket.CompressionDisabled
 	}
@@ -117,6 +125,11 @@ func (s *WebSocketServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.StatusBadRequest)
 		return
 	}
+	release := holdStream(w, PeerFromContext(r.Context()), s.streams)
+	if release == nil {
+		return
+	}
+	defer release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{wsSubprotocol},
 		// The origin was checked above, with the rules of the other

@@ -1,7 +1,8 @@
 // Package budget accounts for the memory clients can make the gateway
 // hold on their behalf after a request has been answered: the events a
 // streamable HTTP session keeps for resumption, the upstream requests
-// parked for a 2026-07-28 client's input_required retry, and the like.
+// parked for a 2026-07-28 client's input_required retry, and the like,
+// and fixed-size items such as open streams ([Account.Hold]).
 //
 // A [Pool] is the process total; each client identity draws on it through
 // an [Account] with a share of its own, so that one identity cannot take
@@ -32,10 +33,17 @@ const (
 	// Tasks is the gateway's records of the tasks clients created
 	// upstream, with the arguments result policies need.
 	Tasks
+	// PerClientSessions is the upstream sessions opened for a client
+	// identity on a "session": "per_client" server, a fixed estimate each.
+	PerClientSessions
+	// Streams is the open downstream streams that queue messages for a
+	// client (streamable HTTP GET streams, legacy SSE, WebSocket), a fixed
+	// estimate each.
+	Streams
 	numStores
 )
 
-var storeNames = [numStores]string{"resumption", "input_rounds", "tasks"}
+var storeNames = [numStores]string{"resumption", "input_rounds", "tasks", "per_client_sessions", "streams"}
 
 // String returns the store's name, as metrics and the status label it.
 func (s Store) String() string {
@@ -184,6 +192,25 @@ func (a *Account) Reclaim(need int64, self Reclaimer) int64 {
 		got += r.Reclaim(need - got)
 	}
 	return got
+}
+
+// Hold charges n bytes for store s, one fixed-size item such as an open
+// stream, and returns the func that credits them and releases a once
+// (safe to call more than once); when they do not fit it counts the
+// refusal, releases a and returns nil. Hold takes over a's Acquire.
+func (a *Account) Hold(s Store, n int64) (release func()) {
+	if !a.Charge(s, n) {
+		a.Refused(s)
+		a.Release()
+		return nil
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.Credit(s, n)
+			a.Release()
+		})
+	}
 }
 
 // Identity returns the identity the account is for.

@@ -80,3 +80,24 @@ func TestUnlimited(t *testing.T) {
 	a.Credit(Resumption, 1<<40)
 	a.Release()
 }
+
+// TestHold: a held item is credited once however often its release is
+// called, and one over the share is refused and counted.
+func TestHold(t *testing.T) {
+	p := New(100, 50)
+	release := p.Acquire("a", true).Hold(Streams, 30)
+	if release == nil {
+		t.Fatal("the first hold was refused")
+	}
+	if p.Acquire("a", true).Hold(Streams, 30) != nil {
+		t.Error("a hold over the share was granted")
+	}
+	release()
+	release()
+	st := p.Stats()
+	if st.Used != 0 || st.Identities != 0 || st.Stores[Streams].Refused != 1 {
+		t.Errorf("after the release: %+v", st)
+	}
+	var nilAcct *Account
+	nilAcct.Hold(Streams, 30)() // the unlimited pool grants and forgets
+}

@@ -34,7 +34,7 @@ func writeClientMemory(b *bytes.Buffer, st *budget.Stats) {
 			func(s budget.StoreStats) int64 { return s.Used }},
 		{"client_memory_dropped_total", "Items given up to make room in the client-memory budget (the oldest resumable events), by store.", kindCounter,
 			func(s budget.StoreStats) int64 { return s.Dropped }},
-		{"client_memory_refused_total", "Items refused over the client-memory budget (events not kept, input_required rounds refused), by store.", kindCounter,
+		{"client_memory_refused_total", "Items refused over the client-memory budget (events not kept; input_required rounds, per_client sessions and streams refused), by store.", kindCounter,
 			func(s budget.StoreStats) int64 { return s.Refused }},
 	}
 	for _, f := range families {

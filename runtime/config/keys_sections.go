@@ -141,7 +141,7 @@ var limitKeys = concat([]key{
 	{name: "limits.input_rounds", def: "8", field: at(func(l *Limits) *int { return &l.InputRounds }), check: between(0, 1000),
 		doc: "`input_required` rounds a 2026-07-28 upstream may ask a 2025 client for (sampling, elicitation, roots) in one call; one more and the client gets an error"},
 	{name: "limits.client_memory", def: "¼ of the memory limit (at least 16 MiB), else 1 GiB", field: at(func(l *Limits) *int64 { return &l.ClientMemory }), check: notNegative,
-		doc: "bytes clients can make the gateway hold for them (events kept for resumption, requests parked for an `input_required` retry, task records), gateway-wide; over it the oldest resumable events and tasks go first and new parked requests are refused; read at start"},
+		doc: "bytes clients can make the gateway hold for them (events kept for resumption, requests parked for an `input_required` retry, task records, `per_client` upstream sessions, open streams), gateway-wide; over it the oldest resumable events and tasks go first and new parked requests, `per_client` sessions and streams are refused; read at start"},
 	{name: "limits.client_memory_per_identity", def: "¼ of `client_memory`", field: at(func(l *Limits) *int64 { return &l.ClientMemoryPerIdentity }), check: notNegative,
 		doc: "of those, what one authenticated identity may hold (without authentication every client is one identity and shares the whole); read at start"},
 	{name: "limits.memory_mb", def: "90% of the cgroup limit", field: at(func(l *Limits) *int { return &l.MemoryMB }), check: notNegative,

@@ -12,8 +12,9 @@ import (
 // The budget of memory clients can make the gateway hold for them
 // (internal/budget): the events streamable HTTP sessions keep for
 // resumption (transports), the upstream requests parked for a 2026-07-28
-// client's input_required retry (bridge.go) and the task records
-// (tasks.go), charged to the identity of the client.
+// client's input_required retry (bridge.go), the task records (tasks.go),
+// the upstream sessions of per_client servers (clients.go) and the open
+// downstream streams (transports), charged to the identity of the client.
 
 // clientMemory is the pool of limits.client_memory, else a quarter of the
 // Go memory limit when one is set (at least 16 MiB), else 1 GiB; one

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 )
 
 // This file is the per-client upstream sessions of a server configured with
@@ -32,6 +34,14 @@ const defaultMaxClientSessions = 16
 // errTooManyClients is the error for a session beyond max_client_sessions.
 var errTooManyClients = errors.New("too many client sessions")
 
+// perClientSessionCost is what one per-client upstream session is charged
+// to its identity's client-memory account: the gateway's side of it (the
+// link and its goroutines, the transport's buffers, the copies of the
+// server's catalogue and capabilities): the release binary's RSS grew by
+// about 116 KiB per per_client session over streamable HTTP (60 of them,
+// go-sdk server; README, "What the client-memory budget counts").
+const perClientSessionCost = 128 << 10
+
 // clientLinks are the per-client links of one upstream.
 type clientLinks struct {
 	mu     sync.Mutex
@@ -46,6 +56,9 @@ type clientLink struct {
 	ready chan struct{} // closed once l or err is set
 	l     *link
 	err   error
+	// release credits the session's charge to its identity's client
+	// memory; called once, when the entry is forgotten.
+	release func()
 }
 
 // perClient reports whether u gives each downstream session its own link.
@@ -182,10 +195,17 @@ func (c *clientLinks) entry(s *session, limit, perIdentity int) (e *clientLink, 
 				errTooManyClients, s.id.Name, mine, perIdentity)
 		}
 	}
+	acct := s.g.clientMem.Acquire(s.id.Name, budgetShared(s.id))
+	release := acct.Hold(budget.PerClientSessions, perClientSessionCost)
+	if release == nil {
+		return nil, nil, fmt.Errorf("%w: over the client memory budget: identity %q holds %d of its %d bytes and a session takes %d "+
+			"(limits.client_memory_per_identity, limits.client_memory); try again when one ends",
+			errTooManyClients, s.id.Name, acct.Used(), acct.Limit(), perClientSessionCost)
+	}
 	if c.links == nil {
 		c.links = make(map[*session]*clientLink)
 	}
-	e = &clientLink{ready: make(chan struct{})}
+	e = &clientLink{ready: make(chan struct{}), release: release}
 	c.links[s] = e
 	c.wg.Add(1)
 	return e, c.ctx, nil
@@ -235,6 +255,7 @@ func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
 	close(e.ready)
 	if err != nil {
 		u.clients.forget(s, e)
+		e.release()
 		u.clients.wg.Done()
 		u.log.Warn("opening a per-client upstream session", "identity", s.id.Name, "err", err)
 		return
@@ -265,6 +286,7 @@ func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
 // its read loop (and, over stdio, its process) to be gone.
 func (u *upstream) serveClient(s *session, e *clientLink) {
 	defer u.clients.wg.Done()
+	defer e.release()
 	l := e.l
 	reason := l.waitEnd(s)
 	u.clients.forget(s, e)

@@ -215,6 +215,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		AllowedOrigins:  cfg.AllowedOrigins,
 		AllowedHosts:    cfg.AllowedHosts,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
+		Budget:          g.accountOf,
 	})
 	g.ws = transports.NewWebSocketServer(g.accept, transports.WebSocketServerOptions{
 		Logger:             g.log,
@@ -222,6 +223,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		MessageReadTimeout: cfg.Limits.BodyReadTimeout,
 		AllowedOrigins:     cfg.AllowedOrigins,
 		AllowedHosts:       cfg.AllowedHosts,
+		Budget:             g.accountOf,
 	})
 	return g, nil
 }
