@@ -9,13 +9,13 @@ import (
 )
 
 // key is one setting of the config file: the table below is the single
-// description of the file, read by the decoder, by the README test and by
+// description of the file, read by the decoder, by the test of docs/configuration.md and by
 // the unknown-key errors.
 type key struct {
 	// name is the key's path: "listen", "mcpServers.*.timeout" (* is any
 	// server name), "auth.api_keys[].name" ([] is any element).
 	name string
-	// typ is the type the README shows; empty: derived from the field
+	// typ is the type docs/configuration.md shows; empty: derived from the field
 	// (see typeName).
 	typ string
 	// value is the default Parse sets before decoding, or nil.
@@ -77,11 +77,11 @@ var keys = []key{
 	{name: "protocol_2026", def: "true", field: in(func(c *Config) **bool { return &c.Protocol2026 }),
 		doc: "serve MCP 2026-07-28 (stateless) on `/mcp` beside the 2025 revisions; `false`: 2026 clients fall back to 2025 (a 2025 upstream's sampling, elicitation and roots requests reach a 2026 client as `input_required` results during its tools/call, and are refused otherwise)"},
 	{name: "policies", typ: "[object]", decode: decodePolicies,
-		doc: "Wasm policy modules, applied in order (see [Policy modules](#policy-modules-webassembly))"},
+		doc: "Wasm policy modules, applied in order (see [Policy modules](policies.md))"},
 	{name: "admin", field: in(func(c *Config) *Admin { return &c.Admin }), check: checkAdmin,
-		doc: "admin API and module store (see [Operating modules](#operating-policy-modules))"},
+		doc: "admin API and module store (see [Operating modules](policies.md#operating-policy-modules))"},
 	{name: "auth", field: in(func(c *Config) *Auth { return &c.Auth }), check: checkAuth,
-		doc: "how downstream clients authenticate (see [Access control](#access-control-and-limits))"},
+		doc: "how downstream clients authenticate (see [Access control](access.md))"},
 	{name: "access", field: in(func(c *Config) *[]AccessRule { return &c.Access }), check: checkAccessRule,
 		doc: "which identities may use which servers and tools; none: everyone everything"},
 	{name: "limits", field: in(func(c *Config) *Limits { return &c.Limits }),
@@ -91,15 +91,15 @@ var keys = []key{
 	{name: "pinning", field: in(func(c *Config) *Pinning { return &c.Pinning }),
 		doc: "what happens when an upstream changes a tool definition"},
 	{name: "audit", field: in(func(c *Config) *Audit { return &c.Audit }),
-		doc: "the JSONL audit log (see [Observability](#observability))"},
+		doc: "the JSONL audit log (see [Observability](observability.md))"},
 	{name: "telemetry", field: in(func(c *Config) *Telemetry { return &c.Telemetry }),
 		doc: "OpenTelemetry traces"},
 	{name: "observability", field: in(func(c *Config) *Observability { return &c.Observability }),
 		doc: "metrics, compression, log format and readiness"},
 	{name: "cluster", field: in(func(c *Config) **Cluster { return &c.Cluster }), check: checkCluster,
-		doc: "join a fleet of replicas over NATS (see [Running a fleet](#running-a-fleet)); absent: one process"},
+		doc: "join a fleet of replicas over NATS (see [Running a fleet](fleet.md)); absent: one process"},
 	{name: "oauth", field: in(func(c *Config) *OAuthSettings { return &c.OAuth }), check: checkOAuthSettings,
-		doc: "the store of upstream OAuth tokens and the authorization callback (see [Fronting servers that need OAuth](#fronting-servers-that-need-oauth))"},
+		doc: "the store of upstream OAuth tokens and the authorization callback (see [Fronting servers that need OAuth](oauth.md))"},
 }
 
 var (
@@ -182,7 +182,7 @@ var serverKeys = append([]key{
 	{name: "mcpServers.*.description", field: srv(func(s *configRawServer) *configString { return &s.desc }),
 		doc: "free text for operators"},
 	{name: "mcpServers.*.prefix", def: "none", field: srv(func(s *configRawServer) *configString { return &s.prefix }),
-		doc: "expose this server's tools and prompts as `PREFIX_NAME`; resources and resource templates keep their URIs (see [How it behaves](#how-it-behaves))"},
+		doc: "expose this server's tools and prompts as `PREFIX_NAME`; resources and resource templates keep their URIs (see [How it behaves](how-it-behaves.md))"},
 	{name: "mcpServers.*.command", field: srv(func(s *configRawServer) *configString { return &s.command }),
 		doc: "the program of a stdio server"},
 	{name: "mcpServers.*.args", field: srv(func(s *configRawServer) *[]configString { return &s.args }),
@@ -194,7 +194,7 @@ var serverKeys = append([]key{
 	{name: "mcpServers.*.protocol_version", def: "`auto`", field: srv(func(s *configRawServer) *string { return &s.protocolVersion }), check: oneOf("auto", "2025-11-25", "2026-07-28"),
 		doc: "MCP revision spoken upstream: `auto` probes `server/discover` and speaks 2026-07-28 when the server offers it (over stdio and WebSocket only when it offers no 2025 revision: their 2025 sessions carry server→client requests), else `initialize` (2025-11-25); a stdio server that exits on the probe is restarted and pinned to 2025-11-25; legacy `sse` is always 2025-11-25"},
 	{name: "mcpServers.*.session", def: "`auto`", field: srv(func(s *configRawServer) *string { return &s.session }), check: oneOf("auto", "shared", "per_client"),
-		doc: "`shared`: one upstream session for every client; `per_client`: one per downstream session that calls the server (stdio: one process each), so server→client requests reach their caller; `auto` is `shared`, refusing server→client requests it cannot attribute (see [How it behaves](#how-it-behaves))"},
+		doc: "`shared`: one upstream session for every client; `per_client`: one per downstream session that calls the server (stdio: one process each), so server→client requests reach their caller; `auto` is `shared`, refusing server→client requests it cannot attribute (see [How it behaves](how-it-behaves.md))"},
 	{name: "mcpServers.*.max_client_sessions", def: "16", field: srv(func(s *configRawServer) *int { return &s.maxClientSessions }), check: between(1, 10000),
 		doc: "with `session: per_client`, the most upstream sessions (stdio: processes) open at once; a client beyond it gets an error"},
 	{name: "mcpServers.*.max_client_sessions_per_identity", def: "½ of `max_client_sessions`, at least 1", field: srv(func(s *configRawServer) *int { return &s.maxClientSessionsPerIdentity }), check: between(1, 10000),
@@ -213,7 +213,7 @@ var serverKeys = append([]key{
 		doc: "how long a call to the server while it is disconnected waits for a reconnection it triggers (at most the call's `timeout`) before it fails with the reason"},
 }, serverOAuthKeys...)
 
-// typeName is the type of k as the README shows it: string, bool, number,
+// typeName is the type of k as docs/configuration.md shows it: string, bool, number,
 // "number (s)" (seconds), [string], object or [object].
 func (k *key) typeName() string {
 	if k.typ != "" {
@@ -251,7 +251,7 @@ func (k *key) typeName() string {
 	return t.String()
 }
 
-// defaultText is k's default as the README shows it: a string value in
+// defaultText is k's default as docs/configuration.md shows it: a string value in
 // backticks, a duration in seconds, else def ("" when there is none).
 func (k *key) defaultText() string {
 	switch v := k.value.(type) {

@@ -6,7 +6,7 @@ import (
 )
 
 // TestKeyTable checks each entry of the key table: a doc line, a type the
-// README knows, a default of the field's type, and a way to decode.
+// configuration reference knows, a default of the field's type, and a way to decode.
 func TestKeyTable(t *testing.T) {
 	types := map[string]bool{"string": true, "bool": true, "number": true, "number (s)": true, "[string]": true, "object": true, "[object]": true, "string or [string]": true}
 	for _, table := range [][]key{keys, serverKeys, sectionKeys} {
@@ -20,7 +20,7 @@ func TestKeyTable(t *testing.T) {
 					t.Fatal("needs exactly one of field and decode")
 				}
 				if !types[k.typeName()] {
-					t.Errorf("type %q is not one the README knows", k.typeName())
+					t.Errorf("type %q is not one the configuration reference knows", k.typeName())
 				}
 				if k.value != nil {
 					if k.def != "" {

@@ -104,7 +104,7 @@ func oa[F any](f func(*configRawOAuth) *F) func(any) any { return at(f) }
 
 var serverOAuthKeys = []key{
 	{name: "mcpServers.*.oauth", field: srv(func(s *configRawServer) **configRawOAuth { return &s.oauth }),
-		doc: "edge-mcp as an OAuth client of this server (remote types; see [Fronting servers that need OAuth](#fronting-servers-that-need-oauth)); `{}`: discovery and dynamic registration"},
+		doc: "edge-mcp as an OAuth client of this server (remote types; see [Fronting servers that need OAuth](oauth.md)); `{}`: discovery and dynamic registration"},
 	{name: "mcpServers.*.oauth.grant", def: "`authorization_code`", field: oa(func(o *configRawOAuth) *string { return &o.grant }), check: oneOf("authorization_code", "client_credentials", "token_exchange"),
 		doc: "`authorization_code` (an operator approves once: `edge-mcp auth login SERVER`), `client_credentials` (the client's own access, no person) or `token_exchange` (RFC 8693: each downstream JWT exchanged for an upstream token; needs `identity: per_client` and `auth.mode: jwt`)"},
 	{name: "mcpServers.*.oauth.token_url", field: oa(func(o *configRawOAuth) *configString { return &o.tokenURL }),

@@ -9,41 +9,58 @@ import (
 	"testing"
 )
 
-var updateREADME = flag.Bool("update", false, "rewrite README.md's config tables from the key table")
+var updateDoc = flag.Bool("update", false, "rewrite docs/configuration.md's key tables from the key table")
 
-// readmeHeader starts every config table in README.md. The line before a
-// table names its scope: the first `path` in it (NAME standing for any
-// server name), or none for the top level.
-const readmeHeader = "| key | type | default | meaning |"
+// docHeader starts every key table in docs/configuration.md. The line
+// before a table names its scope: the first `path` in it (NAME standing for
+// any server name), or none for the top level.
+const docHeader = "| key | type | default | meaning |"
 
-var readmeScope = regexp.MustCompile("`([^`]*)`")
+var docScope = regexp.MustCompile("`([^`]*)`")
 
-// TestREADMETables checks that README.md's config tables are exactly what
-// the key table says: every key, in table order, with its type, default
-// and doc. go test ./runtime/config -run TestREADMETables -update rewrites
-// them.
-func TestREADMETables(t *testing.T) {
-	path := filepath.Join("..", "..", "README.md")
+// TestConfigDocTables checks that docs/configuration.md's key tables are
+// exactly what the key table says: every key, in table order, with its
+// type, default and doc; and that no other page of the docs (README.md,
+// docs/*.md) holds a key table of its own, which nothing would keep
+// current. go test ./runtime/config -run TestConfigDocTables -update
+// rewrites the tables.
+func TestConfigDocTables(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "configuration.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, scopes := renderREADME(t, string(data))
-	if *updateREADME {
+	want, scopes := renderDoc(t, string(data))
+	if *updateDoc {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	for _, s := range []string{"", "mcpServers.*", "admin", "auth", "access[]", "limits", "tool_rules[]", "pinning", "audit", "telemetry", "observability"} {
+	for _, s := range []string{"", "mcpServers.*", "mcpServers.*.oauth", "oauth", "admin", "auth", "access[]", "limits", "tool_rules[]", "pinning", "audit", "telemetry", "observability"} {
 		if !scopes[s] {
-			t.Errorf("README.md has no config table for %q", s)
+			t.Errorf("docs/configuration.md has no key table for %q", s)
 		}
 	}
 	got := strings.Split(string(data), "\n")
 	for i, line := range strings.Split(want, "\n") {
 		if i >= len(got) || got[i] != line {
-			t.Fatalf("README.md:%d differs from the key table (run go test ./runtime/config -run TestREADMETables -update)\n got: %s\nwant: %s", i+1, lineAt(got, i), line)
+			t.Fatalf("docs/configuration.md:%d differs from the key table (run go test ./runtime/config -run TestConfigDocTables -update)\n got: %s\nwant: %s", i+1, lineAt(got, i), line)
+		}
+	}
+	others, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	for _, f := range append(others, filepath.Join("..", "..", "README.md")) {
+		if filepath.Base(f) == "configuration.md" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if line == docHeader {
+				t.Errorf("%s:%d: a key table outside docs/configuration.md; link to the reference instead", f, i+1)
+			}
 		}
 	}
 }
@@ -55,14 +72,14 @@ func lineAt(lines []string, i int) string {
 	return "(end of file)"
 }
 
-// renderREADME returns doc with the rows of each config table rendered
-// from the key table, and the scopes of its tables.
-func renderREADME(t *testing.T, doc string) (string, map[string]bool) {
+// renderDoc returns doc with the rows of each key table rendered from the
+// key table, and the scopes of its tables.
+func renderDoc(t *testing.T, doc string) (string, map[string]bool) {
 	lines := strings.Split(doc, "\n")
 	scopes := map[string]bool{}
 	var headers []int // where each table's header is
 	for i, line := range lines {
-		if line == readmeHeader {
+		if line == docHeader {
 			scopes[tableScope(lines, i)] = true
 			headers = append(headers, i)
 		}
@@ -74,7 +91,7 @@ func renderREADME(t *testing.T, doc string) (string, map[string]bool) {
 		scope := tableScope(lines, h)
 		rows := renderRows(scope, scopes)
 		if len(rows) == 0 {
-			t.Errorf("README.md:%d: no keys below %q", h+1, scope)
+			t.Errorf("docs/configuration.md:%d: no keys below %q", h+1, scope)
 		}
 		out = append(out, rows...)
 		prev = h + 2
@@ -91,7 +108,7 @@ func tableScope(lines []string, header int) string {
 	for i > 0 && strings.TrimSpace(lines[i]) == "" {
 		i--
 	}
-	m := readmeScope.FindStringSubmatch(lines[i])
+	m := docScope.FindStringSubmatch(lines[i])
 	if m == nil {
 		return ""
 	}
