@@ -51,7 +51,7 @@ secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 # NATS lets in only the fleet's user, an nkey made now, and only on the
 # fleet's subjects ("edge.>"), its buckets' and object store's subjects,
-# the JetStream API and replies (what a replica uses; see the README's
+# the JetStream API and replies (what a replica uses; see docs/fleet.md,
 # "Who may reach the fleet's NATS"). Its seed is cluster.nats_nkey.
 "$tmp/nk" -gen user -pubout >"$tmp/fleet.nk.pair"
 head -n 1 "$tmp/fleet.nk.pair" >"$tmp/fleet.nk"

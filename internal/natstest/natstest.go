@@ -152,7 +152,7 @@ func StartAuth(t testing.TB, prefix string) *Auth {
 }
 
 // FleetPermissions are a replica's: the fleet's subjects and buckets, the
-// JetStream API, replies. deploy/fleet/fleet.sh and the README grant the
+// JetStream API, replies. deploy/fleet/fleet.sh and docs/fleet.md grant the
 // same.
 func FleetPermissions(prefix string) *server.Permissions {
 	allow := []string{prefix + ".>", "_INBOX.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O." + prefix + "_modules.>"}
