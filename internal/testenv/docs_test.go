@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,4 +211,120 @@ func TestREADMEFitsOnAScreen(t *testing.T) {
 			t.Errorf("README.md does not link docs/%s", filepath.Base(p))
 		}
 	}
+}
+
+// TestLimitsTableTests checks what docs/limits.md says of its last
+// column: every test it names exists, and `go tool task hostile` runs it
+// (a -run pattern of the task's go test commands matches the name, over a
+// package list that holds the test's package).
+func TestLimitsTableTests(t *testing.T) {
+	root := RepoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "limits.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	testName := regexp.MustCompile("`(Test[A-Za-z0-9_]+)`")
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		if !strings.HasPrefix(line, "|") || len(cells) < 5 {
+			continue
+		}
+		for _, m := range testName.FindAllStringSubmatch(cells[len(cells)-1], -1) {
+			named = append(named, m[1])
+		}
+	}
+	if len(named) < 30 {
+		t.Fatalf("only %d tests named in docs/limits.md's table", len(named))
+	}
+	where := testFuncs(t, root)
+	runs := hostileRuns(t, root)
+	for _, name := range named {
+		dirs := where[name]
+		if len(dirs) == 0 {
+			t.Errorf("docs/limits.md names %s, which no _test.go file defines", name)
+			continue
+		}
+		if !slices.ContainsFunc(runs, func(r hostileRun) bool { return r.covers(name, dirs) }) {
+			t.Errorf("docs/limits.md names %s (%s), which go tool task hostile does not run", name, strings.Join(dirs, ", "))
+		}
+	}
+}
+
+// testFuncs maps each top-level test function of the module to the
+// folders (relative to root, slash-separated) that define it.
+func testFuncs(t *testing.T, root string) map[string][]string {
+	funcs := map[string][]string{}
+	decl := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]*)\(`)
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		for _, m := range decl.FindAllSubmatch(src, -1) {
+			funcs[string(m[1])] = append(funcs[string(m[1])], filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return funcs
+}
+
+// hostileRun is one go test command of the hostile task.
+type hostileRun struct {
+	run  *regexp.Regexp
+	pkgs []string // ./p or ./p/...
+}
+
+func (r hostileRun) covers(name string, dirs []string) bool {
+	if !r.run.MatchString(name) {
+		return false
+	}
+	for _, d := range dirs {
+		for _, p := range r.pkgs {
+			p = strings.TrimPrefix(p, "./")
+			if base, ok := strings.CutSuffix(p, "/..."); ok && (d == base || strings.HasPrefix(d, base+"/")) || d == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostileRuns reads the go test commands of Taskfile.yml's hostile task.
+func hostileRuns(t *testing.T, root string) []hostileRun {
+	data, err := os.ReadFile(filepath.Join(root, "Taskfile.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := regexp.MustCompile(`(?ms)^  hostile:\n(.*?)(?:^  \S|\z)`).FindSubmatch(data)
+	if task == nil {
+		t.Fatal("Taskfile.yml has no hostile task")
+	}
+	body := strings.ReplaceAll(string(task[1]), "\\\n", " ")
+	cmd := regexp.MustCompile(`go test [^\n]*-run '([^']+)'((?:\s+\./\S+)+)`)
+	var runs []hostileRun
+	for _, m := range cmd.FindAllStringSubmatch(body, -1) {
+		re, err := regexp.Compile(m[1])
+		if err != nil {
+			t.Fatalf("hostile task: -run %q: %v", m[1], err)
+		}
+		runs = append(runs, hostileRun{run: re, pkgs: strings.Fields(m[2])})
+	}
+	if len(runs) == 0 {
+		t.Fatal("no go test command with -run in the hostile task")
+	}
+	return runs
 }
