@@ -118,3 +118,28 @@ func (r *Registry) Invoke(ctx context.Context, inv *Invocation) (*Result, error)
 	}
 	return res, nil
 }
+
+// Bind returns ic under another descriptor: the name, hooks, mode and
+// failOpen an operator (or a conformance fixture) gives it. Invocations
+// reach ic under its own name. d.Type must be ic's type.
+func Bind(ic Interceptor, d Descriptor) (Interceptor, error) {
+	own := ic.Describe()
+	if d.Type != own.Type {
+		return nil, fmt.Errorf("binding %s interceptor %q as %q of type %s", own.Type, own.Name, d.Name, d.Type)
+	}
+	return &bound{ic: ic, desc: d, own: own.Name}, nil
+}
+
+type bound struct {
+	ic   Interceptor
+	desc Descriptor
+	own  string
+}
+
+func (b *bound) Describe() Descriptor { return b.desc }
+
+func (b *bound) Invoke(ctx context.Context, inv *Invocation) (*Result, error) {
+	in := *inv
+	in.Name = b.own
+	return b.ic.Invoke(ctx, &in)
+}
