@@ -12,7 +12,7 @@ func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Wasm modules")
 	}
-	for _, remote := range []bool{false} {
+	for _, remote := range []bool{false, true} {
 		name := map[bool]string{false: "in-process", true: "remote"}[remote]
 		t.Run(name, func(t *testing.T) {
 			r, err := conformance(context.Background(), "", remote, nil)
