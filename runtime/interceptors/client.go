@@ -26,6 +26,9 @@ const (
 	DefaultMaxInterceptors = 1024
 )
 
+// ErrTooLarge is the error of an answer larger than MaxResultBytes.
+var ErrTooLarge = errors.New("answer too large")
+
 // ServerOptions configure the connection to one interceptor server.
 type ServerOptions struct {
 	// URL is the server's streamable HTTP endpoint.
@@ -152,7 +155,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 		return nil, err
 	}
 	if len(res.raw) > c.opts.MaxResultBytes {
-		return nil, fmt.Errorf("%s answer of %d bytes, limit %d", method, len(res.raw), c.opts.MaxResultBytes)
+		return nil, fmt.Errorf("%w: %s answer of %d bytes, limit %d", ErrTooLarge, method, len(res.raw), c.opts.MaxResultBytes)
 	}
 	return res.raw, nil
 }
@@ -227,8 +230,11 @@ func (r *remote) Invoke(ctx context.Context, inv *intercept.Invocation) (*interc
 	if err != nil {
 		kind := intercept.ErrFailed
 		var rpc *intercept.RPCError
-		if errors.As(err, &rpc) && rpc.Code == intercept.CodeServerError || ctx.Err() != nil {
+		switch {
+		case errors.As(err, &rpc) && rpc.Code == intercept.CodeServerError || ctx.Err() != nil:
 			kind = intercept.ErrTimeout
+		case errors.Is(err, ErrTooLarge):
+			kind = intercept.ErrBadResult
 		}
 		return nil, &intercept.FailError{Interceptor: inv.Name, Kind: kind, Err: fmt.Errorf("interceptor server %q: %w", r.c.name, err)}
 	}
