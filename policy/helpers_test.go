@@ -21,8 +21,6 @@ var guestDirs = map[string]string{
 	"router":     "wasm-examples/tool-router",
 	"normalizer": "wasm-examples/content-normalizer",
 	"gohostile":  "policy/testdata/hostile/gohostile",
-	"guard":      "wasm-examples/cross-boundary-guard",
-	"redactor":   "wasm-examples/secretless-redactor",
 }
 
 // testEngine is shared by the tests so that each Go guest compiles once per

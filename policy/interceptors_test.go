@@ -27,8 +27,8 @@ func interceptorsOf(t *testing.T, m *Module) []intercept.Interceptor {
 // another; the redactor strips it first when both run.
 func TestModuleInterceptors(t *testing.T) {
 	opts := ModuleOptions{PoolSize: 1, RecycleAfterCalls: -1}
-	guard := interceptorsOf(t, load(t, "guard", opts))
-	redactor := interceptorsOf(t, load(t, "redactor", opts))
+	guard := interceptorsOf(t, loadBytes(t, "guard", w.Example(t, "cross-boundary-guard"), opts))
+	redactor := interceptorsOf(t, loadBytes(t, "redactor", w.Example(t, "secretless-redactor"), opts))
 	if len(guard) != 1 || len(redactor) != 1 {
 		t.Fatalf("interceptors: guard %d, redactor %d", len(guard), len(redactor))
 	}
@@ -162,4 +162,51 @@ func TestAppendInvocation(t *testing.T) {
 	if err != nil || string(got) != want {
 		t.Fatalf("got %s, %v\nwant %s", got, err, want)
 	}
+}
+
+// TestLegacyInterceptors: ABI 1.0 hooks as interceptors of one chain.
+func TestLegacyInterceptors(t *testing.T) {
+	const secret = "ghp_Xa2bC3dEf4gH5iJk6Lm7nN8oPqRsTuVw"
+	redact := load(t, "redact", ModuleOptions{})
+	deny := loadBytes(t, "no-delete", denyModule(`{"action":"deny","reason":"no deletes!"}`), ModuleOptions{MemoryMB: 4})
+	var names []string
+	var members []intercept.Member
+	for _, m := range []*Module{redact, deny} {
+		for _, ic := range m.LegacyInterceptors() {
+			names = append(names, ic.Describe().Name)
+			members = append(members, intercept.Member{Interceptor: ic})
+		}
+	}
+	want := "redact/tool_call redact/tool_call/rewrite redact/tool_result redact/resource_result redact/prompt_result no-delete/tool_call no-delete/tool_call/rewrite"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("interceptors %v\nwant %s", names, want)
+	}
+	redactOnly, err := intercept.NewChain(intercept.Options{}, members[:5]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	out, err := redactOnly.Run(ctx, intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: json.RawMessage(`{"name":"search","arguments":{"q":"` + secret + `"}}`), Context: &intercept.Context{Server: "gh"}})
+	if err != nil || strings.Contains(string(out.Payload), secret) || !strings.Contains(string(out.Payload), `"name":"search"`) {
+		t.Fatalf("request: err %v, payload %s", err, out.Payload)
+	}
+	out, err = redactOnly.Run(ctx, intercept.Event{Event: "tools/call", Phase: intercept.Response, Payload: json.RawMessage(`{"content":[{"type":"text","text":"token ` + secret + `"}]}`), Context: &intercept.Context{Server: "gh", Subject: "search"}})
+	if err != nil || strings.Contains(string(out.Payload), secret) {
+		t.Fatalf("response: err %v, payload %s", err, out.Payload)
+	}
+	all, err := intercept.NewChain(intercept.Options{}, members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = all.Run(ctx, intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: json.RawMessage(`{"name":"delete","arguments":{}}`)})
+	var r *intercept.Refusal
+	if !errors.As(err, &r) || r.Interceptor != "no-delete/tool_call" || !strings.Contains(err.Error(), "no deletes!") {
+		t.Fatalf("err = %v, want no-delete's refusal", err)
+	}
+}
+
+func denyModule(out string) []byte {
+	a := w.PolicyModule(abi10, map[string][]byte{"edge_hook_tool_call": w.Packed(8192, uint32(len(out)))})
+	a.Data = append(a.Data, w.Data{Offset: 8192, Bytes: []byte(out)})
+	return a.Bytes()
 }

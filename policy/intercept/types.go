@@ -331,9 +331,11 @@ type Principal struct {
 	Claims json.RawMessage `json:"claims,omitempty"`
 }
 
-// Context is an invocation's context: identity, tracing and session. Server
-// (an edge-mcp extension) names the upstream server the event goes to or
-// comes from, when the gateway knows it.
+// Context is an invocation's context: identity, tracing and session. Two
+// members are edge-mcp extensions: Server names the upstream server the
+// event goes to or comes from, Subject the tool, prompt or resource URI it
+// is about (so that a response-phase interceptor knows which call it
+// sees), when the gateway knows them.
 type Context struct {
 	Principal *Principal `json:"principal,omitempty"`
 	TraceID   string     `json:"traceId,omitempty"`
@@ -341,6 +343,7 @@ type Context struct {
 	Timestamp string     `json:"timestamp,omitempty"`
 	SessionID string     `json:"sessionId,omitempty"`
 	Server    string     `json:"server,omitempty"`
+	Subject   string     `json:"subject,omitempty"`
 }
 
 // Invocation is the input of one interceptor call: interceptor/invoke's
