@@ -119,3 +119,7 @@ func appendInvocation(dst []byte, name string, inv *intercept.Invocation) ([]byt
 	dst = append(append(dst, `,"payload":`...), payload...)
 	return append(dst, '}'), nil
 }
+
+// EnforcesDeadline reports that a module call stops at its deadline on its
+// own (intercept.DeadlineEnforcer).
+func (w *wasmInterceptor) EnforcesDeadline() bool { return true }

@@ -154,3 +154,7 @@ func legacyFailure(name string, err error) error {
 	}
 	return &intercept.FailError{Interceptor: name, Kind: kind, Err: fmt.Errorf("%w", err)}
 }
+
+// EnforcesDeadline reports that a module call stops at its deadline on its
+// own (intercept.DeadlineEnforcer).
+func (l *legacy) EnforcesDeadline() bool { return true }

@@ -241,15 +241,13 @@ func (c *Chain) validate(ctx context.Context, ev Event, vals []*member, out *Out
 		err *FailError
 	}
 	answers := make([]answer, len(vals))
-	if len(vals) == 1 {
-		answers[0].res, answers[0].err = c.invoke(ctx, vals[0], ev, out.Payload)
-	} else {
-		var wg sync.WaitGroup
-		for i, m := range vals {
-			wg.Go(func() { answers[i].res, answers[i].err = c.invoke(ctx, m, ev, out.Payload) })
-		}
-		wg.Wait()
+	// The first validator runs on this goroutine, the others beside it.
+	var wg sync.WaitGroup
+	for i, m := range vals[1:] {
+		wg.Go(func() { answers[i+1].res, answers[i+1].err = c.invoke(ctx, m, ev, out.Payload) })
 	}
+	answers[0].res, answers[0].err = c.invoke(ctx, vals[0], ev, out.Payload)
+	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -331,47 +329,63 @@ func (c *Chain) invoke(ctx context.Context, m *member, ev Event, payload json.Ra
 	return res, nil
 }
 
-// Call invokes ic once with deadline timeout, recovering panics and
-// returning without waiting for an interceptor that ignores its deadline.
-// The result's type-specific members are checked against the descriptor's
-// type.
+// DeadlineEnforcer is implemented by interceptors that stop at their
+// context's deadline on their own (Wasm modules, remote servers): Call runs
+// them on the caller's goroutine instead of watching them from another.
+type DeadlineEnforcer interface {
+	EnforcesDeadline() bool
+}
+
+// Call invokes ic once with deadline timeout, recovering panics and, unless
+// ic enforces its deadline itself, returning without waiting for an
+// interceptor that ignores it.
 func Call(ctx context.Context, ic Interceptor, inv *Invocation, timeout time.Duration) (*Result, *FailError) {
-	name := inv.Name
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	type answer struct {
-		res *Result
-		err error
-	}
-	done := make(chan answer, 1)
 	start := time.Now()
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- answer{err: &FailError{Interceptor: name, Kind: ErrPanic, Err: fmt.Errorf("%v", p)}}
-			}
+	var res *Result
+	var err error
+	if de, ok := ic.(DeadlineEnforcer); ok && de.EnforcesDeadline() {
+		res, err = invokeSafely(ctx, ic, inv)
+	} else {
+		type answer struct {
+			res *Result
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			r, e := invokeSafely(ctx, ic, inv)
+			done <- answer{r, e}
 		}()
-		res, err := ic.Invoke(ctx, inv)
-		done <- answer{res, err}
-	}()
-	var a answer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		return nil, &FailError{Interceptor: name, Kind: ErrTimeout, Err: fmt.Errorf("after %v", timeout)}
+		select {
+		case a := <-done:
+			res, err = a.res, a.err
+		case <-ctx.Done():
+			return nil, &FailError{Interceptor: inv.Name, Kind: ErrTimeout, Err: fmt.Errorf("after %v", timeout)}
+		}
 	}
-	if a.err != nil {
-		if fe, ok := a.err.(*FailError); ok {
+	if err != nil {
+		if fe, ok := err.(*FailError); ok {
 			return nil, fe
 		}
 		if ctx.Err() != nil {
-			return nil, &FailError{Interceptor: name, Kind: ErrTimeout, Err: fmt.Errorf("after %v: %w", timeout, a.err)}
+			return nil, &FailError{Interceptor: inv.Name, Kind: ErrTimeout, Err: fmt.Errorf("after %v: %w", timeout, err)}
 		}
-		return nil, &FailError{Interceptor: name, Kind: ErrFailed, Err: a.err}
+		return nil, &FailError{Interceptor: inv.Name, Kind: ErrFailed, Err: err}
 	}
-	if a.res == nil {
-		return nil, &FailError{Interceptor: name, Kind: ErrBadResult, Err: fmt.Errorf("no result")}
+	if res == nil {
+		return nil, &FailError{Interceptor: inv.Name, Kind: ErrBadResult, Err: fmt.Errorf("no result")}
 	}
-	a.res.DurationMs = time.Since(start).Milliseconds()
-	return a.res, nil
+	res.DurationMs = time.Since(start).Milliseconds()
+	return res, nil
+}
+
+// invokeSafely calls ic.Invoke, turning a panic into a failure.
+func invokeSafely(ctx context.Context, ic Interceptor, inv *Invocation) (res *Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, &FailError{Interceptor: inv.Name, Kind: ErrPanic, Err: fmt.Errorf("%v", p)}
+		}
+	}()
+	return ic.Invoke(ctx, inv)
 }

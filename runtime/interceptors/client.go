@@ -247,3 +247,7 @@ func (r *remote) Invoke(ctx context.Context, inv *intercept.Invocation) (*interc
 	}
 	return res, nil
 }
+
+// EnforcesDeadline reports that a call returns at its context's deadline
+// (intercept.DeadlineEnforcer).
+func (r *remote) EnforcesDeadline() bool { return true }
