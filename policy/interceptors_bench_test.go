@@ -28,12 +28,17 @@ func BenchmarkWasmInterceptors(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	noop, err := loadBytes(b, "noop", w.Build(b, "policy/testdata/noop-validator"), opts).Interceptors(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		ics  []intercept.Interceptor
 	}{
 		{"none", nil},
 		{"assembled-validator=1", asm},
+		{"go-noop-validator=1", noop},
 		{"abi10-tool_call=1", []intercept.Interceptor{legacyRedact}},
 		{"redactor=1", redactor},
 		{"validator=1", guard},

@@ -182,50 +182,42 @@ func edgeHookIntercept(ptr, n uint32) uint64 {
 	return fail("intercept: no interceptor named " + strconv.Quote(inv.Name))
 }
 
+var icName, icEvent, icPhase, icSession, icServer, icPrincipal strCache
+
+// parse reads the intercept input; the payload, last, is not scanned.
 func (inv *Invocation) parse(in []byte) error {
-	var perr error
-	str := func(v []byte) string {
-		s, err := jsonlite.Unquote(v)
-		if err != nil && perr == nil {
-			perr = err
-		}
-		return s
-	}
-	err := jsonlite.Members(in, func(k, v []byte) bool {
+	err := envelope(in, "payload", func(k, v []byte) (err error) {
 		switch string(k) {
 		case "name":
-			inv.Name = str(v)
+			inv.Name, err = icName.get(v)
 		case "event":
-			inv.Event = str(v)
+			inv.Event, err = icEvent.get(v)
 		case "phase":
-			inv.Phase = str(v)
+			inv.Phase, err = icPhase.get(v)
 		case "config":
 			inv.Config = v
 		case "payload":
 			inv.Payload = v
 		case "context":
 			inv.Context = v
-			_ = jsonlite.Members(v, func(ck, cv []byte) bool {
+			err = envelope(v, "", func(ck, cv []byte) (err error) {
 				switch string(ck) {
 				case "sessionId":
-					inv.SessionID = str(cv)
+					inv.SessionID, err = icSession.get(cv)
 				case "server":
-					inv.Server = str(cv)
+					inv.Server, err = icServer.get(cv)
 				case "principal":
 					if id, ok := jsonlite.Lookup(cv, "id"); ok {
-						inv.Principal = str(id)
+						inv.Principal, err = icPrincipal.get(id)
 					}
 				}
-				return true
+				return err
 			})
 		}
-		return true
+		return err
 	})
 	if err != nil {
 		return err
-	}
-	if perr != nil {
-		return perr
 	}
 	if inv.Name == "" || inv.Payload == nil {
 		return errors.New("name and payload are required")
