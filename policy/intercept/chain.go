@@ -31,6 +31,11 @@ type Member struct {
 	Priority    *Priority     // overrides the descriptor's priorityHint when set
 	Timeout     time.Duration // per invocation; Options.Timeout when 0
 	Config      json.RawMessage
+	// Servers and Tools scope the member, as globs ('*', '?'; empty means
+	// all) over the event's Context.Server and Context.Subject (the tool,
+	// prompt or resource URI). An event that does not say (no context, or
+	// an empty member) is in scope: an unknown target never skips a check.
+	Servers, Tools []string
 }
 
 // Options configure a chain.
@@ -51,6 +56,8 @@ type Counters struct {
 
 type member struct {
 	ic       Interceptor
+	servers  []string
+	tools    []string
 	desc     Descriptor // with overrides applied
 	timeout  time.Duration
 	config   json.RawMessage
@@ -106,7 +113,10 @@ func NewChain(opts Options, members ...Member) (*Chain, error) {
 		if _, dup := c.byName[d.Name]; dup {
 			return nil, fmt.Errorf("interceptor %q is in the chain twice", d.Name)
 		}
-		mm := &member{ic: m.Interceptor, desc: d, timeout: cmp.Or(m.Timeout, c.timeout), config: m.Config}
+		if err := checkGlobs(m.Servers, m.Tools); err != nil {
+			return nil, fmt.Errorf("interceptor %q: %w", d.Name, err)
+		}
+		mm := &member{ic: m.Interceptor, desc: d, timeout: cmp.Or(m.Timeout, c.timeout), config: m.Config, servers: m.Servers, tools: m.Tools}
 		c.members = append(c.members, mm)
 		c.byName[d.Name] = mm
 	}
@@ -171,7 +181,7 @@ func (c *Chain) Run(ctx context.Context, ev Event) (*Outcome, error) {
 	out := &Outcome{Payload: ev.Payload}
 	var muts, vals []*member
 	for _, m := range c.members {
-		if !m.desc.Matches(ev.Event, ev.Phase) {
+		if !m.desc.Matches(ev.Event, ev.Phase) || !m.inScope(ev.Context) {
 			continue
 		}
 		if m.desc.Type == Mutation {
