@@ -225,3 +225,59 @@ func TestDialRefused(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestReferenceSDKWire: a server speaking the reference Go SDK's wire
+// (go/sdk in modelcontextprotocol/experimental-ext-interceptors, not on the
+// Go proxy): descriptors with a single "hook" and "mode":"enforce", invoke
+// results with the verdict nested under "validation" or "mutation" and the
+// mutated payload beside it.
+func TestReferenceSDKWire(t *testing.T) {
+	list := json.RawMessage(`{"interceptors":[
+		{"name":"pii-validator","version":"1.0.0","type":"validation","hook":{"events":["tools/call"],"phase":"request"},"mode":"enforce"},
+		{"name":"hello-mutator","type":"mutation","hook":{"events":["tools/call"],"phase":"request"},"priorityHint":-10,"mode":""}]}`)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "reference", Version: "1"}, nil)
+	if err := mcp.AddReceivingCustomMethod(srv, intercept.MethodList, func(context.Context, *mcp.ServerSession, *rawParams) (*rawResult, error) {
+		return &rawResult{raw: list}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mcp.AddReceivingCustomMethod(srv, intercept.MethodInvoke, func(_ context.Context, _ *mcp.ServerSession, p *rawParams) (*rawResult, error) {
+		inv, err := intercept.ParseInvocation(p.raw)
+		if err != nil {
+			return nil, err
+		}
+		if inv.Name == "hello-mutator" {
+			return &rawResult{raw: json.RawMessage(`{"interceptor":"hello-mutator","type":"mutation","phase":"request","durationMs":0,"mutation":{"modified":true},"payload":{"name":"echo","arguments":{"greeting":"hello"}}}`)}, nil
+		}
+		if strings.Contains(string(inv.Payload), "hello") {
+			return &rawResult{raw: json.RawMessage(`{"interceptor":"pii-validator","type":"validation","phase":"request","durationMs":0,"validation":{"valid":false,"severity":"error","messages":[{"path":"arguments.greeting","message":"greetings are PII here","severity":"error"}]}}`)}, nil
+		}
+		return &rawResult{raw: json.RawMessage(`{"interceptor":"pii-validator","type":"validation","phase":"request","durationMs":0,"validation":{"valid":true}}`)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	c := dial(t, "http://"+ln.Addr().String()+"/mcp", ServerOptions{})
+	ics, skipped, err := c.Interceptors(context.Background())
+	if err != nil || len(skipped) > 0 || len(ics) != 2 {
+		t.Fatalf("discovered %d, skipped %v, err %v", len(ics), skipped, err)
+	}
+	var ms []intercept.Member
+	for _, ic := range ics {
+		ms = append(ms, intercept.Member{Interceptor: ic})
+	}
+	chain, err := intercept.NewChain(intercept.Options{}, ms...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = chain.Run(context.Background(), intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: json.RawMessage(`{"name":"echo","arguments":{}}`)})
+	if err == nil || !strings.Contains(err.Error(), `interceptor "pii-validator" refused tools/call (request): greetings are PII here`) {
+		t.Fatalf("err = %v: the validator must see the mutator's payload and refuse", err)
+	}
+}
