@@ -16,7 +16,9 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 )
 
-func serveRegistry(t *testing.T, reg *intercept.Registry) string {
+func serveRegistry(t *testing.T, reg *intercept.Registry) string { return serveRegistryB(t, reg) }
+
+func serveRegistryB(t testing.TB, reg *intercept.Registry) string {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "reg", Version: "1"}, nil)
 	if err := Register(srv, reg); err != nil {
