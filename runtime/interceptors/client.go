@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,11 +47,17 @@ type ServerOptions struct {
 	Logger *slog.Logger
 }
 
-// Client is a connection to one interceptor server.
+// Client is a connection to one interceptor server. A call that finds
+// the session gone (the server restarted, the connection closed) dials
+// again, at most once a second, and retries once.
 type Client struct {
 	name string
 	opts ServerOptions
-	cs   *mcp.ClientSession
+	dial func(ctx context.Context) (*mcp.ClientSession, error)
+
+	mu       sync.Mutex
+	cs       *mcp.ClientSession
+	lastDial time.Time
 }
 
 // rawParams and rawResult carry the interceptor methods' params and results
@@ -129,24 +137,66 @@ func Dial(ctx context.Context, name string, opts ServerOptions) (*Client, error)
 			return nil, err
 		}
 	}
-	tr := &mcp.StreamableClientTransport{Endpoint: opts.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
-	cs, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to interceptor server %q: %w", name, err)
+	c := &Client{name: name, opts: opts}
+	c.dial = func(ctx context.Context) (*mcp.ClientSession, error) {
+		tr := &mcp.StreamableClientTransport{Endpoint: opts.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
+		cs, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			return nil, fmt.Errorf("connecting to interceptor server %q: %w", name, err)
+		}
+		return cs, nil
 	}
-	return &Client{name: name, opts: opts, cs: cs}, nil
+	cs, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.cs, c.lastDial = cs, time.Now()
+	return c, nil
+}
+
+func (c *Client) session() *mcp.ClientSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cs
+}
+
+// redial replaces the session old, unless another call already did or the
+// last dial was less than a second ago.
+func (c *Client) redial(ctx context.Context, old *mcp.ClientSession) (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cs != old {
+		return c.cs, nil
+	}
+	if time.Since(c.lastDial) < time.Second {
+		return nil, fmt.Errorf("interceptor server %q: reconnected less than a second ago", c.name)
+	}
+	c.lastDial = time.Now()
+	cs, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_ = old.Close()
+	c.cs = cs
+	return cs, nil
 }
 
 // Name returns the server's name.
 func (c *Client) Name() string { return c.name }
 
 // Close ends the session.
-func (c *Client) Close() error { return c.cs.Close() }
+func (c *Client) Close() error { return c.session().Close() }
 
 // call sends one interceptor method and returns its raw result, or an
 // *intercept.RPCError for a JSON-RPC error.
 func (c *Client) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	res, err := mcp.CallCustomMethod[*rawParams, *rawResult](ctx, c.cs, method, &rawParams{raw: params})
+	cs := c.session()
+	res, err := mcp.CallCustomMethod[*rawParams, *rawResult](ctx, cs, method, &rawParams{raw: params})
+	if sessionGone(err) {
+		if cs, rerr := c.redial(ctx, cs); rerr == nil {
+			res, err = mcp.CallCustomMethod[*rawParams, *rawResult](ctx, cs, method, &rawParams{raw: params})
+		}
+	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) {
 		return nil, &intercept.RPCError{Code: wire.Code, Message: wire.Message}
@@ -158,6 +208,19 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 		return nil, fmt.Errorf("%w: %s answer of %d bytes, limit %d", ErrTooLarge, method, len(res.raw), c.opts.MaxResultBytes)
 	}
 	return res.raw, nil
+}
+
+// codeRejected is go-sdk's JSON-RPC code for a request its transport did
+// not deliver (jsonrpc2.ErrRejected): a 404 for a session the server no
+// longer knows comes back as it.
+const codeRejected = -32005
+
+// sessionGone reports whether err means the session is gone and a new one
+// may answer: the request was not processed, so it is safe to send again.
+func sessionGone(err error) bool {
+	var wire *jsonrpc.Error
+	return errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed) ||
+		errors.As(err, &wire) && wire.Code == codeRejected
 }
 
 // List sends interceptors/list (filtered by event when not empty) and

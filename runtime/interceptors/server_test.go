@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -87,5 +88,43 @@ func TestRemoteChainHammer(t *testing.T) {
 	wg.Wait()
 	if got := chain.Counters("v/no-secret").Denials.Load(); got != 8*5 {
 		t.Fatalf("denials %d, want 40", got)
+	}
+}
+
+// TestRedialAfterRestart: the interceptor server restarts (its sessions
+// are gone); the next call dials again and is answered.
+func TestRedialAfterRestart(t *testing.T) {
+	v := &intercept.Func{Desc: intercept.Descriptor{Name: "v", Type: intercept.Validation, Hooks: []intercept.Hook{{Events: []string{"*"}, Phase: intercept.Request}}},
+		Fn: func(context.Context, *intercept.Invocation) (*intercept.Result, error) { return intercept.Deny("still here"), nil }}
+	reg, err := intercept.NewRegistry(0, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(addr string) (string, func()) {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "reg", Version: "1"}, nil)
+		if err := Register(srv, reg); err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot listen on %s again: %v", addr, err)
+		}
+		hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+		go func() { _ = hs.Serve(ln) }()
+		return ln.Addr().String(), func() { _ = hs.Close() }
+	}
+	addr, stop := start("127.0.0.1:0")
+	c := dial(t, "http://"+addr+"/mcp", ServerOptions{})
+	c.lastDial = time.Time{} // allow the redial at once
+	params := json.RawMessage(`{"name":"v","event":"tools/call","phase":"request","payload":{}}`)
+	if _, err := c.Invoke(context.Background(), params); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	_, stop = start(addr)
+	defer stop()
+	res, err := c.Invoke(context.Background(), params)
+	if err != nil || !strings.Contains(string(res), "still here") {
+		t.Fatalf("after restart: %s, %v", res, err)
 	}
 }
