@@ -95,7 +95,9 @@ func TestRemoteChainHammer(t *testing.T) {
 // are gone); the next call dials again and is answered.
 func TestRedialAfterRestart(t *testing.T) {
 	v := &intercept.Func{Desc: intercept.Descriptor{Name: "v", Type: intercept.Validation, Hooks: []intercept.Hook{{Events: []string{"*"}, Phase: intercept.Request}}},
-		Fn: func(context.Context, *intercept.Invocation) (*intercept.Result, error) { return intercept.Deny("still here"), nil }}
+		Fn: func(context.Context, *intercept.Invocation) (*intercept.Result, error) {
+			return intercept.Deny("still here"), nil
+		}}
 	reg, err := intercept.NewRegistry(0, v)
 	if err != nil {
 		t.Fatal(err)
