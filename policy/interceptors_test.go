@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
@@ -209,4 +210,33 @@ func denyModule(out string) []byte {
 	a := w.PolicyModule(abi10, map[string][]byte{"edge_hook_tool_call": w.Packed(8192, uint32(len(out)))})
 	a.Data = append(a.Data, w.Data{Offset: 8192, Bytes: []byte(out)})
 	return a.Bytes()
+}
+
+// TestLoopingInterceptorTimesOut: a guest interceptor that never returns
+// is stopped at the module's deadline; the chain sees a timeout, and the
+// failOpen of the member decides.
+func TestLoopingInterceptorTimesOut(t *testing.T) {
+	const one = `{"interceptors":[{"name":"spin","type":"mutation","hooks":[{"events":["*"],"phase":"request"}]}]}`
+	a := w.PolicyModule(abi11, map[string][]byte{"edge_hook_interceptors": w.Packed(8192, uint32(len(one)))})
+	a.Data = append(a.Data, w.Data{Offset: 8192, Bytes: []byte(one)})
+	a.Funcs = append(a.Funcs, w.Func{Params: w.SigI32I32, Results: w.SigI64, Body: loopBody, Export: "edge_hook_intercept"})
+	m := loadBytes(t, "spinner", a.Bytes(), ModuleOptions{MemoryMB: 4, Timeout: 30 * time.Millisecond})
+	ics := interceptorsOf(t, m)
+	for _, open := range []bool{false, true} {
+		c, err := intercept.NewChain(intercept.Options{}, intercept.Member{Interceptor: ics[0], FailOpen: &open})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Run(context.Background(), intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: json.RawMessage(`{"a":1}`)})
+		if open {
+			if err != nil || len(out.Failures) != 1 || !errors.Is(out.Failures[0], intercept.ErrTimeout) || string(out.Payload) != `{"a":1}` {
+				t.Fatalf("fail-open: err %v, failures %v, payload %s", err, out.Failures, out.Payload)
+			}
+			continue
+		}
+		var r *intercept.Refusal
+		if !errors.As(err, &r) || r.Failure == nil || !errors.Is(r.Failure, intercept.ErrTimeout) || !strings.Contains(err.Error(), `"spin"`) {
+			t.Fatalf("fail-closed: err %v", err)
+		}
+	}
 }
