@@ -52,6 +52,7 @@ const (
 	hookResourceResult = 1 << abi.HookResourceResult
 	hookPromptResult   = 1 << abi.HookPromptResult
 	hookEvent          = 1 << abi.HookEvent
+	hookInterceptors   = 1<<abi.HookInterceptors | 1<<abi.HookIntercept
 )
 
 var (
@@ -124,6 +125,9 @@ func edgeHooks() uint32 {
 	}
 	if eventFn != nil {
 		m |= hookEvent
+	}
+	if len(interceptors) > 0 {
+		m |= hookInterceptors
 	}
 	return m
 }

@@ -27,7 +27,8 @@ const (
 // Hook names one of the points at which a module can act.
 type Hook uint8
 
-// The hooks of ABI 1.0, in bit order of edge_hooks.
+// The hooks of ABI 1.0 and the interceptor hooks of ABI 1.1, in bit order
+// of edge_hooks.
 const (
 	HookToolsList      Hook = abi.HookToolsList
 	HookToolCall       Hook = abi.HookToolCall
@@ -35,6 +36,8 @@ const (
 	HookResourceResult Hook = abi.HookResourceResult
 	HookPromptResult   Hook = abi.HookPromptResult
 	HookEvent          Hook = abi.HookEvent
+	HookInterceptors   Hook = abi.HookInterceptors
+	HookIntercept      Hook = abi.HookIntercept
 	numHooks           Hook = abi.NumHooks
 )
 

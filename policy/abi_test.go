@@ -57,8 +57,8 @@ func TestLoadRejects(t *testing.T) {
 		wasm func() []byte
 		want string
 	}{
-		{"wrong ABI major", func() []byte { return w.PolicyModule(2<<16, hook).Bytes() }, "speaks policy ABI 2.0; this gateway supports ABI 1.0"},
-		{"newer ABI minor", func() []byte { return w.PolicyModule(1<<16|7, hook).Bytes() }, "speaks policy ABI 1.7, newer than this gateway's 1.0"},
+		{"wrong ABI major", func() []byte { return w.PolicyModule(2<<16, hook).Bytes() }, "speaks policy ABI 2.0; this gateway supports ABI 1.1"},
+		{"newer ABI minor", func() []byte { return w.PolicyModule(1<<16|7, hook).Bytes() }, "speaks policy ABI 1.7, newer than this gateway's 1.1"},
 		{"missing edge_alloc", func() []byte {
 			a := w.PolicyModule(abi10, hook)
 			a.Funcs[1].Export = ""

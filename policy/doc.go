@@ -17,6 +17,15 @@
 //     ToolCall, ToolResult, ResourceResult, PromptResult and Event. Tools
 //     that no attachment matches cost one map lookup.
 //
+// # Interceptors
+//
+// A module of ABI 1.1 can declare SEP-2624 interceptors (validators and
+// mutators hooked on MCP lifecycle events); Module.Interceptors returns
+// them as policy/intercept Interceptors, to run in an intercept.Chain with
+// interceptors from anywhere else. Module.LegacyInterceptors maps the ABI
+// 1.0 hooks tool_call, tool_result, resource_result and prompt_result onto
+// interceptors the same way (ABI.md has the mapping).
+//
 // # Checking modules before they go live
 //
 // Load refuses a bad module with a *LoadError whose Kind names the stage

@@ -189,7 +189,7 @@ func (e *Expectation) checkValues(hook Hook) error {
 // *CallError a chain would act on. Decide does not count towards the
 // module's Calls, Failures or health.
 func (m *Module) Decide(ctx context.Context, hook Hook, input json.RawMessage) (json.RawMessage, error) {
-	if hook >= numHooks {
+	if hook >= numHooks || hook > HookEvent {
 		return nil, fmt.Errorf("policy %q: unknown hook %v", m.name, hook)
 	}
 	in, err := parseHookInput(hook, input)
@@ -435,7 +435,7 @@ func tail(encoded []byte, n int) json.RawMessage {
 // parseHookInput checks a hook input against ABI.md and encodes it as the
 // gateway would.
 func parseHookInput(hook Hook, raw json.RawMessage) (*hookInput, error) {
-	if hook >= numHooks {
+	if hook >= numHooks || hook > HookEvent {
 		return nil, fmt.Errorf("unknown hook %v", hook)
 	}
 	ms, err := objectMembers(raw, hook.String()+" input", inputMembers[hook])

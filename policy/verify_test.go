@@ -37,7 +37,7 @@ func TestLoadErrorStages(t *testing.T) {
 			a := w.PolicyModule(abi10, map[string][]byte{"edge_hook_tool_call": w.I32Const(1)}) // i32 where i64 is due
 			return a.Bytes()
 		}, ModuleOptions{}, ErrCompile, "compiling"},
-		{"ABI major 2", func() []byte { return w.PolicyModule(2<<16, hook).Bytes() }, ModuleOptions{}, ErrABIVersion, "speaks policy ABI 2.0; this gateway supports ABI 1.0"},
+		{"ABI major 2", func() []byte { return w.PolicyModule(2<<16, hook).Bytes() }, ModuleOptions{}, ErrABIVersion, "speaks policy ABI 2.0; this gateway supports ABI 1.1"},
 		{"newer ABI minor", func() []byte { return w.PolicyModule(1<<16|3, hook).Bytes() }, ModuleOptions{}, ErrABIVersion, "speaks policy ABI 1.3, newer"},
 		{"no edge_alloc", func() []byte {
 			a := w.PolicyModule(abi10, hook)

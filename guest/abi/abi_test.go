@@ -28,9 +28,13 @@ func TestHookNames(t *testing.T) {
 // directives take literal names, so the guest SDK spells every export out.
 // They must be exactly the exports this package names.
 func TestGuestExports(t *testing.T) {
-	src, err := os.ReadFile("../abi.go")
-	if err != nil {
-		t.Fatalf("reading the guest SDK's exports: %v", err)
+	var src []byte
+	for _, f := range []string{"../abi.go", "../intercept.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("reading the guest SDK's exports: %v", err)
+		}
+		src = append(src, b...)
 	}
 	var got []string
 	for _, m := range regexp.MustCompile(`(?m)^//go:wasmexport (\S+)$`).FindAllSubmatch(src, -1) {
@@ -43,6 +47,6 @@ func TestGuestExports(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("guest/abi.go exports %q, want %q", got, want)
+		t.Errorf("guest/abi.go and guest/intercept.go export %q, want %q", got, want)
 	}
 }

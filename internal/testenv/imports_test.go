@@ -26,6 +26,7 @@ var importRules = []struct {
 	{"runtime/cluster", []string{"runtime/config", "internal/..."}},
 	{"runtime/config", []string{"policy/spec", "internal/..."}},
 	{"runtime/oauth", []string{"runtime/config", "internal/..."}},
+	{"runtime/interceptors", []string{"policy/...", "internal/..."}},
 	{"policy/spec", nil},
 	{"policy/...", []string{"policy/...", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/...", "guest/jsonscan"}},

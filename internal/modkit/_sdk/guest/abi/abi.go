@@ -9,7 +9,7 @@ package abi
 // a module whose major equals its own and whose minor is not newer.
 const (
 	Major   = 1
-	Minor   = 0
+	Minor   = 1
 	Version = Major<<16 | Minor
 )
 
@@ -33,7 +33,10 @@ const (
 	HookResourceResult
 	HookPromptResult
 	HookEvent
-	NumHooks // the number of hooks of this ABI version
+	// ABI 1.1: SEP-2624 interceptors.
+	HookInterceptors // the module's interceptor descriptors
+	HookIntercept    // one interceptor invocation
+	NumHooks         // the number of hooks of this ABI version
 )
 
 // HookName returns the ABI name of hook h (e.g. "tool_call"), or "" when h
@@ -52,6 +55,10 @@ func HookName(h int) string {
 		return "prompt_result"
 	case HookEvent:
 		return "event"
+	case HookInterceptors:
+		return "interceptors"
+	case HookIntercept:
+		return "intercept"
 	}
 	return ""
 }

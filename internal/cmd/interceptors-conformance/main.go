@@ -1,0 +1,100 @@
+// Command interceptors-conformance replays the SEP-2624 interceptor
+// conformance fixtures (testdata/interceptors-conformance, copied from
+// modelcontextprotocol/experimental-ext-interceptors) through edge-mcp's
+// interceptor chain (policy/intercept) with real interceptors: the
+// fixture vocabulary's validators and mutators in Go, the security
+// behaviors as the shipped Wasm modules (wasm-examples/cross-boundary-guard
+// and secretless-redactor). With -remote the interceptors are hosted by an
+// interceptor server over streamable HTTP on 127.0.0.1 and reached through
+// runtime/interceptors. It prints one line per fixture and, last,
+// "N passed, M failed"; the exit status is 1 when a fixture failed.
+//
+//	go tool task interceptors-conformance
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
+)
+
+func main() {
+	dir := flag.String("dir", "", "the conformance directory (default: testdata/interceptors-conformance of the module)")
+	remote := flag.Bool("remote", false, "host the interceptors out of process, behind an interceptor server over streamable HTTP")
+	flag.Parse()
+	if err := run(context.Background(), *dir, *remote); err != nil {
+		fmt.Fprintln(os.Stderr, "interceptors-conformance:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, dir string, remote bool) error {
+	r, err := conformance(ctx, dir, remote, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	for _, l := range r.lines {
+		fmt.Println(l)
+	}
+	if r.failed > 0 {
+		return fmt.Errorf("%d fixtures failed", r.failed)
+	}
+	return nil
+}
+
+// conformance replays every fixture under dir in process or remotely.
+func conformance(ctx context.Context, dir string, remote bool, log *slog.Logger) (report, error) {
+	if dir == "" {
+		root, err := wasmtest.ModuleRoot()
+		if err != nil {
+			return report{}, err
+		}
+		dir = filepath.Join(root, "testdata", "interceptors-conformance")
+	}
+	fixtures, err := loadFixtures(dir)
+	if err != nil {
+		return report{}, err
+	}
+	mods, err := loadModules(ctx)
+	if err != nil {
+		return report{}, err
+	}
+	defer mods.eng.Close(ctx)
+	var h host = &local{mods: mods, log: log}
+	if remote {
+		rh, err := newRemote(ctx, mods, log)
+		if err != nil {
+			return report{}, err
+		}
+		defer rh.close()
+		h = rh
+	}
+	return replayAll(ctx, h, fixtures), nil
+}
+
+// loadModules builds the security modules and starts an engine.
+func loadModules(ctx context.Context) (*modules, error) {
+	guard, err := wasmtest.BuildPackage("wasm-examples/cross-boundary-guard")
+	if err != nil {
+		return nil, err
+	}
+	redac, err := wasmtest.BuildPackage("wasm-examples/secretless-redactor")
+	if err != nil {
+		return nil, err
+	}
+	cache, err := wasmtest.CompileCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	eng, err := policy.NewEngine(ctx, policy.EngineConfig{CacheDir: cache})
+	if err != nil {
+		return nil, err
+	}
+	return &modules{eng: eng, guard: guard, redac: redac}, nil
+}

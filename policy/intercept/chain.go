@@ -1,0 +1,401 @@
+package intercept
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Interceptor is one interceptor, wherever it runs. Describe returns its
+// descriptor (constant for the interceptor's life); Invoke runs it once.
+// Invoke fills at least the type-specific members of the result; the chain
+// sets Interceptor, Type and Phase. Invoke must honour ctx's deadline where
+// it can; the chain stops waiting at the deadline either way. Invoke must
+// not modify inv.Payload.
+type Interceptor interface {
+	Describe() Descriptor
+	Invoke(ctx context.Context, inv *Invocation) (*Result, error)
+}
+
+// Member is an interceptor in a chain, with the operator's overrides.
+type Member struct {
+	Interceptor Interceptor
+	Mode        Mode          // overrides the descriptor's mode when set
+	FailOpen    *bool         // overrides the descriptor's failOpen when set
+	Priority    *Priority     // overrides the descriptor's priorityHint when set
+	Timeout     time.Duration // per invocation; Options.Timeout when 0
+	Config      json.RawMessage
+	// Servers and Tools scope the member, as globs ('*', '?'; empty means
+	// all) over the event's Context.Server and Context.Subject (the tool,
+	// prompt or resource URI). An event that does not say (no context, or
+	// an empty member) is in scope: an unknown target never skips a check.
+	Servers, Tools []string
+}
+
+// Options configure a chain.
+type Options struct {
+	// Timeout is the default deadline of one invocation (2 s when 0).
+	Timeout time.Duration
+	// MaxPayload caps a mutated payload's size (4 MiB when 0).
+	MaxPayload int
+	// Logger receives failures and audit findings, at most once per minute
+	// per interceptor and kind; nil discards.
+	Logger *slog.Logger
+}
+
+// Counters are one interceptor's counts in a chain.
+type Counters struct {
+	Calls, Denials, Failures, Audits atomic.Int64
+}
+
+type member struct {
+	ic       Interceptor
+	servers  []string
+	tools    []string
+	desc     Descriptor // with overrides applied
+	timeout  time.Duration
+	config   json.RawMessage
+	counters Counters
+	lastLog  sync.Map // kind string -> time.Time
+}
+
+// Chain runs lifecycle events through its interceptors. It is safe for
+// concurrent use.
+type Chain struct {
+	members    []*member
+	byName     map[string]*member
+	timeout    time.Duration
+	maxPayload int
+	log        *slog.Logger
+}
+
+// NewChain builds a chain. Names must be unique.
+func NewChain(opts Options, members ...Member) (*Chain, error) {
+	c := &Chain{byName: map[string]*member{}, timeout: opts.Timeout, maxPayload: opts.MaxPayload, log: opts.Logger}
+	if c.timeout <= 0 {
+		c.timeout = 2 * time.Second
+	}
+	if c.maxPayload <= 0 {
+		c.maxPayload = 4 << 20
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	for _, m := range members {
+		if m.Interceptor == nil {
+			return nil, fmt.Errorf("chain member %d: no interceptor", len(c.members))
+		}
+		d := m.Interceptor.Describe()
+		if d.Mode == "" {
+			d.Mode = Active
+		}
+		if m.Mode != "" {
+			d.Mode = m.Mode
+		}
+		if m.FailOpen != nil {
+			d.FailOpen = *m.FailOpen
+		}
+		if m.Priority != nil {
+			d.PriorityHint = *m.Priority
+		}
+		if err := CheckName(d.Name); err != nil {
+			return nil, fmt.Errorf("chain member %d: %w", len(c.members), err)
+		}
+		if d.Type != Validation && d.Type != Mutation {
+			return nil, fmt.Errorf("interceptor %q: type %q: want validation or mutation", d.Name, d.Type)
+		}
+		if _, dup := c.byName[d.Name]; dup {
+			return nil, fmt.Errorf("interceptor %q is in the chain twice", d.Name)
+		}
+		if err := checkGlobs(m.Servers, m.Tools); err != nil {
+			return nil, fmt.Errorf("interceptor %q: %w", d.Name, err)
+		}
+		mm := &member{ic: m.Interceptor, desc: d, timeout: cmp.Or(m.Timeout, c.timeout), config: m.Config, servers: m.Servers, tools: m.Tools}
+		c.members = append(c.members, mm)
+		c.byName[d.Name] = mm
+	}
+	return c, nil
+}
+
+// Descriptors returns the effective descriptors (overrides applied), in
+// chain order.
+func (c *Chain) Descriptors() []Descriptor {
+	out := make([]Descriptor, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.desc
+	}
+	return out
+}
+
+// Counters returns the counters of the named interceptor, or nil.
+func (c *Chain) Counters(name string) *Counters {
+	if m := c.byName[name]; m != nil {
+		return &m.counters
+	}
+	return nil
+}
+
+// Event is one lifecycle event to run through a chain.
+type Event struct {
+	Event   string
+	Phase   Phase
+	Payload json.RawMessage
+	Context *Context
+}
+
+// Shadow is what an audit mutator would have done.
+type Shadow struct {
+	Interceptor   string
+	Before, After json.RawMessage
+}
+
+// Outcome is what a chain did with an event.
+type Outcome struct {
+	// Payload is the payload after the applied mutations.
+	Payload json.RawMessage
+	// Modified reports whether an applied mutation changed it.
+	Modified bool
+	// Results are the results received, mutators in order then validators
+	// in chain order (request) or the other way round (response).
+	Results []*Result
+	// Failures are the failures that did not refuse the event (fail-open
+	// or audit interceptors).
+	Failures []*FailError
+	// Audits are audit validators' refusals that did not block.
+	Audits []*Result
+	// Shadows are audit mutators' changes, computed and not applied.
+	Shadows []Shadow
+}
+
+// Run runs ev through the interceptors that hook ev.Event in ev.Phase, in
+// the trust-boundary order. The returned Outcome is never nil; the error
+// is a *Refusal when an interceptor refused the event (the Outcome then
+// reports what ran before), or ctx's error.
+func (c *Chain) Run(ctx context.Context, ev Event) (*Outcome, error) {
+	out := &Outcome{Payload: ev.Payload}
+	var muts, vals []*member
+	for _, m := range c.members {
+		if !m.desc.Matches(ev.Event, ev.Phase) || !m.inScope(ev.Context) {
+			continue
+		}
+		if m.desc.Type == Mutation {
+			muts = append(muts, m)
+		} else {
+			vals = append(vals, m)
+		}
+	}
+	if len(muts) == 0 && len(vals) == 0 {
+		return out, nil
+	}
+	slices.SortStableFunc(muts, func(a, b *member) int {
+		return cmp.Or(cmp.Compare(a.desc.PriorityHint.For(ev.Phase), b.desc.PriorityHint.For(ev.Phase)), cmp.Compare(a.desc.Name, b.desc.Name))
+	})
+	if ev.Phase == Request {
+		if err := c.mutate(ctx, ev, muts, out); err != nil {
+			return out, err
+		}
+		return out, c.validate(ctx, ev, vals, out)
+	}
+	if err := c.validate(ctx, ev, vals, out); err != nil {
+		return out, err
+	}
+	return out, c.mutate(ctx, ev, muts, out)
+}
+
+// mutate runs the mutators in order on out.Payload.
+func (c *Chain) mutate(ctx context.Context, ev Event, muts []*member, out *Outcome) error {
+	for _, m := range muts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cur := out.Payload
+		res, ferr := c.invoke(ctx, m, ev, cur)
+		if ferr == nil && res.Modified {
+			ferr = c.checkMutation(m, ev, cur, res.Payload)
+		}
+		if ferr != nil {
+			if err := c.failed(ctx, m, ev, ferr, out); err != nil {
+				return err
+			}
+			continue
+		}
+		out.Results = append(out.Results, res)
+		if !res.Modified {
+			continue
+		}
+		if m.desc.Mode == Audit {
+			m.counters.Audits.Add(1)
+			out.Shadows = append(out.Shadows, Shadow{Interceptor: m.desc.Name, Before: cur, After: res.Payload})
+			c.note(m, "shadow", "audit mutator would change the payload", "event", ev.Event, "phase", ev.Phase)
+			continue
+		}
+		out.Payload, out.Modified = res.Payload, true
+	}
+	return nil
+}
+
+// validate runs the validators concurrently on out.Payload and refuses the
+// event when an active one blocks or fails closed.
+func (c *Chain) validate(ctx context.Context, ev Event, vals []*member, out *Outcome) error {
+	if len(vals) == 0 {
+		return nil
+	}
+	type answer struct {
+		res *Result
+		err *FailError
+	}
+	answers := make([]answer, len(vals))
+	// The first validator runs on this goroutine, the others beside it.
+	var wg sync.WaitGroup
+	for i, m := range vals[1:] {
+		wg.Go(func() { answers[i+1].res, answers[i+1].err = c.invoke(ctx, m, ev, out.Payload) })
+	}
+	answers[0].res, answers[0].err = c.invoke(ctx, vals[0], ev, out.Payload)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var refusals []*Refusal
+	for i, m := range vals {
+		a := answers[i]
+		if a.err != nil {
+			if err := c.failed(ctx, m, ev, a.err, out); err != nil {
+				refusals = append(refusals, err.(*Refusal))
+			}
+			continue
+		}
+		out.Results = append(out.Results, a.res)
+		if !a.res.Blocks() {
+			continue
+		}
+		if m.desc.Mode == Audit {
+			m.counters.Audits.Add(1)
+			out.Audits = append(out.Audits, a.res)
+			c.note(m, "audit", "audit validator refused", "event", ev.Event, "phase", ev.Phase, "reason", a.res.Reason())
+			continue
+		}
+		m.counters.Denials.Add(1)
+		refusals = append(refusals, &Refusal{Interceptor: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Messages: a.res.Messages})
+	}
+	if len(refusals) == 0 {
+		return nil
+	}
+	slices.SortFunc(refusals, func(a, b *Refusal) int { return cmp.Compare(a.Interceptor, b.Interceptor) })
+	first := refusals[0]
+	for _, r := range refusals[1:] {
+		first.Others = append(first.Others, r.Interceptor)
+	}
+	return first
+}
+
+// failed handles an interceptor failure: it is recorded and skipped for
+// audit and fail-open interceptors, and refuses the event otherwise.
+func (c *Chain) failed(ctx context.Context, m *member, ev Event, ferr *FailError, out *Outcome) error {
+	m.counters.Failures.Add(1)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if m.desc.Mode == Audit || m.desc.FailOpen {
+		out.Failures = append(out.Failures, ferr)
+		c.note(m, "failure", "interceptor failed; skipped", "event", ev.Event, "phase", ev.Phase, "error", ferr)
+		return nil
+	}
+	m.counters.Denials.Add(1)
+	c.note(m, "failure", "interceptor failed; fail-closed", "event", ev.Event, "phase", ev.Phase, "error", ferr)
+	return &Refusal{Interceptor: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Failure: ferr}
+}
+
+// note logs at most once a minute per interceptor and kind.
+func (c *Chain) note(m *member, kind, msg string, args ...any) {
+	now := time.Now()
+	if last, ok := m.lastLog.Load(kind); ok && now.Sub(last.(time.Time)) < time.Minute {
+		return
+	}
+	m.lastLog.Store(kind, now)
+	c.log.Warn(msg, append([]any{"interceptor", m.desc.Name}, args...)...)
+}
+
+// invoke calls one interceptor under its deadline and checks the answer.
+func (c *Chain) invoke(ctx context.Context, m *member, ev Event, payload json.RawMessage) (*Result, *FailError) {
+	m.counters.Calls.Add(1)
+	inv := &Invocation{
+		Name: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Payload: payload,
+		Config: m.config, TimeoutMs: m.timeout.Milliseconds(), Context: ev.Context,
+	}
+	res, err := Call(ctx, m.ic, inv, m.timeout)
+	if err != nil {
+		return nil, err
+	}
+	res.Interceptor, res.Type, res.Phase = m.desc.Name, m.desc.Type, ev.Phase
+	if m.desc.Type == Mutation && !res.Modified {
+		res.Payload = payload
+	}
+	return res, nil
+}
+
+// DeadlineEnforcer is implemented by interceptors that stop at their
+// context's deadline on their own (Wasm modules, remote servers): Call runs
+// them on the caller's goroutine instead of watching them from another.
+type DeadlineEnforcer interface {
+	EnforcesDeadline() bool
+}
+
+// Call invokes ic once with deadline timeout, recovering panics and, unless
+// ic enforces its deadline itself, returning without waiting for an
+// interceptor that ignores it.
+func Call(ctx context.Context, ic Interceptor, inv *Invocation, timeout time.Duration) (*Result, *FailError) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	var res *Result
+	var err error
+	if de, ok := ic.(DeadlineEnforcer); ok && de.EnforcesDeadline() {
+		res, err = invokeSafely(ctx, ic, inv)
+	} else {
+		type answer struct {
+			res *Result
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			r, e := invokeSafely(ctx, ic, inv)
+			done <- answer{r, e}
+		}()
+		select {
+		case a := <-done:
+			res, err = a.res, a.err
+		case <-ctx.Done():
+			return nil, &FailError{Interceptor: inv.Name, Kind: ErrTimeout, Err: fmt.Errorf("after %v", timeout)}
+		}
+	}
+	if err != nil {
+		if fe, ok := err.(*FailError); ok {
+			return nil, fe
+		}
+		if ctx.Err() != nil {
+			return nil, &FailError{Interceptor: inv.Name, Kind: ErrTimeout, Err: fmt.Errorf("after %v: %w", timeout, err)}
+		}
+		return nil, &FailError{Interceptor: inv.Name, Kind: ErrFailed, Err: err}
+	}
+	if res == nil {
+		return nil, &FailError{Interceptor: inv.Name, Kind: ErrBadResult, Err: fmt.Errorf("no result")}
+	}
+	res.DurationMs = time.Since(start).Milliseconds()
+	return res, nil
+}
+
+// invokeSafely calls ic.Invoke, turning a panic into a failure.
+func invokeSafely(ctx context.Context, ic Interceptor, inv *Invocation) (res *Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, &FailError{Interceptor: inv.Name, Kind: ErrPanic, Err: fmt.Errorf("%v", p)}
+		}
+	}()
+	return ic.Invoke(ctx, inv)
+}
