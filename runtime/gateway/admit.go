@@ -421,15 +421,7 @@ type sessionOwner struct {
 // the token on its requests: this expiry is what keeps
 // cluster.session_ttl there too.
 func (g *Gateway) tokenExpiry(sid string) int64 {
-	fs := g.fleetSess.Load()
-	if fs == nil {
-		return 0
-	}
-	c, err := fs.sealer.Open(sid)
-	if err != nil {
-		return 0
-	}
-	return c.Expires
+	return g.fleet.TokenExpiry(sid)
 }
 
 // now is the clock session token expiry is checked against.

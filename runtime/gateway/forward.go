@@ -92,7 +92,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		}
 		return nil
 	}
-	s.syncLevel(u, l)
+	syncLevel(s, u, l)
 	start := info.start
 	if start.IsZero() {
 		start = time.Now()

@@ -47,10 +47,10 @@ func (u *upstream) needsUserAuthorization(s *session) bool {
 	return h != nil && !h.Ready()
 }
 
-// identityTransport is u's transport with the handler of identity in
+// identityTransport is sc's transport t with the handler of identity in
 // place of the shared one.
-func (g *Gateway) identityTransport(sc config.Server, t mcp.Transport, identity string) mcp.Transport {
-	h := g.oauth.Handler(sc.Name, identity)
+func identityTransport(m *oauth.Manager, sc config.Server, t mcp.Transport, identity string) mcp.Transport {
+	h := m.Handler(sc.Name, identity)
 	if h == nil {
 		return t
 	}
