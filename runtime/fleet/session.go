@@ -655,7 +655,11 @@ func (f *Fleet) Untrack(s Session) {
 }
 
 // TokenExpiry is the expiry of a fleet session token sid (Unix seconds),
-// 0 outside a fleet or when sid is not one.
+// 0 outside a fleet or when sid is not one (a session opened under an
+// expired token is not adopted in the first place). The replica that
+// issued the token, or adopted it, holds the session and no longer opens
+// the token on its requests: this expiry is what keeps
+// cluster.session_ttl there too.
 func (f *Fleet) TokenExpiry(sid string) int64 {
 	fs := f.Sessions()
 	if fs == nil {

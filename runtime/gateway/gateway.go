@@ -368,7 +368,7 @@ func (g *Gateway) serveOne(conn transports.OneRequest) {
 func (g *Gateway) ServeConn(conn transports.Connection) {
 	s := newSession(g, conn)
 	if sid := conn.SessionID(); sid != "" {
-		g.owners.Store(sid, &sessionOwner{name: s.id.Name, expires: g.tokenExpiry(sid), s: s})
+		g.owners.Store(sid, &sessionOwner{name: s.id.Name, expires: g.fleet.TokenExpiry(sid), s: s})
 	}
 	g.fleet.Track(fleetSession{s})
 	g.metrics.SessionOpened(s.transport)
