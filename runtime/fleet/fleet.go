@@ -85,7 +85,8 @@ type Policies interface {
 type Preloaded interface{ Close() }
 
 // Pins is the replica's tool pins (internal/pinning), as the fleet's
-// decisions change them.
+// decisions change them: from the fleet's watch goroutine, and on the
+// goroutine of whoever calls ApplyPinDecision or DecidePin.
 type Pins interface {
 	// Pending lists the changed definitions awaiting a decision; nil when
 	// pinning is off.

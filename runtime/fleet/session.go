@@ -93,6 +93,7 @@ type Session interface {
 
 // Peers is how the fleet's session tokens name who opened a session: the
 // gateway's transport peers (transports.Peer) and request identities.
+// It is called from the streamable server's HTTP handlers, concurrently.
 type Peers interface {
 	// Identity is the identity of transport peer p; false when p is
 	// none of the gateway's.

@@ -100,7 +100,7 @@ func (o adminOps) PendingToolChanges() []PendingToolChange {
 // ApproveToolChange accepts a changed tool definition as the new pin; the
 // tool returns to the catalogue (with list_changed). A rejected change may
 // still be approved. In a fleet the decision is recorded for every replica
-// first (fleet_control_pins.go).
+// first (runtime/fleet/control_pins.go).
 func (o adminOps) ApproveToolChange(ctx context.Context, server, tool string) error {
 	g := o.g
 	if g.pins == nil {
