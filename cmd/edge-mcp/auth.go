@@ -85,7 +85,7 @@ func (a *authTarget) local(redirect string, stderr io.Writer) (*oauth.Manager, *
 		dir = gateway.ConfigStateDir(*a.stateDir, cfg.Path)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m, err := gateway.OAuthManager(cfg, dir, log, redirect)
+	m, err := oauth.Open(cfg, dir, log, redirect)
 	return m, cfg, err
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/memlimit"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -459,7 +460,7 @@ func status(ctx context.Context, url, key string, stdout io.Writer) error {
 	}
 	var doc struct {
 		Servers []gateway.ServerStatus `json:"servers"`
-		Fleet   *gateway.FleetStatus   `json:"fleet"`
+		Fleet   *fleet.Status          `json:"fleet"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		return fmt.Errorf("decoding status: %w", err)

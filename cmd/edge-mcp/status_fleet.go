@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
-	"github.com/edge-mcp/edge-mcp/runtime/gateway"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 // printFleet prints the fleet section of a replica's status: every
 // member, when it was last seen, the policy generation and digest it
 // runs, its NATS state, and why it is degraded or behind. Nothing
 // outside a fleet.
-func printFleet(w io.Writer, f *gateway.FleetStatus) error {
+func printFleet(w io.Writer, f *fleet.Status) error {
 	if f == nil {
 		return nil
 	}

@@ -7,23 +7,23 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
-	"github.com/edge-mcp/edge-mcp/runtime/gateway"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 func TestPrintFleet(t *testing.T) {
 	now := time.Now().UTC()
 	for _, tc := range []struct {
 		name  string
-		fleet *gateway.FleetStatus
+		fleet *fleet.Status
 		want  []string
 	}{
 		{"no fleet", nil, nil},
-		{"healthy", &gateway.FleetStatus{Name: "edge", Replica: "a", NATS: "connected", Members: []cluster.Member{
+		{"healthy", &fleet.Status{Name: "edge", Replica: "a", NATS: "connected", Members: []cluster.Member{
 			{Replica: "a", Listen: ":8080", NATS: "connected", LastSeen: now, Generation: 7, PolicyDigest: "sha256:0123456789abcdef0123"},
 			{Replica: "b", Listen: ":8081", NATS: "connected", LastSeen: now.Add(-2 * time.Second), Generation: 6,
 				Failed: &cluster.Failure{Generation: 7, Error: "module too large"}},
 		}}, []string{"FLEET edge", "REPLICA", "a  ", "sha256:0123456789ab ", "generation 7: module too large", "2s ago"}},
-		{"degraded", &gateway.FleetStatus{Name: "edge", Replica: "a", NATS: "disconnected", Degraded: "the fleet's NATS is unreachable",
+		{"degraded", &fleet.Status{Name: "edge", Replica: "a", NATS: "disconnected", Degraded: "the fleet's NATS is unreachable",
 			MembersAsOf: now, Members: []cluster.Member{{Replica: "a", NATS: "disconnected", LastSeen: now}}},
 			[]string{"DEGRADED: the fleet's NATS is unreachable", "members as of"}},
 	} {

@@ -10,6 +10,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 // This file connects the admin API (package admin, which owns the HTTP
@@ -77,7 +78,7 @@ func (o adminOps) AttachPolicy(ctx context.Context, sp policy.Spec, pos int) err
 		if slices.ContainsFunc(current, func(s policy.Spec) bool { return s.Name == sp.Name }) {
 			return admin.Errorf(http.StatusConflict, "exists", "policy %q is already attached; detach it first", sp.Name)
 		}
-		return applyAttachments(fleetChangeCtx(ctx, "policy.attach", sp.Name), p, st, slices.Insert(slices.Clone(current), pos, sp))
+		return applyAttachments(fleet.ChangeContext(ctx, "policy.attach", sp.Name), p, st, slices.Insert(slices.Clone(current), pos, sp))
 	})
 }
 
@@ -88,7 +89,7 @@ func (o adminOps) DetachPolicy(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		return applyAttachments(fleetChangeCtx(ctx, "policy.detach", name), p, st, slices.Delete(slices.Clone(current), i, i+1))
+		return applyAttachments(fleet.ChangeContext(ctx, "policy.detach", name), p, st, slices.Delete(slices.Clone(current), i, i+1))
 	})
 }
 
@@ -111,7 +112,7 @@ func (o adminOps) ReorderPolicies(ctx context.Context, order []string) error {
 		for i, n := range order {
 			next[i] = current[slices.Index(have, n)]
 		}
-		return applyAttachments(fleetChangeCtx(ctx, "policy.reorder", ""), p, st, next)
+		return applyAttachments(fleet.ChangeContext(ctx, "policy.reorder", ""), p, st, next)
 	})
 }
 
@@ -127,7 +128,7 @@ func (o adminOps) PromotePolicy(ctx context.Context, name string) error {
 			return admin.Errorf(http.StatusConflict, "not_shadow", "policy %q already enforces", name)
 		}
 		current[i].Mode = ""
-		return applyAttachments(fleetChangeCtx(ctx, "policy.promote", name), p, st, current)
+		return applyAttachments(fleet.ChangeContext(ctx, "policy.promote", name), p, st, current)
 	})
 }
 
@@ -140,7 +141,7 @@ func (o adminOps) Reload(ctx context.Context) (string, fmt.Stringer, error) {
 // run-time attachments, then records them in the store.
 func applyAttachments(ctx context.Context, p *policies, st *store.Store, next []policy.Spec) error {
 	if p.fleet != nil {
-		return p.fleet.setAttachmentsLocked(ctx, next)
+		return p.fleet.SetAttachmentsLocked(ctx, next)
 	}
 	if err := p.rebuildLocked(ctx, next, nil); err != nil {
 		return admin.Errorf(http.StatusUnprocessableEntity, "activation_failed", "%v", err)

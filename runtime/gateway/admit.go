@@ -385,7 +385,7 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 				http.Error(w, "session expired (cluster.session_ttl)", http.StatusNotFound)
 				return
 			}
-		} else if exp := g.tokenExpiry(sid); exp != 0 && g.now().Unix() >= exp {
+		} else if exp := g.fleet.TokenExpiry(sid); exp != 0 && g.now().Unix() >= exp {
 			http.Error(w, "session expired (cluster.session_ttl)", http.StatusNotFound)
 			return
 		}
@@ -412,24 +412,6 @@ type sessionOwner struct {
 	name    string   // the identity
 	expires int64    // Unix seconds; 0: no token (outside a fleet)
 	s       *session // the session, to end it when its token expired
-}
-
-// tokenExpiry is the expiry of a fleet session token sid (Unix seconds),
-// 0 outside a fleet or when sid is not one (a session opened under an
-// expired token is not adopted in the first place). The replica that
-// issued the token, or adopted it, holds the session and no longer opens
-// the token on its requests: this expiry is what keeps
-// cluster.session_ttl there too.
-func (g *Gateway) tokenExpiry(sid string) int64 {
-	fs := g.fleetSess.Load()
-	if fs == nil {
-		return 0
-	}
-	c, err := fs.sealer.Open(sid)
-	if err != nil {
-		return 0
-	}
-	return c.Expires
 }
 
 // now is the clock session token expiry is checked against.

@@ -277,7 +277,7 @@ func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
 	t := u.transport
 	u.mu.Unlock()
 	if u.perIdentity() {
-		t = u.g.identityTransport(u.cfg, t, s.id.Name) // oauth_client.go
+		t = identityTransport(u.g.oauth, u.cfg, t, s.id.Name) // oauth_client.go
 	}
 	return u.connect(ctx, t, s, u.versionMode(s))
 }

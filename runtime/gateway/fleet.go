@@ -2,100 +2,295 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"os"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/auth"
+	"github.com/edge-mcp/edge-mcp/internal/limits"
+	"github.com/edge-mcp/edge-mcp/internal/pinning"
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
-// This file joins the gateway to its fleet when the config has a cluster
-// section. Without one, no NATS code runs: fleet is nil and every caller
-// checks that first.
+// This file is the gateway's side of its fleet (runtime/fleet does the
+// work): the parts of the gateway the fleet drives (fleet.Host) and a
+// session as the fleet sees it (fleet.Session). Without a cluster section
+// g.fleet is nil and its methods answer as a single replica.
 
-// openFleet connects to the fleet's NATS; it does not wait for NATS to be
-// reachable (a replica starts degraded and joins when it comes).
-func (g *Gateway) openFleet(ctx context.Context) error {
-	cfg := g.config()
-	if cfg.Cluster == nil {
+// fleetHost is g as its fleet sees it.
+func fleetHost(g *Gateway) fleet.Host {
+	return fleet.Host{
+		Config: g.config, Version: Version, Streams: g.http, Peers: fleetPeers{},
+		Policies: fleetPolicies{&g.pol}, Pins: fleetPins{g}, Audit: g.audit,
+		CheckSignature: func(wasm []byte, sig string) error {
+			_, err := checkSignature(g.config(), wasm, sig)
+			return err
+		},
+		Joined: func(node *cluster.Node) (func(), error) {
+			fs := &fleetSessions{g: g, node: node, log: g.log}
+			if err := fs.startRetries(); err != nil { // bridge_fleet.go
+				g.log.Error("cluster: bridged calls stay on the replica that parked them", "err", err)
+			} else {
+				g.fleetSess.Store(fs)
+			}
+			cfg := g.config()
+			key, _, err := oauth.ConfigKey(cfg, g.stateDir(cfg))
+			if err != nil {
+				return nil, err
+			}
+			return g.oauth.JoinFleet(node, key)
+		},
+	}
+}
+
+// fleetControl is the fleet's control plane, which the admin API's
+// changes go through in a fleet (policies.fleet).
+type fleetControl = fleet.Control
+
+// fleetSessions is the fleet as bridged calls' retries use it
+// (bridge_fleet.go); nil until the fleet is joined.
+type fleetSessions struct {
+	g    *Gateway
+	node *cluster.Node
+	log  *slog.Logger
+}
+
+// ownerMargin is added to the upstream's timeout when waiting for another
+// replica's answer.
+const ownerMargin = 5 * time.Second
+
+// rateLimiter is one rate limit of the guard: this replica's own
+// (limits.RateLimiter) or the fleet's (fleet.Limiter).
+type rateLimiter interface {
+	// Allow takes a token of key's bucket, or says how long until there is one.
+	Allow(key string) (ok bool, retryAfter time.Duration)
+}
+
+// localRate is r limited by this replica alone; nil when r sets no limit.
+func localRate(r *config.Rate) rateLimiter {
+	if r == nil {
 		return nil
 	}
-	cc := cfg.Cluster
-	if g.natsChecked {
-		c := *cc
-		c.AllowAnonymousNATS = true // checked by New: NATS wants credentials
-		cc = &c
+	if l := limits.NewRateLimiter(r.RPS, r.Burst); l != nil {
+		return l
 	}
-	node, err := cluster.Open(ctx, cc, defaultReplica(cfg.Listen), g.log)
-	if err != nil {
-		return fmt.Errorf("joining the fleet: %w", err)
-	}
-	g.fleet = node
-	g.fleetLimits.Bind(node)
-	if err := g.startFleetSessions(node); err != nil {
-		g.log.Error("cluster: sessions stay on the replica that opened them", "err", err)
-	}
-	if err := g.openFleetOAuth(node); err != nil {
-		node.Close(ctx)
-		g.fleet = nil
-		return fmt.Errorf("sharing upstream tokens with the fleet: %w", err)
-	}
-	if err := g.startFleetControl(); err != nil {
-		node.Close(ctx)
-		g.fleet = nil
-		return err
-	}
-	g.log.Info("cluster: joined", "fleet", node.Name(), "replica", node.Replica(), "connected", node.Connected())
 	return nil
 }
 
-// checkFleetNATS refuses, before anything starts, a fleet whose NATS lets
-// clients in without credentials, unless cluster.allow_anonymous_nats
-// (cluster.CheckAnonymous); checked says NATS wants credentials (false:
-// no cluster, allowed, or NATS unreachable now, then the node checks when
-// it reaches it).
-func checkFleetNATS(cfg *config.Config) (checked bool, err error) {
-	if cfg.Cluster == nil || cfg.Cluster.AllowAnonymousNATS {
-		return false, nil
+// allow asks l, where nil allows everything.
+func allow(l rateLimiter, key string) (bool, time.Duration) {
+	if l == nil {
+		return true, 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	switch err := cluster.CheckAnonymous(ctx, cfg.Cluster); {
-	case errors.Is(err, cluster.ErrNATSUnreachable):
-		return false, nil
-	case err != nil:
-		file := cfg.Path
-		if file == "" {
-			file = "config"
-		}
-		return false, fmt.Errorf("%s: %w", file, err)
-	}
-	return true, nil
+	return l.Allow(key)
 }
 
-// closeFleet leaves the fleet, flushing what is buffered for at most 2 s.
-func (g *Gateway) closeFleet() {
-	if g.fleet == nil {
+// shareLimits makes gd's rate limits the fleet's, whose names are the
+// same on every replica of a fleet that runs the same config (nil f:
+// none).
+func shareLimits(f *fleet.Fleet, gd *guard, cfg *config.Config) {
+	if f == nil {
 		return
 	}
-	g.closeFleetOAuth()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	g.fleet.Close(ctx)
+	gd.clientRate = f.Rate("client", cfg.Limits.ClientRate)
+	gd.toolRate = f.Rate("tool", cfg.Limits.ToolRate)
+	for i, r := range cfg.ToolRules {
+		gd.ruleRates[i] = f.Rate("rule"+strconv.Itoa(i), r.Rate)
+	}
 }
 
-// defaultReplica names a replica whose config does not: host name and
-// listen port, so two replicas on one host differ.
-func defaultReplica(listen string) string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "edge-mcp"
+// fleetPeers are the gateway's transport peers, for session tokens.
+type fleetPeers struct{}
+
+func (fleetPeers) Identity(p any) (auth.Identity, bool) {
+	pr, ok := p.(*peer)
+	if !ok {
+		return auth.Identity{}, false
 	}
-	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" {
-		return host + "-" + port
+	return pr.id, true
+}
+
+func (fleetPeers) RequestIdentity(r *http.Request) auth.Identity { return identityOf(r) }
+
+func (fleetPeers) Adopted(id auth.Identity, c *cluster.SessionClaims) any {
+	return &peer{id: id, transport: transportStreamable, adopted: c}
+}
+
+func (fleetPeers) Version(requested string) string { return supportedVersion(requested) }
+
+// fleetPolicies are the gateway's policies as the fleet's control plane
+// changes them.
+type fleetPolicies struct{ p *policies }
+
+func (f fleetPolicies) Lock()                    { f.p.mu.Lock() }
+func (f fleetPolicies) Unlock()                  { f.p.mu.Unlock() }
+func (f fleetPolicies) Store() *store.Store      { return f.p.store }
+func (f fleetPolicies) UseStore(st *store.Store) { f.p.store = st }
+func (f fleetPolicies) Attach(c *fleet.Control)  { f.p.fleet = c }
+func (f fleetPolicies) Closed() bool             { return f.p.closed }
+func (f fleetPolicies) Rebuild(ctx context.Context, atts []policy.Spec, pre fleet.Preloaded) error {
+	mods, _ := pre.(preloadedModules)
+	if err := f.p.rebuildLocked(ctx, atts, mods); err != nil {
+		closeAll(mods)
+		return err
 	}
-	return host
+	closeUnused(f.p, mods)
+	return nil
+}
+
+// preloadedModules are modules the admin API compiled ahead of a change.
+type preloadedModules map[moduleKey]*policy.Module
+
+func (m preloadedModules) Close() { closeAll(m) }
+
+// fleetPins are the gateway's tool pins as the fleet's decisions change
+// them.
+type fleetPins struct{ g *Gateway }
+
+func (p fleetPins) Pending() []pinning.Change {
+	if p.g.pins == nil {
+		return nil
+	}
+	return p.g.pins.Pending()
+}
+
+func (p fleetPins) Approve(server, tool string) bool {
+	if p.g.pins == nil || p.g.pins.Approve(server, tool) != nil {
+		return false
+	}
+	p.g.pinLogged.Delete(pinRejection{server, tool})
+	return true
+}
+
+func (p fleetPins) Reject(server, tool, fp string) bool {
+	if p.g.pinRejected(server, tool, fp) {
+		return false
+	}
+	p.g.pinLogged.Store(pinRejection{server, tool}, fp)
+	return true
+}
+
+func (p fleetPins) Changed() { p.g.route.publish(nil) }
+
+// fleetSession is a session as the fleet drives it.
+type fleetSession struct{ s *session }
+
+func (f fleetSession) ID() string                          { return f.s.conn.SessionID() }
+func (f fleetSession) Shared() bool                        { return f.s.transport == transportStreamable }
+func (f fleetSession) Identity() string                    { return f.s.id.Name }
+func (f fleetSession) Context() context.Context            { return f.s.ctx }
+func (f fleetSession) State() *fleet.SessionState          { return &f.s.fleet }
+func (f fleetSession) Serve(req *jsonrpc.Request)          { f.s.handleCall(req) }
+func (f fleetSession) Write(r *jsonrpc.Response)           { f.s.write(f.s.ctx, r) }
+func (f fleetSession) Answer(n int64, r *jsonrpc.Response) { f.s.answer(n, r) }
+func (f fleetSession) Close()                              { f.s.conn.Close() }
+
+func (f fleetSession) Cancel(params json.RawMessage) bool {
+	id, ok := requestID(params)
+	if ok {
+		reason, _ := wire.String(params, "reason")
+		f.s.cancelCall(id, reason)
+	}
+	return ok
+}
+
+func (f fleetSession) SetLevel(level string) {
+	if i := levelIndex(level); i >= 0 {
+		f.s.logLevel.Store(int32(i))
+	}
+}
+
+func (f fleetSession) PerClient(req *jsonrpc.Request) (string, time.Duration, bool) {
+	var u *upstream
+	switch req.Method {
+	case "tools/call", "prompts/get":
+		k := kindTools
+		if req.Method == "prompts/get" {
+			k = kindPrompts
+		}
+		if name, ok := wire.String(req.Params, "name"); ok {
+			if it := f.s.catalogue().index[k][name]; it != nil {
+				u = it.up
+			}
+		}
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if uri, ok := wire.String(req.Params, "uri"); ok {
+			u = f.s.g.route.catalogue().resource(uri)
+		}
+	}
+	if u == nil || !u.perClient() {
+		return "", 0, false
+	}
+	return u.name, u.cfg.Timeout, true
+}
+
+// adopt sets up a session another replica opened, from its token: it is
+// initialized, with the client's capabilities, name and log level.
+func adopt(s *session, c *cluster.SessionClaims) {
+	var caps struct {
+		Sampling    json.RawMessage `json:"sampling"`
+		Elicitation json.RawMessage `json:"elicitation"`
+		Roots       json.RawMessage `json:"roots"`
+	}
+	_ = json.Unmarshal(c.Caps, &caps) // sealed by the fleet: valid JSON or absent
+	s.caps.sampling = caps.Sampling != nil
+	s.caps.elicitation = caps.Elicitation != nil
+	s.caps.roots = caps.Roots != nil
+	name, _ := wire.String(c.Info, "name")
+	s.client.Name = name
+	if i := levelIndex(c.LogLevel); i >= 0 {
+		s.logLevel.Store(int32(i))
+	}
+	s.g.fleet.Adopt(&s.fleet, c)
+	s.initialized.Store(true)
+}
+
+// syncLevel tells l the session's log level before the session's request
+// goes there, when the session set one (perhaps through another replica:
+// fleet.ReadLevel) and l was told none or a less verbose one. Outside a
+// fleet setLevel tells every link itself.
+func syncLevel(s *session, u *upstream, l *link) {
+	if s.g.fleet.Sessions() == nil || s.modern.Load() || l.v2026.Load() {
+		// A 2026-07-28 request carries its level in _meta (clientMeta).
+		return
+	}
+	if s.logLevel.Load() < 0 {
+		if level := s.g.fleet.ReadLevel(fleetSession{s}); level != "" && s.logLevel.Load() < 0 {
+			s.logLevel.Store(int32(levelIndex(level)))
+		}
+	}
+	lv := s.logLevel.Load()
+	if lv < 0 || int(lv) >= len(logLevels) { // not set, or a 2026-07-28 request's "none"
+		return
+	}
+	if _, ok := l.caps["logging"]; !ok {
+		return
+	}
+	if told := l.toldLevel.Load(); told != 0 && told-1 <= lv {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
+	defer cancel()
+	if _, err := l.call(ctx, "logging/setLevel", levelParams(logLevels[lv])); err != nil {
+		u.log.Warn("passing a session's log level upstream", "err", err)
+		return
+	}
+	l.toldLevel.Store(lv + 1)
+}
+
+func levelParams(level string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Level string `json:"level"`
+	}{level})
+	return b
 }

@@ -19,6 +19,7 @@ import (
 	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 // TestHostileFleetNATS: a party on the fleet's NATS without the fleet's
@@ -92,16 +93,12 @@ func hostileFleet(t *testing.T, start func(t *testing.T) (fleetNATS, []nats.Opti
 	if err := cs.Ping(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	fs := a.g.fleetSess.Load()
-	waitFor(t, "a to hold the GET stream", func() bool {
-		fs.mu.Lock()
-		defer fs.mu.Unlock()
-		return fs.streams[sid] != nil
-	})
+	fs := a.g.fleet.Sessions()
+	waitFor(t, "a to hold the GET stream", func() bool { return fs.Streams() > 0 })
 
 	// What crossed NATS so far (the GET stream's announcement, the
 	// session's records) says nothing of the session.
-	if err := b.g.fleet.Conn().Flush(); err != nil {
+	if err := b.g.fleet.Node().Conn().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -162,7 +159,7 @@ func hostileFleet(t *testing.T, start func(t *testing.T) (fleetNATS, []nats.Opti
 		refusedOnce(t, a, "refused a message for a session's GET stream from NATS", func() {
 			// The subject the replica listens on (an attacker on NATS sees
 			// it when replicas hand messages over).
-			noAnswer(t, "t.sess."+a.g.fleet.Route(sid)+".out", elicit)
+			noAnswer(t, "t.sess."+a.g.fleet.Node().Route(sid)+".out", elicit)
 		})
 		select {
 		case msg := <-elicited:
@@ -196,7 +193,7 @@ func hostileFleet(t *testing.T, start func(t *testing.T) (fleetNATS, []nats.Opti
 		if err != nil {
 			t.Fatal(err)
 		}
-		revA, revB := a.g.fleetCtl.rev.Load(), b.g.fleetCtl.rev.Load()
+		revA, revB := a.g.fleet.Control().Revision(), b.g.fleet.Control().Revision()
 		before := strings.Count(a.logs.String(), "refused a control record") + strings.Count(b.logs.String(), "refused a control record")
 		if _, err := kv.Put(ctx, "policy", []byte(`{"format":1,"modules":{},"attachments":[]}`)); err != nil {
 			t.Fatal(err)
@@ -209,8 +206,8 @@ func hostileFleet(t *testing.T, start func(t *testing.T) (fleetNATS, []nats.Opti
 		if after-before != 2 {
 			t.Errorf("%d refusals logged by the two replicas, want one each", after-before)
 		}
-		if a.g.fleetCtl.rev.Load() != revA || b.g.fleetCtl.rev.Load() != revB {
-			t.Errorf("revisions moved: a %d→%d, b %d→%d", revA, a.g.fleetCtl.rev.Load(), revB, b.g.fleetCtl.rev.Load())
+		if a.g.fleet.Control().Revision() != revA || b.g.fleet.Control().Revision() != revB {
+			t.Errorf("revisions moved: a %d→%d, b %d→%d", revA, a.g.fleet.Control().Revision(), revB, b.g.fleet.Control().Revision())
 		}
 		for _, r := range []*replica{a, b} {
 			if txt := leakThrough(t, r); !strings.Contains(txt, "[MASKED]") {
@@ -231,8 +228,8 @@ func hostileFleet(t *testing.T, start func(t *testing.T) (fleetNATS, []nats.Opti
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		key := recordKey(sid)
-		waitFor(t, "b to see the session deleted", func() bool { return b.g.fleetSess.Load().revoked.has(key) })
+		key := fleet.RecordKey(sid)
+		waitFor(t, "b to see the session deleted", func() bool { return b.g.fleet.Sessions().Revoked(sid) })
 		if err := kv.Purge(ctx, key); err != nil {
 			t.Fatal(err)
 		}
@@ -322,20 +319,20 @@ func TestFleetSecretRotation(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	waitFor(t, "a to see the session deleted", func() bool { return a.g.fleetSess.Load().revoked.has(recordKey(sid)) })
+	waitFor(t, "a to see the session deleted", func() bool { return a.g.fleet.Sessions().Revoked(sid) })
 
 	stranger := startReplicaOn(t, fleetNATS{url: ns.ClientURL(), secrets: []string{otherS}}, "stranger", up, t.TempDir(), "")
-	before := a.g.fleet.Refused() + b.g.fleet.Refused()
-	e, err := stranger.g.fleetCtl.ctl.Get(context.Background(), fleetPolicyKey) // refused by the stranger: not its fleet's
+	before := a.g.fleet.Node().Refused() + b.g.fleet.Node().Refused()
+	e, err := cluster.NewControl(stranger.g.fleet.Node()).Get(context.Background(), "policy") // refused by the stranger: not its fleet's
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stranger.g.fleetCtl.ctl.Put(context.Background(), fleetPolicyKey, []byte(`{"format":1,"modules":{},"attachments":[]}`), e.Revision); err != nil {
+	if _, err := cluster.NewControl(stranger.g.fleet.Node()).Put(context.Background(), "policy", []byte(`{"format":1,"modules":{},"attachments":[]}`), e.Revision); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a and b to refuse the stranger's record", func() bool { return a.g.fleet.Refused()+b.g.fleet.Refused() >= before+2 })
+	waitFor(t, "a and b to refuse the stranger's record", func() bool { return a.g.fleet.Node().Refused()+b.g.fleet.Node().Refused() >= before+2 })
 	time.Sleep(1500 * time.Millisecond)
-	if a.g.fleetCtl.failed.Load() != nil || b.g.fleetCtl.failed.Load() != nil {
+	if a.g.fleet.Control().Failed() != nil || b.g.fleet.Control().Failed() != nil {
 		t.Error("the stranger's record reached activation")
 	}
 	if postPing(t, a.mcp, sid) != http.StatusNotFound || postPing(t, b.mcp, sid) != http.StatusNotFound {

@@ -112,7 +112,7 @@ func TestFleetControlNATSDown(t *testing.T) {
 	})
 
 	ns.Shutdown()
-	waitFor(t, "both replicas to see NATS gone", func() bool { return !a.g.fleet.Connected() && !b.g.fleet.Connected() })
+	waitFor(t, "both replicas to see NATS gone", func() bool { return !a.g.fleet.Node().Connected() && !b.g.fleet.Node().Connected() })
 	for _, req := range []struct{ method, path, body string }{
 		{"PUT", "/admin/modules/other", string(versionedModule(3))},
 		{"POST", "/admin/policies", `{"name":"g2","module":"guard","tools":["*"]}`},
@@ -137,7 +137,7 @@ func TestFleetControlNATSDown(t *testing.T) {
 	}
 
 	ns.Restart(t)
-	waitFor(t, "both replicas back on NATS", func() bool { return a.g.fleet.Connected() && b.g.fleet.Connected() })
+	waitFor(t, "both replicas back on NATS", func() bool { return a.g.fleet.Node().Connected() && b.g.fleet.Node().Connected() })
 	if code, body := getJSON(t, base+"/readyz"); code != 200 || body["status"] != "ready" {
 		t.Errorf("/readyz after NATS came back: %d %v", code, body)
 	}
@@ -165,7 +165,7 @@ func TestFleetControlReconcilesAfterPartition(t *testing.T) {
 	waitFor(t, "guard on b", func() bool { return activeDigest(t, b, "guard") == digestOf(redact) })
 
 	relay.cut()
-	waitFor(t, "b to lose NATS", func() bool { return !b.g.fleet.Connected() })
+	waitFor(t, "b to lose NATS", func() bool { return !b.g.fleet.Node().Connected() })
 	v2 := versionedModule(2)
 	if code, body := adminDo(t, "PUT", a.admin+"/admin/modules/guard", v2, nil); code != http.StatusCreated {
 		t.Fatalf("upload through a during b's outage: %d %v", code, body)
@@ -228,17 +228,17 @@ func TestFleetControlRefusesGarbage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Sealed with the fleet's keys: what a replica with the secret
 			// but a bug, or another build, might write.
-			sealed := a.g.fleet.Keys().SealRecord("t_control", "policy", time.Now(), []byte(tc.value))
+			sealed := a.g.fleet.Node().Keys().SealRecord("t_control", "policy", time.Now(), []byte(tc.value))
 			rev, err := kv.Put(ctx, "policy", sealed)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range fleet {
 				waitFor(t, r.name+" to refuse revision", func() bool {
-					f := r.g.fleetCtl.failed.Load()
+					f := r.g.fleet.Control().Failed()
 					return f != nil && f.Generation == rev
 				})
-				if f := r.g.fleetCtl.failed.Load(); !strings.Contains(f.Error, tc.logged) {
+				if f := r.g.fleet.Control().Failed(); !strings.Contains(f.Error, tc.logged) {
 					t.Errorf("%s refused %s with %q", r.name, tc.name, f.Error)
 				}
 				if !strings.Contains(r.logs.String(), "revision="+strconv.FormatUint(rev, 10)) {

@@ -456,7 +456,7 @@ func TestFleetControlSignaturesCheckedPerReplica(t *testing.T) {
 		t.Fatalf("unsigned upload through a: %d %v", code, body)
 	}
 	waitFor(t, "strict to refuse the unsigned version", func() bool {
-		f := strict.g.fleetCtl.failed.Load()
+		f := strict.g.fleet.Control().Failed()
 		return f != nil && strings.Contains(f.Error, "must be signed")
 	})
 	if d := activeDigest(t, strict, "guard"); d != digestOf(v1) {

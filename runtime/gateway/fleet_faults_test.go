@@ -132,7 +132,7 @@ func TestFleetSurvivesNATSServerLoss(t *testing.T) {
 	servers := fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))
 	front, reps := startOpsFleet(t, 3, c.URL(), servers, opsLimits)
 	for _, r := range reps {
-		waitFor(t, "replica on NATS", r.g.fleet.Connected)
+		waitFor(t, "replica on NATS", r.g.fleet.Node().Connected)
 	}
 	cs := connect(t, reps[0].url, nil)
 	caller := startOpsCaller(t, front, cs)
@@ -143,7 +143,7 @@ func TestFleetSurvivesNATSServerLoss(t *testing.T) {
 	caller.halt()
 	caller.check(t, "one NATS server killed", 10)
 	for i, r := range reps {
-		if !r.g.fleet.Connected() {
+		if !r.g.fleet.Node().Connected() {
 			t.Errorf("replica %d not on NATS after losing one of three servers", i)
 		}
 	}
@@ -169,14 +169,14 @@ func TestFleetServesWithoutNATS(t *testing.T) {
 
 	s.Shutdown()
 	for _, r := range reps {
-		waitFor(t, "replica off NATS", func() bool { return !r.g.fleet.Connected() })
+		waitFor(t, "replica off NATS", func() bool { return !r.g.fleet.Node().Connected() })
 	}
 	time.Sleep(2 * time.Second)
 	caller.check(t, "NATS down", 10)
 
 	s.Restart(t)
 	for _, r := range reps {
-		waitFor(t, "replica back on NATS", r.g.fleet.Connected)
+		waitFor(t, "replica back on NATS", r.g.fleet.Node().Connected)
 	}
 	kv = opsRatesBucket(t, s.ClientURL())
 	waitFor(t, "the shared rate bucket in use again", func() bool {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 // TestFleetSessionRecordsConcurrentWrites has two replicas change the
@@ -16,15 +18,15 @@ import (
 // revoked session could come back.
 func TestFleetSessionRecordsConcurrentWrites(t *testing.T) {
 	f := startFleet(t, 2, serversJSON(`"up": {"url": "http://127.0.0.1:1/mcp"}`))
-	a, b := f.gws[0].fleetSess.Load(), f.gws[1].fleetSess.Load()
+	a, b := f.gws[0].fleet.Sessions(), f.gws[1].fleet.Sessions()
 	const sessions = 40
 	for i := range sessions {
 		id := fmt.Sprintf("session-%d", i)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		wg.Add(2)
-		go func() { defer wg.Done(); <-start; a.put(sessionRecord{ID: id, Revoked: true}) }()
-		go func() { defer wg.Done(); <-start; b.put(sessionRecord{ID: id, Level: "debug", Owner: "r1"}) }()
+		go func() { defer wg.Done(); <-start; a.Put(fleet.SessionRecord{ID: id, Revoked: true}) }()
+		go func() { defer wg.Done(); <-start; b.Put(fleet.SessionRecord{ID: id, Level: "debug", Owner: "r1"}) }()
 		close(start)
 		wg.Wait()
 	}
@@ -32,7 +34,7 @@ func TestFleetSessionRecordsConcurrentWrites(t *testing.T) {
 	defer cancel()
 	for i := range sessions {
 		id := fmt.Sprintf("session-%d", i)
-		got := a.record(ctx, id)
+		got := a.Record(ctx, id)
 		if !got.Revoked || got.Level != "debug" || got.Owner != "r1" {
 			t.Errorf("record of %s = %+v, want revoked, level debug, owner r1", id, got)
 		}

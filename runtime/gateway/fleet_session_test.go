@@ -21,6 +21,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 // testFleetSecret is the session-token secret of the test fleets.
@@ -104,7 +105,7 @@ func (f *testFleet) startReplica(t testing.TB, i int, servers string) (*Gateway,
 		t.Fatalf("config: %v", err)
 	}
 	url, g := startGatewayConfig(t, cfg, Options{})
-	waitFor(t, "replica joined the fleet", func() bool { return g.fleetSess.Load() != nil && g.fleet.Connected() })
+	waitFor(t, "replica joined the fleet", func() bool { return g.fleet.Sessions() != nil && g.fleet.Node() != nil && g.fleet.Node().Connected() })
 	srv := &httptest.Server{URL: strings.TrimSuffix(url, "/mcp")}
 	return g, srv
 }
@@ -407,8 +408,8 @@ func TestFleetServerToClient(t *testing.T) {
 func (f *testFleet) answersForwarded() int64 {
 	var n int64
 	for _, g := range f.gws {
-		if fs := g.fleetSess.Load(); fs != nil {
-			n += fs.forwarded.Load()
+		if fs := g.fleet.Sessions(); fs != nil {
+			n += fs.Forwarded()
 		}
 	}
 	return n
@@ -420,11 +421,7 @@ func (f *testFleet) streamHolder(t testing.TB) int {
 	holder := -1
 	waitFor(t, "a replica holds the GET stream", func() bool {
 		for i, g := range f.gws {
-			fs := g.fleetSess.Load()
-			fs.mu.Lock()
-			n := len(fs.streams)
-			fs.mu.Unlock()
-			if n > 0 {
+			if g.fleet.Sessions().Streams() > 0 {
 				holder = i
 				return true
 			}
@@ -542,7 +539,7 @@ func TestFleetPerClientUpstream(t *testing.T) {
 	owner := -1
 	for i, g := range f.gws {
 		for _, s := range g.route.allSessions() {
-			if s.owner.Load() == nil {
+			if !s.fleet.Remote() {
 				owner = i
 			}
 		}
@@ -573,7 +570,7 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := f.streamHolder(t)
-	n := f.gws[holder].fleet
+	n := f.gws[holder].fleet.Node()
 	nc := n.Conn()
 	sid := cs.ID()
 	garbage := [][]byte{nil, []byte("{"), []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`), []byte(`[1,2]`),
@@ -597,11 +594,11 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range garbage[:5] {
-		if _, err := kv.Put(ctx, recordKey(sid), g); err != nil {
+		if _, err := kv.Put(ctx, fleet.RecordKey(sid), g); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := kv.Put(ctx, recordKey(sid), []byte(`{"id":"`+sid+`","level":"loudest"}`)); err != nil {
+	if _, err := kv.Put(ctx, fleet.RecordKey(sid), []byte(`{"id":"`+sid+`","level":"loudest"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {

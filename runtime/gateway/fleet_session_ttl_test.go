@@ -29,7 +29,7 @@ func TestFleetSessionTTL(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := f.gws[0].fleetSess.Load().bucket(ctx)
+	kv, err := f.gws[0].fleet.Sessions().Bucket(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,9 +75,12 @@ func (info *forwardInfo) abandon() {
 // It returns a channel closed when the call ends when info.waited, else nil;
 // nil also when the call never went upstream (it has been answered).
 func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) <-chan struct{} {
-	if info.tool == "" && u.perIdentity() && s.refuseUnauthorized(req, u) { // oauth_client.go
-		info.abandon()
-		return nil
+	if info.tool == "" && u.perIdentity() {
+		if err := s.g.oauth.UserAuthorization(s.ctx, u.name, s.id.Name); err != nil {
+			s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
+			info.abandon()
+			return nil
+		}
 	}
 	l, err := u.linkFor(s)
 	if err != nil {
@@ -92,7 +95,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		}
 		return nil
 	}
-	s.syncLevel(u, l)
+	syncLevel(s, u, l)
 	start := info.start
 	if start.IsZero() {
 		start = time.Now()

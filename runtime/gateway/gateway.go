@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -83,24 +83,12 @@ type Gateway struct {
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
 	bridge *bridges
-	// fleet is this replica's membership of its fleet; nil without a
-	// cluster section (fleet.go).
-	fleet *cluster.Node
-	// fleetLimits share the rate limits with the fleet; nil without a
-	// cluster section (fleet_limits.go).
-	fleetLimits *cluster.Limits
-	// fleetCtl is the fleet's control plane on this replica; nil without
-	// a fleet (fleet_control.go).
-	fleetCtl *fleetControl
-	// natsChecked: New found the fleet's NATS wanting credentials, so
-	// joining need not ask again.
-	natsChecked bool
-	// fleetSess shares the downstream sessions with the fleet
-	// (fleet_session.go); nil outside a fleet.
+	// fleet is this replica's membership of its fleet (runtime/fleet,
+	// fleet.go); nil without a cluster section.
+	fleet *fleet.Fleet
+	// fleetSess carries bridged calls' retries between replicas
+	// (bridge_fleet.go); nil outside a fleet.
 	fleetSess atomic.Pointer[fleetSessions]
-	// oauthKV is the fleet's upstream token store; nil without a cluster
-	// section (oauth_fleet.go).
-	oauthKV *oauth.KVStore
 
 	metrics   *metrics.Metrics  // nil: metrics off
 	auditLog  *audit.Logger     // nil: no audit log
@@ -154,17 +142,20 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
-	checked, err := checkFleetNATS(cfg)
+	fl, err := fleet.New(cfg, g.log)
 	if err != nil {
 		return nil, err
 	}
-	g.natsChecked = checked
+	g.fleet = fl
 	bridge, err := newBridges(cfg.Cluster)
 	if err != nil {
 		return nil, err
 	}
 	g.bridge = bridge
-	if err := g.openOAuth(cfg); err != nil {
+	if err := oauth.CheckFleetKey(cfg); err != nil {
+		return nil, err
+	}
+	if g.oauth, err = oauth.Open(cfg, g.stateDir(cfg), g.log, ""); err != nil {
 		return nil, err
 	}
 	set := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
@@ -186,8 +177,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.closeObservability()
 		return nil, err
 	}
-	g.fleetLimits = newFleetLimits(cfg, g.log)
-	g.shareLimits(gd, cfg)
+	shareLimits(g.fleet, gd, cfg)
 	g.guard.Store(gd)
 	if err := g.openPolicies(cfg); err != nil {
 		gd.close()
@@ -205,8 +195,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		EventStoreSize:  cfg.Limits.ResumeEvents,
 		Without2026:     cfg.Protocol2026 != nil && !*cfg.Protocol2026,
-		Fleet:           fleetHooksOf(g, cfg),
-		EventIDPrefix:   fleetEventPrefix(cfg),
+		Fleet:           g.fleet.Hooks(),
+		EventIDPrefix:   fleet.EventPrefix(cfg),
 		Budget:          g.accountOf,
 	})
 	g.sse = transports.NewSSEServer(g.accept, transports.SSEServerOptions{
@@ -243,7 +233,7 @@ func (g *Gateway) config() *config.Config { return g.cfgp.Load() }
 // down.
 func (g *Gateway) Start(ctx context.Context) {
 	g.ctx, g.cancel = context.WithCancel(ctx)
-	if err := g.openFleet(g.ctx); err != nil {
+	if err := g.fleet.Join(g.ctx, fleetHost(g)); err != nil {
 		g.log.Error("cluster: serving as a single replica", "err", err)
 	}
 	for _, u := range g.route.upstreams().list {
@@ -327,7 +317,7 @@ func (g *Gateway) Close() error {
 		g.cancel()
 	}
 	g.wg.Wait()
-	g.closeFleet()
+	g.fleet.Close()
 	g.senders.close()
 	g.oauth.Close()
 	err = errors.Join(err, g.pol.close())
@@ -378,11 +368,9 @@ func (g *Gateway) serveOne(conn transports.OneRequest) {
 func (g *Gateway) ServeConn(conn transports.Connection) {
 	s := newSession(g, conn)
 	if sid := conn.SessionID(); sid != "" {
-		g.owners.Store(sid, &sessionOwner{name: s.id.Name, expires: g.tokenExpiry(sid), s: s})
+		g.owners.Store(sid, &sessionOwner{name: s.id.Name, expires: g.fleet.TokenExpiry(sid), s: s})
 	}
-	if fs := g.fleetSess.Load(); fs != nil {
-		fs.track(s)
-	}
+	g.fleet.Track(fleetSession{s})
 	g.metrics.SessionOpened(s.transport)
 	g.route.addSession(s)
 	s.run()
@@ -392,9 +380,7 @@ func (g *Gateway) removeSession(s *session) {
 	if sid := s.conn.SessionID(); sid != "" {
 		g.owners.Delete(sid)
 	}
-	if fs := g.fleetSess.Load(); fs != nil {
-		fs.untrack(s)
-	}
+	g.fleet.Untrack(fleetSession{s})
 	g.metrics.SessionClosed(s.transport)
 	for _, uri := range g.route.removeSession(s) {
 		if u := g.route.catalogue().resource(uri); u != nil {

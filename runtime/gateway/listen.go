@@ -8,6 +8,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/budget"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
@@ -100,7 +101,7 @@ func (g *Gateway) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"status": "not ready", "missing": missing})
 		return
 	}
-	if reason := g.degradedReason(); reason != "" {
+	if reason := g.fleet.Degraded(); reason != "" {
 		// Still 200: every replica loses the same NATS at once, and a load
 		// balancer must not drain the whole fleet for it.
 		json.NewEncoder(w).Encode(map[string]any{"status": "degraded", "reason": reason})
@@ -195,9 +196,9 @@ func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(struct {
 		Servers      []ServerStatus `json:"servers"`
 		Policies     []PolicyStatus `json:"policies,omitempty"`
-		Fleet        *FleetStatus   `json:"fleet,omitempty"`
+		Fleet        *fleet.Status  `json:"fleet,omitempty"`
 		ClientMemory *budget.Stats  `json:"client_memory,omitempty"`
-	}{servers, g.PolicyStatus(), g.FleetStatus(r.Context()), g.clientMem.Stats()})
+	}{servers, g.PolicyStatus(), g.fleet.Status(r.Context()), g.clientMem.Stats()})
 }
 
 // authenticated puts next behind the client authentication of the running

@@ -13,6 +13,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 // This file is the module side of the admin API: upload, verification,
@@ -51,7 +52,7 @@ func (o adminOps) ListModules() ([]ModuleInfo, error) {
 	for _, m := range st.List() {
 		out = append(out, o.g.moduleInfo(m))
 	}
-	o.g.addReplicas(out)
+	o.g.fleet.AddReplicas(out)
 	return out, nil
 }
 
@@ -65,7 +66,7 @@ func (o adminOps) GetModule(name string) (ModuleInfo, error) {
 		return ModuleInfo{}, admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
 	}
 	out := []ModuleInfo{o.g.moduleInfo(m)}
-	o.g.addReplicas(out)
+	o.g.fleet.AddReplicas(out)
 	return out[0], nil
 }
 
@@ -80,7 +81,7 @@ func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo
 	if err != nil {
 		return ModuleInfo{}, err
 	}
-	if err := g.fleetWritable(); err != nil {
+	if err := g.fleet.Writable(); err != nil {
 		return ModuleInfo{}, err
 	}
 	if _, ok := config.UploadedModule(up.Name); !ok {
@@ -206,7 +207,7 @@ func attachmentsUsing(pg *policyGen, name string) []policy.Spec {
 // back. Called with p.mu held.
 func activateUpload(ctx context.Context, p *policies, st *store.Store, name string, wasm []byte, meta store.Version, sig string, preloaded map[moduleKey]*policy.Module) error {
 	if p.fleet != nil {
-		return p.fleet.uploadLocked(fleetChangeCtx(ctx, "module.upload", name), name, wasm, meta, sig, preloaded)
+		return p.fleet.UploadLocked(fleet.ChangeContext(ctx, "module.upload", name), name, wasm, meta, sig, preloadedModules(preloaded))
 	}
 	ver, err := st.Commit(name, wasm, meta)
 	if err != nil {
@@ -307,7 +308,7 @@ func (o adminOps) DeleteModule(ctx context.Context, name string) error {
 			}
 		}
 		if p.fleet != nil {
-			return p.fleet.removeLocked(fleetChangeCtx(ctx, "module.delete", name), name)
+			return p.fleet.RemoveLocked(fleet.ChangeContext(ctx, "module.delete", name), name)
 		}
 		return st.Remove(name)
 	})
@@ -322,7 +323,7 @@ func (o adminOps) RollbackModule(ctx context.Context, name string) (ModuleInfo, 
 			return admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
 		}
 		if p.fleet != nil {
-			err := p.fleet.rollbackLocked(fleetChangeCtx(ctx, "module.rollback", name), name)
+			err := p.fleet.RollbackLocked(fleet.ChangeContext(ctx, "module.rollback", name), name)
 			m, _ := st.Get(name)
 			info = o.g.moduleInfo(m)
 			return err

@@ -3,9 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,10 +46,10 @@ func (u *upstream) needsUserAuthorization(s *session) bool {
 	return h != nil && !h.Ready()
 }
 
-// identityTransport is u's transport with the handler of identity in
+// identityTransport is sc's transport t with the handler of identity in
 // place of the shared one.
-func (g *Gateway) identityTransport(sc config.Server, t mcp.Transport, identity string) mcp.Transport {
-	h := g.oauth.Handler(sc.Name, identity)
+func identityTransport(m *oauth.Manager, sc config.Server, t mcp.Transport, identity string) mcp.Transport {
+	h := m.Handler(sc.Name, identity)
 	if h == nil {
 		return t
 	}
@@ -74,104 +73,55 @@ func (g *Gateway) identityTransport(sc config.Server, t mcp.Transport, identity 
 }
 
 // authorizeUser makes sure the caller's identity has a token for the
-// call's server, asking its user when not; false when the call has been
+// call's server, asking its user when not (oauth.Manager.AskUser: the
+// person has as long as for an approval; the pending authorization itself
+// expires after oauth.DefaultPendingTTL); false when the call has been
 // answered (refused, or input_required).
-func (s *session) authorizeUser(tc *toolCall) bool {
-	u := tc.target
-	h := s.g.oauth.Handler(u.name, s.id.Name)
-	if h == nil || h.Ready() {
-		return true
-	}
-	// The person has as long as for an approval (the pending
-	// authorization itself expires after oauth.DefaultPendingTTL).
+func authorizeUser(s *session, tc *toolCall) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, approvalTimeout)
 	defer cancel()
-	authorized := h.Authorized()
-	bctx, bcancel := context.WithTimeout(ctx, beginWait)
-	st, err := h.Begin(bctx)
-	bcancel()
-	switch {
-	case h.Ready():
-		return true
-	case err != nil || st.PendingURL == "":
-		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: authorizing server %q for %q: %v", u.name, s.id.Name, err))
-		return false
-	}
-	msg := fmt.Sprintf("edge-mcp: server %q needs your authorization before tool %q can run. Open the link, sign in and approve; then the call goes on.", u.name, tc.it.exposed)
-	params, _ := json.Marshal(map[string]string{"mode": "url", "message": msg, "url": st.PendingURL, "elicitationId": "edge-mcp-oauth-" + u.name})
-	if s.modern.Load() {
-		return s.askByInputRequired(tc, params, st.PendingURL)
-	}
-	if !s.caps.elicitationURL {
-		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: server %q needs your authorization: open this URL, then call again: %s", u.name, st.PendingURL))
-		return false
-	}
-	res, rpcErr := s.request(ctx, tc.req.ID, "elicitation/create", params)
-	if rpcErr != nil {
-		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: asking for the authorization of server %q failed (%s); open this URL, then call again: %s", u.name, rpcErr.Message, st.PendingURL))
-		return false
-	}
-	var answer struct {
-		Action string `json:"action"`
-	}
-	if json.Unmarshal(res, &answer); answer.Action != "accept" {
-		s.refuse(tc, metrics.OutcomeDenied, fmt.Sprintf("edge-mcp: the authorization of server %q was not given (%s); the call was not made", u.name, answer.Action))
-		return false
-	}
-	select {
-	case <-authorized:
-	case <-h.Settled(): // completed, failed or expired
-	case <-ctx.Done():
-	}
-	if !h.Ready() {
-		err := &oauth.NeedsAuthorizationError{Server: u.name, Identity: s.id.Name, Pending: true}
-		s.refuse(tc, metrics.OutcomeUnavailable, "edge-mcp: "+err.Error())
-		return false
-	}
-	return true
+	return s.g.oauth.AskUser(ctx, tc.target.name, s.id.Name, tc.it.exposed, oauthUser{s, tc})
 }
 
-// askByInputRequired answers a 2026-07-28 call with an input_required
-// result asking for the URL-mode elicitation; the client's retry is an
-// ordinary call, which goes on once the callback has stored the token.
-func (s *session) askByInputRequired(tc *toolCall, params json.RawMessage, pending string) bool {
-	if !s.declares("elicitation") {
-		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: server %q needs your authorization: open this URL, then call again: %s", tc.target.name, pending))
+// oauthUser is the session of a tools/call as oauth.AskUser asks it.
+type oauthUser struct {
+	s  *session
+	tc *toolCall
+}
+
+func (u oauthUser) Modern() bool    { return u.s.modern.Load() }
+func (u oauthUser) ElicitURL() bool { return u.s.caps.elicitationURL }
+
+func (u oauthUser) Refuse(denied bool, reason string) {
+	outcome := metrics.OutcomeUnavailable
+	if denied {
+		outcome = metrics.OutcomeDenied
+	}
+	u.s.refuse(u.tc, outcome, reason)
+}
+
+func (u oauthUser) InputRequired(params json.RawMessage) bool {
+	if !u.s.declares("elicitation") {
 		return false
 	}
 	res, err := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": map[string]any{
 		oauthInputKey: map[string]any{"method": "elicitation/create", "params": params}}})
 	if err != nil {
-		s.replyError(tc.req.ID, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
-		return false
+		u.s.replyError(u.tc.req.ID, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
+		return true
 	}
-	s.reply(tc.req.ID, res)
-	return false
+	u.s.reply(u.tc.req.ID, res)
+	return true
 }
 
-// beginWait bounds how long a request other than tools/call waits for the
-// authorization URL of its identity (discovery and registration).
-const beginWait = 10 * time.Second
-
-// refuseUnauthorized answers a request other than tools/call (resources/
-// read, prompts/get, completion) of an identity without a token for u
-// with an error carrying its authorization URL, instead of holding the
-// session while its link cannot be dialed; it reports whether it did.
-func (s *session) refuseUnauthorized(req *jsonrpc.Request, u *upstream) bool {
-	if !u.needsUserAuthorization(s) {
-		return false
+func (u oauthUser) Elicit(ctx context.Context, params json.RawMessage) (string, error) {
+	res, rpcErr := u.s.request(ctx, u.tc.req.ID, "elicitation/create", params)
+	if rpcErr != nil {
+		return "", errors.New(rpcErr.Message)
 	}
-	h := s.g.oauth.Handler(u.name, s.id.Name)
-	ctx, cancel := context.WithTimeout(s.ctx, beginWait)
-	defer cancel()
-	st, err := h.Begin(ctx)
-	switch {
-	case h.Ready():
-		return false
-	case err != nil || st.PendingURL == "":
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: authorizing server %q for %q: %v", u.name, s.id.Name, err)
-	default:
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q needs your authorization: open this URL, then try again: %s", u.name, st.PendingURL)
+	var answer struct {
+		Action string `json:"action"`
 	}
-	return true
+	json.Unmarshal(res, &answer)
+	return answer.Action, nil
 }

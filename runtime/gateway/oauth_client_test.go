@@ -143,7 +143,7 @@ func TestOAuthPerClientIdentity(t *testing.T) {
 		}
 	}
 	ids := map[string]string{}
-	for _, st := range og.g.OAuthStatus() {
+	for _, st := range og.g.oauth.Status() {
 		ids[st.Identity] = st.State
 	}
 	if ids["alice"] != "authorized" || ids["bob"] != "authorized" || ids[""] != "authorized" {
@@ -154,7 +154,7 @@ func TestOAuthPerClientIdentity(t *testing.T) {
 	if err := (adminOps{og.g}).OAuthLogout("up", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range og.g.OAuthStatus() {
+	for _, st := range og.g.oauth.Status() {
 		ids[st.Identity] = st.State
 	}
 	if ids["alice"] != "needs_authorization" || ids["bob"] != "authorized" || ids[""] != "authorized" {

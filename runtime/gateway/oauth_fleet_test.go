@@ -52,7 +52,7 @@ func (og *oauthGateway) pendingURL(t *testing.T) string {
 	t.Helper()
 	var pending string
 	waitFor(t, "a pending authorization in the admin status", func() bool {
-		for _, st := range og.g.OAuthStatus() {
+		for _, st := range og.g.oauth.Status() {
 			if st.Server == "up" && st.Identity == "" && st.PendingURL != "" {
 				pending = st.PendingURL
 			}
@@ -121,10 +121,12 @@ func storedRecord(t *testing.T, og *oauthGateway, kv jetstream.KeyValue) *oauth.
 }
 
 // upKey is the bucket key of the fleet's record of "up".
-func upKey(og *oauthGateway) string { return newOAuthSeal(og.g.fleet, fleetOAuthKey).Key("up", "") }
+func upKey(og *oauthGateway) string {
+	return oauth.NewNATSSeal(og.g.fleet.Node(), fleetOAuthKey).Key("up", "")
+}
 
 func readStoredRecord(og *oauthGateway, kv jetstream.KeyValue) (*oauth.Record, error) {
-	fs := newOAuthSeal(og.g.fleet, fleetOAuthKey)
+	fs := oauth.NewNATSSeal(og.g.fleet.Node(), fleetOAuthKey)
 	key := fs.Key("up", "")
 	e, err := kv.Get(context.Background(), key)
 	if err != nil {
@@ -224,7 +226,7 @@ func TestOAuthFleetLoginCallbackLogout(t *testing.T) {
 	kv := fleetTokenBucket(t, srv.ClientURL())
 	noFleetTokens(t, as, kv, a, b)
 
-	if err := b.g.OAuthLogout("up", ""); err != nil {
+	if err := b.g.oauth.Logout("up", ""); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "A to need authorization after the logout on B", func() bool {

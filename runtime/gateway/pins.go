@@ -36,7 +36,7 @@ func (g *Gateway) pinOffer(u *upstream, offer *upstreamLists) *upstreamLists {
 		for i := range offer[kindTools] {
 			it := &offer[kindTools][i]
 			v, c := g.pins.Check(u.name, it.name, it.raw)
-			if v == pinning.Changed && g.applyPinDecision(u.name, it.name, c.NewFingerprint) && !g.pinRejected(u.name, it.name, c.NewFingerprint) {
+			if v == pinning.Changed && g.fleet.ApplyPinDecision(u.name, it.name, c.NewFingerprint) && !g.pinRejected(u.name, it.name, c.NewFingerprint) {
 				v = pinning.Unchanged // approved by the fleet before this replica saw it
 			}
 			if v != pinning.Changed {
@@ -100,13 +100,13 @@ func (o adminOps) PendingToolChanges() []PendingToolChange {
 // ApproveToolChange accepts a changed tool definition as the new pin; the
 // tool returns to the catalogue (with list_changed). A rejected change may
 // still be approved. In a fleet the decision is recorded for every replica
-// first (fleet_control_pins.go).
+// first (runtime/fleet/control_pins.go).
 func (o adminOps) ApproveToolChange(ctx context.Context, server, tool string) error {
 	g := o.g
 	if g.pins == nil {
 		return admin.Errorf(http.StatusConflict, "pinning_off", "tool pinning is off (pinning.mode)")
 	}
-	recorded, err := g.decidePin(ctx, server, tool, "approve")
+	recorded, err := g.fleet.DecidePin(ctx, server, tool, "approve")
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (o adminOps) RejectToolChange(ctx context.Context, server, tool string) err
 		if c.Server != server || c.Tool != tool || g.pinRejected(server, tool, c.NewFingerprint) {
 			continue
 		}
-		if _, err := g.decidePin(ctx, server, tool, "reject"); err != nil {
+		if _, err := g.fleet.DecidePin(ctx, server, tool, "reject"); err != nil {
 			return err
 		}
 		g.pinLogged.Store(pinRejection{server, tool}, c.NewFingerprint)

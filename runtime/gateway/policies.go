@@ -90,7 +90,7 @@ type policies struct {
 	nextID    uint64
 	loaded    map[moduleKey]*loadedModule
 	fileSpecs []policy.Spec // attachments from the config file
-	fleet     *fleetControl // nil: admin changes are this process's (fleet_control.go)
+	fleet     *fleetControl // nil: admin changes are this process's (runtime/fleet)
 	retired   sync.WaitGroup
 	closed    bool
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -90,7 +91,7 @@ type reloadPlan struct {
 // prepare builds and validates the next configuration aside. Called with
 // g.pol.mu held.
 func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan, error) {
-	if err := checkFleetOAuthKey(cfg); err != nil {
+	if err := oauth.CheckFleetKey(cfg); err != nil {
 		return nil, err
 	}
 	plan := &reloadPlan{cfg: cfg, old: g.config()}
@@ -102,7 +103,7 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 	if err != nil {
 		return nil, err
 	}
-	g.shareLimits(gd, cfg)
+	shareLimits(g.fleet, gd, cfg)
 	plan.guard = gd
 	plan.views = !reflect.DeepEqual(plan.old.Access, cfg.Access) || !reflect.DeepEqual(plan.old.ToolRules, cfg.ToolRules)
 	if !reflect.DeepEqual(plan.old.Policies, cfg.Policies) {

@@ -15,6 +15,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -51,12 +52,8 @@ type session struct {
 	client    policy.Client // who is calling, as policy modules see it
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
-	// owner is the replica holding the session's per-client upstream
-	// sessions, when another one (fleet_session_calls.go).
-	owner     atomic.Pointer[string]
-	capturing atomic.Int32 // responses to catch for other replicas (caught)
-	levelRead atomic.Bool  // fleet: the log level was read from the session's record (syncLevel)
-	caught    captures
+	// fleet is the fleet's state of the session (runtime/fleet).
+	fleet fleet.SessionState
 
 	mu        sync.Mutex
 	view      *sessionView                     // policy-filtered tools list, when a module filters
@@ -85,7 +82,7 @@ func newSession(g *Gateway, conn transports.Connection) *session {
 	if p, ok := transports.Peer(conn).(*peer); ok {
 		s.id, s.transport = p.id, p.transport
 		if p.adopted != nil {
-			s.adopt(p.adopted)
+			adopt(s, p.adopted)
 		}
 	}
 	s.client.ID = s.id.Name
@@ -153,7 +150,7 @@ func (s *session) replyError(id jsonrpc.ID, code int64, format string, args ...a
 }
 
 func (s *session) write(ctx context.Context, msg jsonrpc.Message) {
-	if s.capturing.Load() > 0 && s.caughtResponse(msg) {
+	if s.fleet.Caught(msg) {
 		return
 	}
 	if s.modern.Load() {
@@ -239,7 +236,7 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 	if rel.IsValid() {
 		wctx = transports.WithRelated(wctx, rel)
 	}
-	if err := s.conn.Write(wctx, &jsonrpc.Request{ID: s.outID(id), Method: method, Params: params}); err != nil {
+	if err := s.conn.Write(wctx, &jsonrpc.Request{ID: s.g.fleet.OutID(fleetSession{s}, id), Method: method, Params: params}); err != nil {
 		s.mu.Lock()
 		delete(s.out, id)
 		s.mu.Unlock()
@@ -274,7 +271,7 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 }
 
 func (s *session) handleResponse(r *jsonrpc.Response) {
-	if id, ok := s.outIndex(r); ok {
+	if id, ok := s.g.fleet.OutIndex(fleetSession{s}, r); ok {
 		s.answer(id, r)
 	}
 }
@@ -301,7 +298,7 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 		}
 		reason, _ := wire.String(n.Params, "reason")
 		if !s.cancelCall(id, reason) {
-			s.shareCancel(n.Params) // in flight on another replica, perhaps
+			s.g.fleet.ShareCancel(fleetSession{s}, n.Params) // in flight on another replica, perhaps
 		}
 	case "notifications/roots/list_changed":
 		for _, l := range s.sessionLinks() {
@@ -341,7 +338,7 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 	if version, ok := requestVersion(req); ok && !s.modernRequest(req, version) {
 		return
 	}
-	if s.owner.Load() != nil && s.toOwner(req) {
+	if s.fleet.Remote() && s.g.fleet.ToOwner(fleetSession{s}, req) {
 		return
 	}
 	switch req.Method {
@@ -428,7 +425,7 @@ func (s *session) setLevel(req *jsonrpc.Request) {
 		return
 	}
 	s.logLevel.Store(int32(i))
-	s.shareLevel(level)
+	s.g.fleet.ShareLevel(fleetSession{s}, level)
 	var wg sync.WaitGroup
 	for _, l := range s.sessionLinks() {
 		if _, ok := l.caps["logging"]; !ok || l.v2026.Load() {

@@ -122,7 +122,7 @@ func (s *session) toolCallSlow(tc *toolCall, gd *guard) {
 			return
 		}
 	}
-	if tc.target.perIdentity() && !s.authorizeUser(tc) { // oauth_client.go
+	if tc.target.perIdentity() && !authorizeUser(s, tc) { // oauth_client.go
 		return
 	}
 	if conc := gd.concurrency(tc.target.name); conc != nil {

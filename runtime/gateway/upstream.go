@@ -384,12 +384,12 @@ func (g *Gateway) transportFor(sc config.Server) (mcp.Transport, error) {
 	switch sc.Type {
 	case "streamable-http":
 		return &transports.StreamableClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget,
-			OAuthHandler: g.oauthHandler(sc)}, nil
+			OAuthHandler: g.oauth.UpstreamHandler(sc)}, nil
 	case "sse":
-		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: transports.WithOAuth(sseHTTPClient(sc, header), g.oauthHandler(sc))}, nil
+		return &mcp.SSEClientTransport{Endpoint: sc.URL, HTTPClient: transports.WithOAuth(sseHTTPClient(sc, header), g.oauth.UpstreamHandler(sc))}, nil
 	case "websocket":
 		return &transports.WebSocketClientTransport{URL: sc.URL, Header: header, Logger: g.log.With("server_name", sc.Name), Budget: g.budget,
-			OAuthHandler: g.oauthHandler(sc)}, nil
+			OAuthHandler: g.oauth.UpstreamHandler(sc)}, nil
 	case "stdio":
 		env := os.Environ()
 		for k, v := range sc.Env {

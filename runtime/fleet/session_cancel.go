@@ -1,10 +1,9 @@
-package gateway
+package fleet
 
 import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 )
 
@@ -18,7 +17,7 @@ type fleetCancel struct {
 	Params  json.RawMessage `json:"params"`
 }
 
-func (fs *fleetSessions) startCancels() error {
+func (fs *Sessions) startCancels() error {
 	subj := fs.node.Subject("cancel")
 	sub, err := fs.node.Subscribe(subj, "a cancellation", fs.onCancel)
 	if err != nil {
@@ -28,13 +27,14 @@ func (fs *fleetSessions) startCancels() error {
 	return nil
 }
 
-// shareCancel publishes a cancellation of a request not in flight here.
-func (s *session) shareCancel(params json.RawMessage) {
-	fs := s.g.fleetSess.Load()
-	if fs == nil || s.transport != transportStreamable {
+// ShareCancel publishes a cancellation (the params of the client's
+// notifications/cancelled) of a request of s not in flight here.
+func (f *Fleet) ShareCancel(s Session, params json.RawMessage) {
+	fs := f.Sessions()
+	if fs == nil || !s.Shared() {
 		return
 	}
-	b, _ := json.Marshal(fleetCancel{Session: s.conn.SessionID(), Params: params})
+	b, _ := json.Marshal(fleetCancel{Session: s.ID(), Params: params})
 	if err := fs.node.Publish(fs.node.Subject("cancel"), b); err != nil {
 		fs.log.Warn("cluster: publishing a cancellation", "err", err)
 	}
@@ -42,7 +42,7 @@ func (s *session) shareCancel(params json.RawMessage) {
 
 // onCancel cancels the call another replica's client cancelled, when it is
 // in flight here.
-func (fs *fleetSessions) onCancel(m *cluster.Msg) {
+func (fs *Sessions) onCancel(m *cluster.Msg) {
 	var c fleetCancel
 	if err := json.Unmarshal(m.Data, &c); err != nil {
 		fs.log.Warn("cluster: refused a cancellation from NATS", "err", err)
@@ -52,11 +52,7 @@ func (fs *fleetSessions) onCancel(m *cluster.Msg) {
 	if !ok {
 		return
 	}
-	id, ok := requestID(c.Params)
-	if !ok {
+	if !v.(Session).Cancel(c.Params) {
 		fs.log.Warn("cluster: refused a cancellation from NATS: no requestId")
-		return
 	}
-	reason, _ := wire.String(c.Params, "reason")
-	v.(*session).cancelCall(id, reason)
 }

@@ -1,16 +1,16 @@
-package gateway
+package fleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
@@ -20,17 +20,18 @@ import (
 // This file is the fleet's one control plane on a replica. What the admin
 // API changes (uploaded modules, their versions and rollbacks,
 // attachments, their order and mode) is the fleet's policy record
-// (fleet_control_record.go) in NATS, module bytes in the fleet's object
+// (control_record.go) in NATS, module bytes in the fleet's object
 // store. Every replica watches the record and activates each revision by
 // the path an admin change takes on one process (the local store, then
-// rebuildLocked: build aside, swap); the local state directory is a cache
+// Policies.Rebuild: build aside, swap); the local state directory is a cache
 // the fleet's record overrides. An admin change is first activated on the
 // replica that received it (the validation every replica will run), then
 // written with compare-and-set; only then do the others see it.
 
-// fleetControl is the control plane of one replica.
-type fleetControl struct {
-	g    *Gateway
+// Control is the control plane of one replica.
+type Control struct {
+	h    Host
+	log  *slog.Logger
 	node *cluster.Node
 	ctl  *cluster.Control
 	mem  *cluster.Members
@@ -38,9 +39,9 @@ type fleetControl struct {
 	started time.Time
 	tmpDir  string        // the local store's folder when the config has no state_dir
 	kick    chan struct{} // publish the member record now
-	pins    fleetPinState // the fleet's tool-pin decisions (fleet_control_pins.go)
+	pins    fleetPinState // the fleet's tool-pin decisions (control_pins.go)
 
-	// Guarded by g.pol.mu: the record active here.
+	// Guarded by the Policies lock: the record active here.
 	rec *fleetPolicy
 	// view is what the member record and /status say is active, readable
 	// without the lock an admin change holds across NATS round trips.
@@ -74,51 +75,51 @@ func errFleetDown(err error) error {
 		"the fleet's NATS is unreachable, so fleet-wide changes cannot be made now (this replica keeps serving what it has; retry when NATS is back): %v", err)
 }
 
-// startFleetControl starts watching the fleet's record and heartbeating.
+// startControl starts watching the fleet's record and heartbeating.
 // A replica without a state directory keeps its cache in a temporary one.
-func (g *Gateway) startFleetControl() error {
-	fc := &fleetControl{g: g, node: g.fleet, ctl: cluster.NewControl(g.fleet), mem: cluster.NewMembers(g.fleet),
+func (f *Fleet) startControl(ctx context.Context, node *cluster.Node, h Host) error {
+	fc := &Control{h: h, log: f.log, node: node, ctl: cluster.NewControl(node), mem: cluster.NewMembers(node),
 		started: time.Now().UTC(), kick: make(chan struct{}, 1)}
-	if g.pol.store == nil {
+	p := h.Policies
+	if p.Store() == nil {
 		dir, err := os.MkdirTemp("", "edge-mcp-fleet-*")
 		if err != nil {
 			return fmt.Errorf("creating the fleet's module cache: %w", err)
 		}
-		st, err := store.Open(dir, store.Options{Keep: g.config().Admin.KeepVersions, Logger: g.log})
+		st, err := store.Open(dir, store.Options{Keep: h.Config().Admin.KeepVersions, Logger: f.log})
 		if err != nil {
 			os.RemoveAll(dir)
 			return fmt.Errorf("opening the fleet's module cache: %w", err)
 		}
 		fc.tmpDir = dir
-		g.pol.mu.Lock()
-		g.pol.store = st
-		g.pol.mu.Unlock()
+		p.Lock()
+		p.UseStore(st)
+		p.Unlock()
 	}
-	g.pol.mu.Lock()
-	fc.rec = fleetPolicyOf(g.pol.store)
+	p.Lock()
+	fc.rec = fleetPolicyOf(p.Store())
 	fc.view.Store(viewOf(fc.rec))
-	g.pol.fleet = fc
-	g.pol.mu.Unlock()
-	g.fleetCtl = fc
-	ctx := g.ctx
-	g.wg.Go(func() { fc.ctl.Watch(ctx, fleetPolicyKey, func(e cluster.Entry) { fc.onRecord(ctx, e) }, nil) })
-	g.wg.Go(func() { fc.ctl.Watch(ctx, fleetPinsKey, fc.onPins, nil) })
-	g.wg.Go(func() { fc.run(ctx) })
+	p.Attach(fc)
+	p.Unlock()
+	f.ctl.Store(fc)
+	f.wg.Go(func() { fc.ctl.Watch(ctx, fleetPolicyKey, func(e cluster.Entry) { fc.onRecord(ctx, e) }, nil) })
+	f.wg.Go(func() { fc.ctl.Watch(ctx, fleetPinsKey, fc.onPins, nil) })
+	f.wg.Go(func() { fc.run(ctx) })
 	return nil
 }
 
 // onRecord activates a revision of the fleet's record read from NATS.
 // A record that does not decode, or does not activate here, is refused
 // and logged; the replica keeps serving what it has.
-func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
+func (fc *Control) onRecord(ctx context.Context, e cluster.Entry) {
 	if e.Key != fleetPolicyKey || e.Revision <= fc.rev.Load() || e.Refused != nil {
 		return // a record no replica of the fleet wrote is refused (logged by cluster)
 	}
-	if f := fc.failed.Load(); f != nil && f.Generation == e.Revision && fc.failedCfg.Load() == fc.g.config() {
+	if f := fc.failed.Load(); f != nil && f.Generation == e.Revision && fc.failedCfg.Load() == fc.h.Config() {
 		return // refused once; a newer revision or config may fix it
 	}
 	if e.Value == nil {
-		fc.g.log.Warn("cluster: the fleet's policy record was deleted; keeping the active policies", "revision", e.Revision)
+		fc.log.Warn("cluster: the fleet's policy record was deleted; keeping the active policies", "revision", e.Revision)
 		return
 	}
 	rec, err := decodeFleetPolicy(e.Value)
@@ -128,17 +129,17 @@ func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
 	}
 	blobs, err := fc.fetch(ctx, rec)
 	if errors.Is(err, cluster.ErrUnavailable) {
-		fc.g.log.Warn("cluster: cannot fetch modules now; will retry", "revision", e.Revision, "err", err)
+		fc.log.Warn("cluster: cannot fetch modules now; will retry", "revision", e.Revision, "err", err)
 		return
 	}
 	if err != nil {
 		fc.refuse(e.Revision, err)
 		return
 	}
-	p := &fc.g.pol
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || e.Revision <= fc.rev.Load() {
+	p := fc.h.Policies
+	p.Lock()
+	defer p.Unlock()
+	if p.Closed() || e.Revision <= fc.rev.Load() {
 		return
 	}
 	if err := fc.activateLocked(ctx, rec, blobs, nil); err != nil {
@@ -146,20 +147,20 @@ func (fc *fleetControl) onRecord(ctx context.Context, e cluster.Entry) {
 		return
 	}
 	fc.appliedLocked(e.Revision, rec)
-	fc.g.log.Info("cluster: fleet policies activated", "revision", e.Revision, "digest", rec.digest())
+	fc.log.Info("cluster: fleet policies activated", "revision", e.Revision, "digest", rec.digest())
 	fc.auditRemote(e.Revision, rec)
 }
 
 // refuse records and logs a revision this replica did not activate.
-func (fc *fleetControl) refuse(rev uint64, err error) {
-	fc.g.log.Error("cluster: fleet policy revision not activated on this replica; serving the previous one", "revision", rev, "err", err)
-	fc.failedCfg.Store(fc.g.config())
+func (fc *Control) refuse(rev uint64, err error) {
+	fc.log.Error("cluster: fleet policy revision not activated on this replica; serving the previous one", "revision", rev, "err", err)
+	fc.failedCfg.Store(fc.h.Config())
 	fc.failed.Store(&cluster.Failure{Generation: rev, Error: err.Error(), At: time.Now().UTC()})
 	fc.publishSoon()
 }
 
 // appliedLocked records rec, revision rev, as active here.
-func (fc *fleetControl) appliedLocked(rev uint64, rec *fleetPolicy) {
+func (fc *Control) appliedLocked(rev uint64, rec *fleetPolicy) {
 	fc.rec = rec
 	fc.view.Store(viewOf(rec))
 	fc.rev.Store(rev)
@@ -169,7 +170,7 @@ func (fc *fleetControl) appliedLocked(rev uint64, rec *fleetPolicy) {
 	fc.publishSoon()
 }
 
-func (fc *fleetControl) publishSoon() {
+func (fc *Control) publishSoon() {
 	select {
 	case fc.kick <- struct{}{}:
 	default:
@@ -187,8 +188,8 @@ func maxModuleBytes(cfg *config.Config) int64 {
 // fetch reads from the fleet's object store every version of rec the
 // local store lacks. An active version larger than this replica's
 // admin.max_module_bytes is refused, as its upload here would be.
-func (fc *fleetControl) fetch(ctx context.Context, rec *fleetPolicy) (map[string][]byte, error) {
-	limit := maxModuleBytes(fc.g.config())
+func (fc *Control) fetch(ctx context.Context, rec *fleetPolicy) (map[string][]byte, error) {
+	limit := maxModuleBytes(fc.h.Config())
 	for name, m := range rec.Modules {
 		if m.Active.Size > limit {
 			return nil, admin.Errorf(http.StatusUnprocessableEntity, "too_large",
@@ -196,7 +197,7 @@ func (fc *fleetControl) fetch(ctx context.Context, rec *fleetPolicy) (map[string
 		}
 	}
 	blobs := map[string][]byte{}
-	st := fc.g.pol.store
+	st := fc.h.Policies.Store()
 	for _, v := range rec.versions() {
 		if _, ok := blobs[v.Digest]; ok || st.HasBlob(v.Digest) {
 			continue
@@ -216,20 +217,19 @@ func (fc *fleetControl) fetch(ctx context.Context, rec *fleetPolicy) (map[string
 // checkSigned checks, on a replica whose config requires signed modules,
 // the signature each active version was uploaded with against this
 // replica's trusted keys, as its own upload endpoint would.
-func (fc *fleetControl) checkSigned(rec *fleetPolicy, blobs map[string][]byte) error {
-	cfg := fc.g.config()
-	if !cfg.Admin.RequireSigned {
+func (fc *Control) checkSigned(rec *fleetPolicy, blobs map[string][]byte) error {
+	if !fc.h.Config().Admin.RequireSigned {
 		return nil
 	}
 	for name, m := range rec.Modules {
 		wasm, ok := blobs[m.Active.Digest]
 		if !ok {
 			var err error
-			if wasm, err = fc.g.pol.store.Blob(m.Active.Digest); err != nil {
+			if wasm, err = fc.h.Policies.Store().Blob(m.Active.Digest); err != nil {
 				return fmt.Errorf("module %q: %w", name, err)
 			}
 		}
-		if _, err := checkSignature(cfg, wasm, m.Signatures[m.Active.Digest]); err != nil {
+		if err := fc.h.CheckSignature(wasm, m.Signatures[m.Active.Digest]); err != nil {
 			return fmt.Errorf("module %q (%s) on a replica with admin.require_signed: %w", name, m.Active.Digest, err)
 		}
 	}
@@ -238,30 +238,35 @@ func (fc *fleetControl) checkSigned(rec *fleetPolicy, blobs map[string][]byte) e
 
 // activateLocked makes rec the local state: its modules and attachments
 // go into the local store (blobs added), then the generation is built and
-// swapped in by rebuildLocked, as for an admin change on one process. On
-// failure the store gets its previous state back and the running
-// generation stays. Called with g.pol.mu held.
-func (fc *fleetControl) activateLocked(ctx context.Context, rec *fleetPolicy, blobs map[string][]byte, preloaded map[moduleKey]*policy.Module) error {
-	p := &fc.g.pol
-	st := p.store
+// swapped in by Policies.Rebuild, as for an admin change on one process.
+// On failure the store gets its previous state back and the running
+// generation stays. Called with the Policies lock held.
+func (fc *Control) activateLocked(ctx context.Context, rec *fleetPolicy, blobs map[string][]byte, pre Preloaded) error {
+	p := fc.h.Policies
+	st := p.Store()
 	prevMods, prevAtts := st.List(), st.Attachments()
 	if err := st.Replace(rec.storeModules(), rec.Attachments, blobs); err != nil {
-		closeAll(preloaded)
+		release(pre)
 		return fmt.Errorf("storing the fleet's modules: %w", err)
 	}
 	if fc.rec != nil && fc.rec.digest() == rec.digest() {
-		closeAll(preloaded) // the same modules and attachments: nothing to rebuild
+		release(pre) // the same modules and attachments: nothing to rebuild
 		st.GC()
 		return nil
 	}
-	if err := p.rebuildLocked(ctx, rec.Attachments, preloaded); err != nil {
+	if err := p.Rebuild(ctx, rec.Attachments, pre); err != nil {
 		if rerr := st.Replace(prevMods, prevAtts, nil); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		closeAll(preloaded)
 		return fmt.Errorf("activating: %w", err)
 	}
-	closeUnused(p, preloaded)
 	st.GC()
 	return nil
+}
+
+// release closes pre, when there is one.
+func release(pre Preloaded) {
+	if pre != nil {
+		pre.Close()
+	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package oauth
 
 import (
 	"context"
@@ -13,20 +13,18 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
-	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
 // With a cluster section, upstream OAuth state is the fleet's: the tokens
 // live in the JetStream KV bucket "<fleet>_oauth", sealed with oauth.key
-// as in the single-replica file store (runtime/oauth/kvstore.go), and a
-// redirect that reaches a replica other than the one that started the
-// authorization is forwarded to it by NATS request/reply
-// (runtime/oauth/relay.go).
+// as in the single-replica file store (kvstore.go), and a redirect that
+// reaches a replica other than the one that started the authorization is
+// forwarded to it by NATS request/reply (relay.go).
 
-// checkFleetOAuthKey refuses a fleet whose replicas would each generate
+// CheckFleetKey refuses a fleet whose replicas would each generate
 // their own token key: a token sealed by one could not be opened by the
 // others.
-func checkFleetOAuthKey(cfg *config.Config) error {
+func CheckFleetKey(cfg *config.Config) error {
 	if cfg.Cluster == nil || cfg.OAuth.Key != "" || cfg.OAuth.KeyFile != "" {
 		return nil
 	}
@@ -42,41 +40,39 @@ func checkFleetOAuthKey(cfg *config.Config) error {
 	return nil
 }
 
-// openFleetOAuth makes the fleet's bucket the token store and NATS the
-// carrier of redirects between replicas.
-func (g *Gateway) openFleetOAuth(node *cluster.Node) error {
-	cfg := g.config()
-	key, _, err := oauthKey(cfg, g.stateDir(cfg))
+// JoinFleet makes the fleet's bucket the token store, sealed with key
+// (ConfigKey), and NATS the carrier of redirects between replicas. leave
+// stops the store's watch and retries; call it before closing node.
+func (m *Manager) JoinFleet(node *cluster.Node, key []byte) (leave func(), err error) {
+	sealer, err := NewSealer(key)
 	if err != nil {
-		return err
-	}
-	sealer, err := oauth.NewSealer(key)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	open := func(ctx context.Context) (jetstream.KeyValue, error) { return openOAuthBucket(ctx, node) }
-	g.oauthKV = oauth.NewKVStore(open, node.Connected, sealer, g.log, g.oauth.Changed)
-	g.oauthKV.UseFleetSeal(newOAuthSeal(node, key))
-	g.oauth.UseFleet(g.oauthKV, oauth.NewNATSRelay(oauthBus{node}, node.Subject("oauth", "callback"), g.log))
-	return nil
+	kv := NewKVStore(open, node.Connected, sealer, m.log, m.Changed)
+	kv.UseFleetSeal(NewNATSSeal(node, key))
+	m.UseFleet(kv, NewNATSRelay(oauthBus{node}, node.Subject("oauth", "callback"), m.log))
+	return kv.Close, nil
 }
 
-// oauthSeal is the fleet's seal of the token records: keys are an HMAC of
-// server and identity under a key derived from oauth.key (the same on
-// every replica, and not rotated with cluster.secret, so a rotation does
-// not move the records), values sealed again with the fleet's keys.
-type oauthSeal struct {
+// NATSSeal is the fleet's seal of the token records (a FleetSeal): keys
+// are an HMAC of server and identity under a key derived from oauth.key
+// (the same on every replica, and not rotated with cluster.secret, so a
+// rotation does not move the records), values sealed again with the
+// fleet's keys.
+type NATSSeal struct {
 	n     *cluster.Node
 	hash  []byte
 	marks cluster.Watermarks
 }
 
-func newOAuthSeal(n *cluster.Node, oauthKey []byte) *oauthSeal {
+// NewNATSSeal is the seal of node's fleet under oauthKey.
+func NewNATSSeal(n *cluster.Node, oauthKey []byte) *NATSSeal {
 	k, _ := hkdf.Key(sha256.New, oauthKey, nil, "edge-mcp oauth kv key v1", 32) // cannot fail for 32 bytes
-	return &oauthSeal{n: n, hash: k}
+	return &NATSSeal{n: n, hash: k}
 }
 
-func (s *oauthSeal) Key(server, identity string) string {
+func (s *NATSSeal) Key(server, identity string) string {
 	m := hmac.New(sha256.New, s.hash)
 	m.Write([]byte(server))
 	m.Write([]byte{0})
@@ -84,11 +80,11 @@ func (s *oauthSeal) Key(server, identity string) string {
 	return "tok." + hex.EncodeToString(m.Sum(nil)[:16])
 }
 
-func (s *oauthSeal) Seal(key string, body []byte) []byte {
+func (s *NATSSeal) Seal(key string, body []byte) []byte {
 	return s.n.SealRecordAfter("oauth", key, body, &s.marks)
 }
 
-func (s *oauthSeal) Open(key string, value []byte) ([]byte, error) {
+func (s *NATSSeal) Open(key string, value []byte) ([]byte, error) {
 	return s.n.OpenRecord("oauth", key, value, &s.marks)
 }
 
@@ -130,11 +126,4 @@ func openOAuthBucket(ctx context.Context, node *cluster.Node) (jetstream.KeyValu
 		return nil, fmt.Errorf("opening bucket %q: %w", kvc.Bucket, err)
 	}
 	return kv, nil
-}
-
-// closeFleetOAuth stops the fleet token store's watch and retries.
-func (g *Gateway) closeFleetOAuth() {
-	if g.oauthKV != nil {
-		g.oauthKV.Close()
-	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package fleet
 
 import (
 	"context"
@@ -27,17 +27,19 @@ type fleetAnswer struct {
 	Response json.RawMessage `json:"response"`
 }
 
-// outID is the id of the session's request number n to its client.
-func (s *session) outID(n int64) jsonrpc.ID {
-	fs := s.g.fleetSess.Load()
-	if fs == nil || s.transport != transportStreamable {
-		return intID(n)
+// OutID is the id of session s's request number n to its client: in a
+// fleet, it names this replica (the client's answer may reach another).
+func (f *Fleet) OutID(s Session, n int64) jsonrpc.ID {
+	fs := f.Sessions()
+	if fs == nil || !s.Shared() {
+		id, _ := jsonrpc.MakeID(float64(n))
+		return id
 	}
 	id, _ := jsonrpc.MakeID(strconv.FormatInt(n, 10) + "@" + cluster.Token(fs.node.Replica()))
 	return id
 }
 
-// splitOutID reads an id made by outID: number and replica.
+// splitOutID reads an id made by OutID: number and replica.
 func splitOutID(id jsonrpc.ID) (n int64, replica string, ok bool) {
 	str, isStr := id.Raw().(string)
 	num, tok, found := strings.Cut(str, "@")
@@ -52,13 +54,14 @@ func splitOutID(id jsonrpc.ID) (n int64, replica string, ok bool) {
 	return n, replica, err == nil
 }
 
-// outIndex is the number of the request r answers when it waits here; an
-// answer to another replica's request is sent there and ok is false.
-func (s *session) outIndex(r *jsonrpc.Response) (int64, bool) {
-	if n, ok := idInt(r.ID); ok {
+// OutIndex is the number of the request of session s that r answers,
+// when it waits here; an answer to another replica's request is sent
+// there and ok is false.
+func (f *Fleet) OutIndex(s Session, r *jsonrpc.Response) (int64, bool) {
+	if n, ok := r.ID.Raw().(int64); ok {
 		return n, true
 	}
-	fs := s.g.fleetSess.Load()
+	fs := f.Sessions()
 	if fs == nil {
 		return 0, false
 	}
@@ -70,13 +73,13 @@ func (s *session) outIndex(r *jsonrpc.Response) (int64, bool) {
 		return n, true
 	}
 	fs.forwarded.Add(1)
-	go fs.sendAnswer(s.conn.SessionID(), replica, r)
+	go fs.sendAnswer(s.ID(), replica, r)
 	return 0, false
 }
 
 // sendAnswer hands a client's answer to the replica whose request it
 // answers.
-func (fs *fleetSessions) sendAnswer(session, replica string, r *jsonrpc.Response) {
+func (fs *Sessions) sendAnswer(session, replica string, r *jsonrpc.Response) {
 	raw, err := wire.Append(nil, r)
 	if err != nil {
 		fs.log.Warn("cluster: encoding a client's answer", "err", err)
@@ -84,7 +87,7 @@ func (fs *fleetSessions) sendAnswer(session, replica string, r *jsonrpc.Response
 	}
 	b, _ := json.Marshal(fleetAnswer{Session: session, Response: raw})
 	subj := fs.node.Subject("replica", cluster.Token(replica), "answer")
-	ctx, cancel := context.WithTimeout(fs.g.ctx, answerTimeout)
+	ctx, cancel := context.WithTimeout(fs.ctx, answerTimeout)
 	defer cancel()
 	reply, err := fs.node.Request(ctx, subj, b)
 	switch {
@@ -98,7 +101,7 @@ func (fs *fleetSessions) sendAnswer(session, replica string, r *jsonrpc.Response
 
 // onAnswer takes an answer another replica received for a request this
 // replica sent.
-func (fs *fleetSessions) onAnswer(m *cluster.Msg) {
+func (fs *Sessions) onAnswer(m *cluster.Msg) {
 	if reason := fs.takeAnswer(m.Data); reason != "" {
 		fs.log.Warn("cluster: refused an answer from NATS", "reason", reason)
 		_ = m.Respond([]byte(reason))
@@ -107,7 +110,7 @@ func (fs *fleetSessions) onAnswer(m *cluster.Msg) {
 	_ = m.Respond([]byte("ok"))
 }
 
-func (fs *fleetSessions) takeAnswer(data []byte) string {
+func (fs *Sessions) takeAnswer(data []byte) string {
 	var a fleetAnswer
 	if err := json.Unmarshal(data, &a); err != nil {
 		return "undecodable: " + err.Error()
@@ -125,6 +128,6 @@ func (fs *fleetSessions) takeAnswer(data []byte) string {
 	if !ok || replica != fs.node.Replica() {
 		return "not an answer to this replica"
 	}
-	v.(*session).answer(n, r)
+	v.(Session).Answer(n, r)
 	return ""
 }

@@ -1,4 +1,4 @@
-package gateway
+package fleet
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type fleetCall struct {
 // errNotOwner is the owner's answer when it does not have the session.
 const errNotOwner = "not the owner"
 
-func (fs *fleetSessions) startCalls() error {
+func (fs *Sessions) startCalls() error {
 	subj := fs.node.Subject("replica", cluster.Token(fs.node.Replica()), "call")
 	sub, err := fs.node.Subscribe(subj, "a forwarded request", func(m *cluster.Msg) { go fs.serveCall(m) })
 	if err != nil {
@@ -50,95 +50,66 @@ func (fs *fleetSessions) startCalls() error {
 	return nil
 }
 
-// remoteOwner is the replica owning the session's per-client upstream
-// state, when it is another one.
-func (s *session) remoteOwner() string {
-	if p := s.owner.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// perClientTarget is the per_client upstream req goes to, if any.
-func (s *session) perClientTarget(req *jsonrpc.Request) *upstream {
-	var u *upstream
-	switch req.Method {
-	case "tools/call", "prompts/get":
-		k := kindTools
-		if req.Method == "prompts/get" {
-			k = kindPrompts
-		}
-		if name, ok := wire.String(req.Params, "name"); ok {
-			if it := s.catalogue().index[k][name]; it != nil {
-				u = it.up
-			}
-		}
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		if uri, ok := wire.String(req.Params, "uri"); ok {
-			u = s.g.route.catalogue().resource(uri)
-		}
-	}
-	if u == nil || !u.perClient() {
-		return nil
-	}
-	return u
-}
-
-// toOwner sends req to the owner of the session's per-client upstream
+// ToOwner sends req of session s to the owner of its per-client upstream
 // session when it is another replica; false means serve it here.
-func (s *session) toOwner(req *jsonrpc.Request) bool {
-	owner := s.remoteOwner()
-	fs := s.g.fleetSess.Load()
-	if owner == "" || fs == nil {
+func (f *Fleet) ToOwner(s Session, req *jsonrpc.Request) bool {
+	p := s.State().owner.Load()
+	fs := f.Sessions()
+	if p == nil || fs == nil {
 		return false
 	}
-	u := s.perClientTarget(req)
-	if u == nil {
+	server, timeout, ok := s.PerClient(req)
+	if !ok {
 		return false
 	}
-	go fs.callOwner(s, owner, u, req)
+	go fs.callOwner(s, *p, server, timeout, req)
 	return true
 }
 
 // callOwner waits for the owner's answer to req and writes it to the
 // client; when the owner is gone it takes the session over.
-func (fs *fleetSessions) callOwner(s *session, owner string, u *upstream, req *jsonrpc.Request) {
+func (fs *Sessions) callOwner(s Session, owner, server string, timeout time.Duration, req *jsonrpc.Request) {
 	raw, err := wire.Append(nil, req)
 	if err != nil {
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: encoding the request: %v", err)
+		replyError(s, req.ID, "edge-mcp: encoding the request: %v", err)
 		return
 	}
-	wait := u.cfg.Timeout + ownerMargin
-	b, _ := json.Marshal(fleetCall{Session: s.conn.SessionID(), Request: raw, TimeoutMs: wait.Milliseconds()})
-	ctx, cancel := context.WithTimeout(s.ctx, wait)
+	wait := timeout + ownerMargin
+	b, _ := json.Marshal(fleetCall{Session: s.ID(), Request: raw, TimeoutMs: wait.Milliseconds()})
+	ctx, cancel := context.WithTimeout(s.Context(), wait)
 	defer cancel()
 	reply, err := fs.node.Request(ctx, fs.node.Subject("replica", cluster.Token(owner), "call"), b)
 	if errors.Is(err, nats.ErrNoResponders) || (err == nil && string(reply) == errNotOwner) {
 		fs.log.Warn("cluster: the replica that held this client's upstream session is gone; re-creating it here",
-			"server", u.name, "owner", owner, "identity", s.id.Name)
-		s.owner.Store(nil)
-		fs.put(sessionRecord{ID: s.conn.SessionID(), Owner: fs.node.Replica()})
-		s.handleCall(req)
+			"server", server, "owner", owner, "identity", s.Identity())
+		s.State().owner.Store(nil)
+		fs.Put(SessionRecord{ID: s.ID(), Owner: fs.node.Replica()})
+		s.Serve(req)
 		return
 	}
 	if err != nil {
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: the replica holding this client's session with server %q did not answer: %v", u.name, err)
+		replyError(s, req.ID, "edge-mcp: the replica holding this client's session with server %q did not answer: %v", server, err)
 		return
 	}
 	msg, err := wire.Decode(reply)
 	resp, ok := msg.(*jsonrpc.Response)
 	if err != nil || !ok {
 		fs.log.Warn("cluster: refused an owner's answer from NATS", "owner", owner, "err", err)
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: the replica holding this client's session answered garbage")
+		replyError(s, req.ID, "edge-mcp: the replica holding this client's session answered garbage")
 		return
 	}
 	resp.ID = req.ID
-	s.write(s.ctx, resp)
+	s.Write(resp)
+}
+
+// replyError answers the client's request id with an internal error.
+func replyError(s Session, id jsonrpc.ID, format string, args ...any) {
+	s.Write(&jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(format, args...)}})
 }
 
 // serveCall serves a request another replica sent for a session this
 // replica owns, and replies with its response.
-func (fs *fleetSessions) serveCall(m *cluster.Msg) {
+func (fs *Sessions) serveCall(m *cluster.Msg) {
 	var c fleetCall
 	if err := json.Unmarshal(m.Data, &c); err != nil {
 		fs.log.Warn("cluster: refused a forwarded request from NATS", "err", err)
@@ -155,13 +126,14 @@ func (fs *fleetSessions) serveCall(m *cluster.Msg) {
 		_ = m.Respond([]byte(errNotOwner))
 		return
 	}
-	s := v.(*session)
+	s := v.(Session)
 	id, _ := jsonrpc.MakeID("fleet:" + strconv.FormatInt(fs.seq.Add(1), 10))
 	orig := req.ID
 	req.ID = id
-	ch := s.capture(id)
-	defer s.release(id)
-	s.handleCall(req)
+	st := s.State()
+	ch := st.capture(id)
+	defer st.release(id)
+	s.Serve(req)
 	wait := min(max(time.Duration(c.TimeoutMs)*time.Millisecond, time.Second), time.Hour)
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -173,7 +145,7 @@ func (fs *fleetSessions) serveCall(m *cluster.Msg) {
 			_ = m.Respond(b)
 		}
 	case <-t.C:
-	case <-s.ctx.Done():
+	case <-s.Context().Done():
 		_ = m.Respond([]byte(errNotOwner))
 	}
 }
@@ -185,35 +157,41 @@ type captures struct {
 	m  map[jsonrpc.ID]chan *jsonrpc.Response
 }
 
-func (s *session) capture(id jsonrpc.ID) chan *jsonrpc.Response {
+func (st *SessionState) capture(id jsonrpc.ID) chan *jsonrpc.Response {
 	ch := make(chan *jsonrpc.Response, 1)
-	s.caught.mu.Lock()
-	if s.caught.m == nil {
-		s.caught.m = map[jsonrpc.ID]chan *jsonrpc.Response{}
+	st.caught.mu.Lock()
+	if st.caught.m == nil {
+		st.caught.m = map[jsonrpc.ID]chan *jsonrpc.Response{}
 	}
-	s.caught.m[id] = ch
-	s.caught.mu.Unlock()
-	s.capturing.Add(1)
+	st.caught.m[id] = ch
+	st.caught.mu.Unlock()
+	st.capturing.Add(1)
 	return ch
 }
 
-func (s *session) release(id jsonrpc.ID) {
-	s.caught.mu.Lock()
-	delete(s.caught.m, id)
-	s.caught.mu.Unlock()
-	s.capturing.Add(-1)
+func (st *SessionState) release(id jsonrpc.ID) {
+	st.caught.mu.Lock()
+	delete(st.caught.m, id)
+	st.caught.mu.Unlock()
+	st.capturing.Add(-1)
 }
 
-// caughtResponse takes msg when it answers a forwarded request.
-func (s *session) caughtResponse(msg jsonrpc.Message) bool {
+// Caught takes msg, a message the session is writing to its client, when
+// it answers a request another replica forwarded here (it goes back over
+// NATS instead).
+func (st *SessionState) Caught(msg jsonrpc.Message) bool {
+	return st.capturing.Load() > 0 && st.take(msg)
+}
+
+func (st *SessionState) take(msg jsonrpc.Message) bool {
 	r, ok := msg.(*jsonrpc.Response)
 	if !ok {
 		return false
 	}
-	s.caught.mu.Lock()
-	ch := s.caught.m[r.ID]
-	delete(s.caught.m, r.ID)
-	s.caught.mu.Unlock()
+	st.caught.mu.Lock()
+	ch := st.caught.m[r.ID]
+	delete(st.caught.m, r.ID)
+	st.caught.mu.Unlock()
 	if ch == nil {
 		return false
 	}

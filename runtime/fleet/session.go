@@ -1,4 +1,4 @@
-package gateway
+package fleet
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
@@ -34,14 +36,14 @@ import (
 //     adoption and watched by every replica, which closes its copy of a
 //     deleted session and sets the level of its copy. A replica tells
 //     its upstream links a session's level before forwarding that
-//     session's next request (syncLevel).
+//     session's next request (ReadLevel).
 //   - the GET stream: the replica holding it subscribes to
 //     <fleet>.sess.<route>.out (route: a keyed hash of the id,
 //     cluster.Keys.Route); the others publish there what they would
 //     have written on it.
 //   - answers to the gateway's requests to the client (sampling,
 //     elicitation, roots): their JSON-RPC id names the replica waiting
-//     (fleetOutID); a replica receiving the answer sends it there with
+//     (OutID); a replica receiving the answer sends it there with
 //     request/reply on <fleet>.replica.<replica>.answer.
 //
 // Every message and record is sealed with the fleet's keys (cluster.Keys):
@@ -53,16 +55,84 @@ import (
 // token expires, so deleting or purging the record in NATS does not bring
 // the session back there; a record that does not open counts as revoked.
 
-// fleetSessions is this replica's part of the fleet's sessions; nil
-// outside a fleet (and until Start joined it).
-type fleetSessions struct {
-	g      *Gateway
+// Session is a downstream session served on this replica, as the fleet
+// drives it. Implementations are comparable (the index of the sessions
+// served here removes only the one it holds); every method may be called
+// from any goroutine, also after the session ended.
+type Session interface {
+	// ID is the session's Mcp-Session-Id ("" for none).
+	ID() string
+	// Shared reports whether the fleet shares the session (streamable
+	// HTTP).
+	Shared() bool
+	// Identity names who opened it, for logs.
+	Identity() string
+	// Context ends when the session does.
+	Context() context.Context
+	// State is the fleet's state of the session.
+	State() *SessionState
+	// Serve handles req as if the client had sent it here; the response
+	// goes to Write (or to a capture, session_calls.go).
+	Serve(req *jsonrpc.Request)
+	// Write sends r to the client.
+	Write(r *jsonrpc.Response)
+	// Answer hands the client's answer r to the session's request number n.
+	Answer(n int64, r *jsonrpc.Response)
+	// Cancel cancels the client's call that params (of a
+	// notifications/cancelled) names, when it is in flight here; false
+	// when params name none.
+	Cancel(params json.RawMessage) bool
+	// SetLevel sets the log level the client set through another replica.
+	SetLevel(level string)
+	// Close ends the session (deleted through another replica).
+	Close()
+	// PerClient names the per_client upstream req goes to and its
+	// timeout; ok is false when req goes to none.
+	PerClient(req *jsonrpc.Request) (server string, timeout time.Duration, ok bool)
+}
+
+// Peers is how the fleet's session tokens name who opened a session: the
+// gateway's transport peers (transports.Peer) and request identities.
+// It is called from the streamable server's HTTP handlers, concurrently.
+type Peers interface {
+	// Identity is the identity of transport peer p; false when p is
+	// none of the gateway's.
+	Identity(p any) (auth.Identity, bool)
+	// RequestIdentity is the identity r authenticated as.
+	RequestIdentity(r *http.Request) auth.Identity
+	// Adopted is the transport peer of a session of id that another
+	// replica opened, from its token's claims c.
+	Adopted(id auth.Identity, c *cluster.SessionClaims) any
+	// Version is the protocol version negotiated for a client's requested one.
+	Version(requested string) string
+}
+
+// SessionState is the fleet's state of one downstream session, owned by
+// the gateway's session (the zero value is ready).
+type SessionState struct {
+	// owner is the replica holding the session's per-client upstream
+	// sessions, when another one (session_calls.go).
+	owner     atomic.Pointer[string]
+	capturing atomic.Int32 // responses to catch for other replicas (caught)
+	levelRead atomic.Bool  // the log level was read from the session's record (ReadLevel)
+	caught    captures
+}
+
+// Remote reports whether another replica holds the session's per-client
+// upstream sessions (ToOwner).
+func (st *SessionState) Remote() bool { return st.owner.Load() != nil }
+
+// Sessions is this replica's part of the fleet's sessions.
+type Sessions struct {
+	ctx    context.Context // the fleet's: ends when the replica leaves
 	node   *cluster.Node
 	sealer *cluster.Sealer
 	log    *slog.Logger
+	peers  Peers
+	srv    *transports.StreamableServer
 
 	records atomic.Pointer[jetstream.KeyValue] // the "sessions" bucket, once made
-	local   sync.Map                           // session id → *session served here
+	local   sync.Map                           // session id → Session served here
 	marks   cluster.Watermarks                 // newest record read, per session
 	revoked revocations                        // sessions seen deleted
 
@@ -83,13 +153,14 @@ type streamSub struct {
 	refs int
 }
 
-// startFleetSessions sets up session sharing once the fleet is joined.
-func (g *Gateway) startFleetSessions(node *cluster.Node) error {
+// startSessions sets up session sharing once the fleet is joined.
+func (f *Fleet) startSessions(ctx context.Context, node *cluster.Node, h Host) error {
 	sealer, err := cluster.NewSealer(node.Name(), node.Secrets())
 	if err != nil {
 		return fmt.Errorf("session tokens: %w", err)
 	}
-	fs := &fleetSessions{g: g, node: node, sealer: sealer.WithTTL(node.SessionTTL()), log: g.log, streams: map[string]*streamSub{}}
+	fs := &Sessions{ctx: ctx, node: node, sealer: sealer.WithTTL(node.SessionTTL()), log: f.log, peers: h.Peers, srv: h.Streams,
+		streams: map[string]*streamSub{}}
 	subj := node.Subject("replica", cluster.Token(node.Replica()), "answer")
 	if fs.answers, err = node.Subscribe(subj, "a client's answer", fs.onAnswer); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", subj, err)
@@ -100,29 +171,33 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	if err := fs.startCancels(); err != nil {
 		return err
 	}
-	if err := fs.startRetries(); err != nil { // bridge_fleet.go
-		return err
-	}
 	if _, err := node.Subscribe(node.Subject("getopen"), "a GET stream announcement", fs.onGetOpen); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", node.Subject("getopen"), err)
 	}
-	g.fleetSess.Store(fs)
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		fs.watchRecords(g.ctx)
-	}()
+	f.sess.Store(fs)
+	f.wg.Go(func() { fs.watchRecords(ctx) })
 	return nil
 }
 
-// fleetHooks is the streamable server's transports.StreamableFleet; it
-// serves as a single replica until the fleet is joined.
-type fleetHooks struct{ g *Gateway }
+// Hooks is the streamable server's transports.StreamableFleet; nil
+// outside a fleet. It serves as a single replica until the fleet is
+// joined.
+func (f *Fleet) Hooks() transports.StreamableFleet {
+	if f == nil {
+		return nil
+	}
+	return hooks{f}
+}
 
-func (h fleetHooks) SessionID(p any, init *jsonrpc.Request) string {
-	fs := h.g.fleetSess.Load()
-	pr, ok := p.(*peer)
-	if fs == nil || !ok {
+type hooks struct{ f *Fleet }
+
+func (h hooks) SessionID(p any, init *jsonrpc.Request) string {
+	fs := h.f.Sessions()
+	if fs == nil {
+		return ""
+	}
+	id, ok := fs.peers.Identity(p)
+	if !ok {
 		return ""
 	}
 	var params struct {
@@ -133,8 +208,8 @@ func (h fleetHooks) SessionID(p any, init *jsonrpc.Request) string {
 	if json.Unmarshal(init.Params, &params) != nil {
 		return "" // initialize answers the error; the session is closed
 	}
-	tok, err := fs.sealer.Seal(cluster.SessionClaims{Identity: pr.id.Name, Method: pr.id.Method,
-		Version: supportedVersion(params.ProtocolVersion), Caps: params.Capabilities, Info: params.ClientInfo,
+	tok, err := fs.sealer.Seal(cluster.SessionClaims{Identity: id.Name, Method: id.Method,
+		Version: fs.peers.Version(params.ProtocolVersion), Caps: params.Capabilities, Info: params.ClientInfo,
 		Owner: fs.node.Replica()})
 	if err != nil {
 		fs.log.Error("cluster: sealing a session token; the session is this replica's only", "err", err)
@@ -143,13 +218,13 @@ func (h fleetHooks) SessionID(p any, init *jsonrpc.Request) string {
 	return tok
 }
 
-func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
-	fs := h.g.fleetSess.Load()
+func (h hooks) Adopt(r *http.Request, id string) (any, bool) {
+	fs := h.f.Sessions()
 	if fs == nil {
 		return nil, false
 	}
 	c, err := fs.sealer.Open(id)
-	who := identityOf(r)
+	who := fs.peers.RequestIdentity(r)
 	switch {
 	case err != nil:
 		fs.log.Warn("cluster: refused a session id", "err", err, "remote", r.RemoteAddr)
@@ -158,8 +233,8 @@ func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
 		fs.log.Warn("cluster: refused another identity's session", "identity", who.Name, "remote", r.RemoteAddr)
 		return nil, false
 	}
-	rec := fs.record(r.Context(), id)
-	if rec.Revoked || fs.revoked.has(recordKey(id)) {
+	rec := fs.Record(r.Context(), id)
+	if rec.Revoked || fs.revoked.has(RecordKey(id)) {
 		fs.log.Info("cluster: refused a deleted session", "identity", who.Name, "remote", r.RemoteAddr)
 		return nil, false
 	}
@@ -168,11 +243,11 @@ func (h fleetHooks) Adopt(r *http.Request, id string) (any, bool) {
 	}
 	c.Owner = cmp.Or(rec.Owner, c.Owner)
 	fs.log.Debug("cluster: adopting a session", "identity", who.Name, "owner", c.Owner)
-	return &peer{id: who, transport: transportStreamable, adopted: &c}, true
+	return fs.peers.Adopted(who, &c), true
 }
 
-func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
-	fs := h.g.fleetSess.Load()
+func (h hooks) Elsewhere(id string, msg []byte) bool {
+	fs := h.f.Sessions()
 	if fs == nil || !fs.node.Connected() {
 		return false
 	}
@@ -182,7 +257,7 @@ func (h fleetHooks) Elsewhere(id string, msg []byte) bool {
 		return true
 	}
 	subj := fs.node.Subject("sess", fs.node.Route(id), "out")
-	ctx, cancel := context.WithTimeout(fs.g.ctx, streamHandOver)
+	ctx, cancel := context.WithTimeout(fs.ctx, streamHandOver)
 	defer cancel()
 	_, err := fs.node.Request(ctx, subj, msg)
 	switch {
@@ -215,21 +290,21 @@ func isCatalogueNotice(method string) bool {
 	return false
 }
 
-func (h fleetHooks) Standalone(id string, open bool) {
-	if fs := h.g.fleetSess.Load(); fs != nil {
+func (h hooks) Standalone(id string, open bool) {
+	if fs := h.f.Sessions(); fs != nil {
 		fs.stream(id, open)
 	}
 }
 
-func (h fleetHooks) Deleted(id string) {
-	if fs := h.g.fleetSess.Load(); fs != nil {
-		fs.put(sessionRecord{ID: id, Revoked: true})
+func (h hooks) Deleted(id string) {
+	if fs := h.f.Sessions(); fs != nil {
+		fs.Put(SessionRecord{ID: id, Revoked: true})
 	}
 }
 
 // stream subscribes to (open) or leaves (!open) the subject of session
 // id's GET stream.
-func (fs *fleetSessions) stream(id string, open bool) {
+func (fs *Sessions) stream(id string, open bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	ss := fs.streams[id]
@@ -268,47 +343,47 @@ func (fs *fleetSessions) stream(id string, open bool) {
 
 // onGetOpen hands what this replica kept for a session to the replica
 // that now holds its GET stream.
-func (fs *fleetSessions) onGetOpen(m *cluster.Msg) {
+func (fs *Sessions) onGetOpen(m *cluster.Msg) {
 	if len(m.Data) == 0 || len(m.Data) > 8<<10 {
 		fs.log.Warn("cluster: refused a GET stream announcement from NATS", "bytes", len(m.Data))
 		return
 	}
 	id := string(m.Data)
 	if _, ok := fs.local.Load(id); ok {
-		go fs.g.http.Rehome(id)
+		go fs.srv.Rehome(id)
 	}
 }
 
 // onStreamMsg writes a message another replica published for the GET
 // stream held here, once it decodes as a request or notification.
-func (fs *fleetSessions) onStreamMsg(id string, m *cluster.Msg) {
+func (fs *Sessions) onStreamMsg(id string, m *cluster.Msg) {
 	msg, err := wire.Decode(m.Data)
 	if _, ok := msg.(*jsonrpc.Request); err != nil || !ok {
 		fs.log.Warn("cluster: refused a message for a session's stream", "subject", m.Subject, "err", err)
 		return
 	}
-	fs.g.http.WriteStandalone(id, m.Data)
+	fs.srv.WriteStandalone(id, m.Data)
 	_ = m.Respond(nil)
 }
 
-// sessionRecord is what the fleet keeps of a session that its token
+// SessionRecord is what the fleet keeps of a session that its token
 // cannot say: deleted, its log level, the replica that took its
 // per-client upstream sessions over.
-type sessionRecord struct {
+type SessionRecord struct {
 	ID      string `json:"id"`
 	Revoked bool   `json:"revoked,omitempty"`
 	Level   string `json:"level,omitempty"`
 	Owner   string `json:"owner,omitempty"`
 }
 
-// recordKey is the KV key of a session's record: a hash of its id.
-func recordKey(id string) string {
+// RecordKey is the KV key of a session's record: a hash of its id.
+func RecordKey(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:16])
 }
 
-// bucket returns the sessions bucket, making it when NATS is reachable.
-func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+// Bucket returns the sessions bucket, making it when NATS is reachable.
+func (fs *Sessions) Bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if kv := fs.records.Load(); kv != nil {
 		return *kv, nil
 	}
@@ -324,13 +399,13 @@ func (fs *fleetSessions) bucket(ctx context.Context) (jetstream.KeyValue, error)
 	return kv, nil
 }
 
-// put records what the fleet must know of a session: rec's fields that
+// Put records what the fleet must know of a session: rec's fields that
 // are set replace those of the stored record. The write is a compare and
 // set on the record's revision, read again on a conflict, so that two
 // replicas changing one session at once (a DELETE on one, a log level on
 // another) cannot lose either change.
-func (fs *fleetSessions) put(rec sessionRecord) {
-	ctx, cancel := context.WithTimeout(fs.g.ctx, 5*time.Second)
+func (fs *Sessions) Put(rec SessionRecord) {
+	ctx, cancel := context.WithTimeout(fs.ctx, 5*time.Second)
 	defer cancel()
 	err := fs.putCAS(ctx, rec)
 	if err != nil {
@@ -342,12 +417,12 @@ func (fs *fleetSessions) put(rec sessionRecord) {
 // maxRecordRetries bounds the rereads of a session record changed meanwhile.
 const maxRecordRetries = 8
 
-func (fs *fleetSessions) putCAS(ctx context.Context, rec sessionRecord) error {
-	kv, err := fs.bucket(ctx)
+func (fs *Sessions) putCAS(ctx context.Context, rec SessionRecord) error {
+	kv, err := fs.Bucket(ctx)
 	if err != nil {
 		return err
 	}
-	key := recordKey(rec.ID)
+	key := RecordKey(rec.ID)
 	if rec.Revoked {
 		fs.revoked.add(key, fs.node.SessionTTL())
 	}
@@ -382,23 +457,23 @@ const sessionsBucket = "sessions"
 // older one (logged once), or that does not decode, or belongs to another
 // id, counts as none but keeps its revision, so that a write replaces it;
 // a revocation this replica saw stays (revocations).
-func (fs *fleetSessions) recordRev(ctx context.Context, kv jetstream.KeyValue, id string) (sessionRecord, uint64, []byte, error) {
-	key := recordKey(id)
+func (fs *Sessions) recordRev(ctx context.Context, kv jetstream.KeyValue, id string) (SessionRecord, uint64, []byte, error) {
+	key := RecordKey(id)
 	e, err := kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return sessionRecord{}, 0, nil, nil
+		return SessionRecord{}, 0, nil, nil
 	case err != nil:
-		return sessionRecord{}, 0, nil, err
+		return SessionRecord{}, 0, nil, err
 	}
 	body, err := fs.node.OpenRecord(sessionsBucket, key, e.Value(), &fs.marks)
 	if err != nil {
-		return sessionRecord{}, e.Revision(), nil, nil
+		return SessionRecord{}, e.Revision(), nil, nil
 	}
 	rec, derr := decodeRecord(body)
 	if derr != nil || rec.ID != id {
 		fs.log.Warn("cluster: ignoring an invalid session record", "err", derr)
-		return sessionRecord{}, e.Revision(), e.Value(), nil
+		return SessionRecord{}, e.Revision(), e.Value(), nil
 	}
 	if rec.Revoked {
 		fs.revoked.add(key, fs.node.SessionTTL())
@@ -406,37 +481,37 @@ func (fs *fleetSessions) recordRev(ctx context.Context, kv jetstream.KeyValue, i
 	return rec, e.Revision(), e.Value(), nil
 }
 
-// record reads session id's record; while NATS is down it cannot and
+// Record reads session id's record; while NATS is down it cannot and
 // returns none (the replica keeps serving; logged).
-func (fs *fleetSessions) record(ctx context.Context, id string) sessionRecord {
-	kv, err := fs.bucket(ctx)
+func (fs *Sessions) Record(ctx context.Context, id string) SessionRecord {
+	kv, err := fs.Bucket(ctx)
 	if err == nil {
-		var rec sessionRecord
+		var rec SessionRecord
 		if rec, _, _, err = fs.recordRev(ctx, kv, id); err == nil {
 			return rec
 		}
 	}
 	fs.log.Warn("cluster: cannot read a session's record; adopting without it", "err", err)
-	return sessionRecord{}
+	return SessionRecord{}
 }
 
 // decodeRecord validates a record read from NATS.
-func decodeRecord(b []byte) (sessionRecord, error) {
-	var rec sessionRecord
+func decodeRecord(b []byte) (SessionRecord, error) {
+	var rec SessionRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return rec, fmt.Errorf("undecodable session record: %w", err)
 	}
-	if rec.ID == "" || (rec.Level != "" && levelIndex(rec.Level) < 0) {
-		return sessionRecord{}, errors.New("invalid session record")
+	if rec.ID == "" || (rec.Level != "" && !slices.Contains(logLevels, rec.Level)) {
+		return SessionRecord{}, errors.New("invalid session record")
 	}
 	return rec, nil
 }
 
 // watchRecords applies other replicas' session changes to this
 // replica's copies, until ctx ends.
-func (fs *fleetSessions) watchRecords(ctx context.Context) {
+func (fs *Sessions) watchRecords(ctx context.Context) {
 	for ctx.Err() == nil {
-		kv, err := fs.bucket(ctx)
+		kv, err := fs.Bucket(ctx)
 		if err == nil {
 			var w jetstream.KeyWatcher
 			if w, err = kv.WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
@@ -465,13 +540,13 @@ func (fs *fleetSessions) watchRecords(ctx context.Context) {
 
 // apply applies one session record, the value of key, to this replica's
 // copy of the session.
-func (fs *fleetSessions) apply(key string, b []byte) {
+func (fs *Sessions) apply(key string, b []byte) {
 	body, err := fs.node.OpenRecord(sessionsBucket, key, b, &fs.marks)
 	if err != nil {
 		return // logged
 	}
 	rec, err := decodeRecord(body)
-	if err == nil && recordKey(rec.ID) != key {
+	if err == nil && RecordKey(rec.ID) != key {
 		err = errors.New("a session record under another session's key")
 	}
 	if err != nil {
@@ -485,17 +560,20 @@ func (fs *fleetSessions) apply(key string, b []byte) {
 	if !ok {
 		return
 	}
-	s := v.(*session)
+	s := v.(Session)
 	if rec.Revoked {
 		fs.log.Info("cluster: closing a session deleted on another replica")
-		s.conn.Close()
+		s.Close()
 		return
 	}
 	if rec.Level != "" {
-		s.logLevel.Store(int32(levelIndex(rec.Level)))
+		s.SetLevel(rec.Level)
 	}
-	s.setOwner(fs, rec.Owner)
+	fs.setOwner(s.State(), rec.Owner)
 }
+
+// logLevels are MCP's log levels.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
 // revocations are the session records this replica saw revoked, by key,
 // until their tokens expire: deleting or purging a record in NATS does
@@ -535,120 +613,100 @@ func (r *revocations) has(key string) bool {
 	return ok && time.Now().Before(until)
 }
 
+// Revoked reports whether this replica saw session id deleted.
+func (fs *Sessions) Revoked(id string) bool { return fs.revoked.has(RecordKey(id)) }
+
+// Forwarded counts the client answers sent to the replica waiting for them.
+func (fs *Sessions) Forwarded() int64 { return fs.forwarded.Load() }
+
+// Streams counts the GET streams held here.
+func (fs *Sessions) Streams() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.streams)
+}
+
 // setOwner records which replica holds the session's per-client upstream
 // sessions ("": unchanged).
-func (s *session) setOwner(fs *fleetSessions, owner string) {
+func (fs *Sessions) setOwner(st *SessionState, owner string) {
 	switch owner {
 	case "":
 	case fs.node.Replica():
-		s.owner.Store(nil)
+		st.owner.Store(nil)
 	default:
-		s.owner.Store(&owner)
+		st.owner.Store(&owner)
 	}
 }
 
-// track and untrack keep the index of the sessions served here.
-func (fs *fleetSessions) track(s *session) {
-	if sid := s.conn.SessionID(); sid != "" {
-		fs.local.Store(sid, s)
-	}
-}
-
-func (fs *fleetSessions) untrack(s *session) {
-	if sid := s.conn.SessionID(); sid != "" {
-		fs.local.CompareAndDelete(sid, s)
-	}
-}
-
-// fleetHooksOf is the streamable server's fleet hooks when cfg has a
-// cluster section, else nil.
-func fleetHooksOf(g *Gateway, cfg *config.Config) transports.StreamableFleet {
-	if cfg.Cluster == nil {
-		return nil
-	}
-	return fleetHooks{g}
-}
-
-// adopt sets up a session another replica opened, from its token: it is
-// initialized, with the client's capabilities, name and log level.
-func (s *session) adopt(c *cluster.SessionClaims) {
-	var caps struct {
-		Sampling    json.RawMessage `json:"sampling"`
-		Elicitation json.RawMessage `json:"elicitation"`
-		Roots       json.RawMessage `json:"roots"`
-	}
-	_ = json.Unmarshal(c.Caps, &caps) // sealed by the fleet: valid JSON or absent
-	s.caps.sampling = caps.Sampling != nil
-	s.caps.elicitation = caps.Elicitation != nil
-	s.caps.roots = caps.Roots != nil
-	name, _ := wire.String(c.Info, "name")
-	s.client.Name = name
-	if i := levelIndex(c.LogLevel); i >= 0 {
-		s.logLevel.Store(int32(i))
-	}
-	if fs := s.g.fleetSess.Load(); fs != nil {
-		s.setOwner(fs, c.Owner)
-	}
-	s.initialized.Store(true)
-}
-
-// shareLevel records a session's log level for the fleet (logging/setLevel).
-func (s *session) shareLevel(level string) {
-	if fs := s.g.fleetSess.Load(); fs != nil && s.transport == transportStreamable {
-		fs.put(sessionRecord{ID: s.conn.SessionID(), Level: level})
-	}
-}
-
-// syncLevel tells l the session's log level before the session's request
-// goes there, when the session set one (perhaps through another replica)
-// and l was told none or a less verbose one. Outside a fleet setLevel
-// tells every link itself.
-func (s *session) syncLevel(u *upstream, l *link) {
-	fs := s.g.fleetSess.Load()
-	if fs == nil || s.modern.Load() || l.v2026.Load() {
-		// A 2026-07-28 request carries its level in _meta (clientMeta).
-		return
-	}
-	if !s.levelRead.Swap(true) && s.logLevel.Load() < 0 && s.transport == transportStreamable {
-		// The level may have been set through another replica since the
-		// session was opened or adopted here, and the watch may not have
-		// told us yet: read it once, before the first forwarded request.
-		if rec := fs.record(s.ctx, s.conn.SessionID()); rec.Level != "" && s.logLevel.Load() < 0 {
-			s.logLevel.Store(int32(levelIndex(rec.Level)))
+// Track and Untrack keep the index of the sessions served here.
+func (f *Fleet) Track(s Session) {
+	if fs := f.Sessions(); fs != nil {
+		if sid := s.ID(); sid != "" {
+			fs.local.Store(sid, s)
 		}
 	}
-	lv := s.logLevel.Load()
-	if lv < 0 || int(lv) >= len(logLevels) { // not set, or a 2026-07-28 request's "none"
-		return
-	}
-	if _, ok := l.caps["logging"]; !ok {
-		return
-	}
-	if told := l.toldLevel.Load(); told != 0 && told-1 <= lv {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
-	defer cancel()
-	if _, err := l.call(ctx, "logging/setLevel", levelParams(logLevels[lv])); err != nil {
-		u.log.Warn("passing a session's log level upstream", "err", err)
-		return
-	}
-	l.toldLevel.Store(lv + 1)
 }
 
-func levelParams(level string) json.RawMessage {
-	b, _ := json.Marshal(struct {
-		Level string `json:"level"`
-	}{level})
-	return b
+func (f *Fleet) Untrack(s Session) {
+	if fs := f.Sessions(); fs != nil {
+		if sid := s.ID(); sid != "" {
+			fs.local.CompareAndDelete(sid, s)
+		}
+	}
 }
 
-// fleetEventPrefix starts the SSE event ids of a fleet replica, so that a
+// TokenExpiry is the expiry of a fleet session token sid (Unix seconds),
+// 0 outside a fleet or when sid is not one (a session opened under an
+// expired token is not adopted in the first place). The replica that
+// issued the token, or adopted it, holds the session and no longer opens
+// the token on its requests: this expiry is what keeps
+// cluster.session_ttl there too.
+func (f *Fleet) TokenExpiry(sid string) int64 {
+	fs := f.Sessions()
+	if fs == nil {
+		return 0
+	}
+	c, err := fs.sealer.Open(sid)
+	if err != nil {
+		return 0
+	}
+	return c.Expires
+}
+
+// Adopt records, for a session another replica opened, which replica
+// holds its per-client upstream sessions (from its token's claims c).
+func (f *Fleet) Adopt(st *SessionState, c *cluster.SessionClaims) {
+	if fs := f.Sessions(); fs != nil {
+		fs.setOwner(st, c.Owner)
+	}
+}
+
+// ShareLevel records a session's log level for the fleet
+// (logging/setLevel).
+func (f *Fleet) ShareLevel(s Session, level string) {
+	if fs := f.Sessions(); fs != nil && s.Shared() {
+		fs.Put(SessionRecord{ID: s.ID(), Level: level})
+	}
+}
+
+// ReadLevel is, once per session and only in a fleet, the log level the
+// session's record holds: it may have been set through another replica
+// since the session was opened or adopted here, and the watch may not
+// have told this replica yet. "" when none (or already read).
+func (f *Fleet) ReadLevel(s Session) string {
+	fs := f.Sessions()
+	if fs == nil || !s.Shared() || s.State().levelRead.Swap(true) {
+		return ""
+	}
+	return fs.Record(s.Context(), s.ID()).Level
+}
+
+// EventPrefix starts the SSE event ids of a fleet replica, so that a
 // client resuming a stream on another replica is not handed that
 // replica's events of the same number.
-func fleetEventPrefix(cfg *config.Config) string {
+func EventPrefix(cfg *config.Config) string {
 	if cfg.Cluster == nil {
 		return ""
 	}
-	return cluster.Token(cmp.Or(cfg.Cluster.Replica, defaultReplica(cfg.Listen))) + "/"
+	return cluster.Token(cmp.Or(cfg.Cluster.Replica, DefaultReplica(cfg.Listen))) + "/"
 }

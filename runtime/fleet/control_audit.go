@@ -1,4 +1,4 @@
-package gateway
+package fleet
 
 import (
 	"context"
@@ -45,13 +45,14 @@ type changeKey struct{}
 
 type changeOp struct{ action, target string }
 
-// fleetChangeCtx is ctx saying which admin change is being made.
-func fleetChangeCtx(ctx context.Context, action, target string) context.Context {
+// ChangeContext is ctx saying which admin change is being made, for the
+// record's audit on the other replicas.
+func ChangeContext(ctx context.Context, action, target string) context.Context {
 	return context.WithValue(ctx, changeKey{}, changeOp{action, target})
 }
 
 // changeOf is the fleetChange ctx's admin change makes through this replica.
-func (fc *fleetControl) changeOf(ctx context.Context) *fleetChange {
+func (fc *Control) changeOf(ctx context.Context) *fleetChange {
 	op, _ := ctx.Value(changeKey{}).(changeOp)
 	if op.action == "" {
 		op.action = "policy.change"
@@ -61,7 +62,7 @@ func (fc *fleetControl) changeOf(ctx context.Context) *fleetChange {
 
 // auditRemote audits revision rev of the record, activated here, when
 // another replica wrote it.
-func (fc *fleetControl) auditRemote(rev uint64, rec *fleetPolicy) {
+func (fc *Control) auditRemote(rev uint64, rec *fleetPolicy) {
 	by := rec.By
 	if by == nil || by.Replica == fc.node.Replica() {
 		return
@@ -70,6 +71,6 @@ func (fc *fleetControl) auditRemote(rev uint64, rec *fleetPolicy) {
 	if identity == "" {
 		identity = "(none)"
 	}
-	fc.g.audit(AuditAdmin{Time: time.Now().UTC(), Identity: identity, Action: by.Action, Target: by.Target, Digest: rec.digest(),
+	fc.h.Audit(admin.Record{Time: time.Now().UTC(), Identity: identity, Action: by.Action, Target: by.Target, Digest: rec.digest(),
 		Detail: fmt.Sprintf("through the fleet: made on replica %q at %s, fleet revision %d", by.Replica, by.At.Format(time.RFC3339), rev)})
 }

@@ -1,4 +1,4 @@
-package gateway
+package fleet
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 )
 
 // This file makes tool-pin decisions fleet-wide. An operator's approval
-// or rejection of a changed tool definition (pins.go) is recorded in the
+// or rejection of a changed tool definition (Pins) is recorded in the
 // control bucket (key "pins") as a decision about one definition, by its
 // fingerprint. Every replica applies a decision to its own pending change
 // of the same definition, now or when it first sees that definition, so
@@ -73,7 +73,7 @@ func decodeFleetPins(b []byte) (*fleetPins, error) {
 	if len(rec.Decisions) > maxFleetPinDecision {
 		return nil, fmt.Errorf("pins record: %d decisions; at most %d", len(rec.Decisions), maxFleetPinDecision)
 	}
-	seen := map[pinRejection]bool{}
+	seen := map[toolKey]bool{}
 	for i, d := range rec.Decisions {
 		switch {
 		case d.Decision != "approve" && d.Decision != "reject":
@@ -83,17 +83,20 @@ func decodeFleetPins(b []byte) (*fleetPins, error) {
 		case len(d.Server) > maxPinFieldLen || len(d.Tool) > maxPinFieldLen || len(d.Fingerprint) > maxPinFieldLen ||
 			len(d.Replica) > maxPinFieldLen || len(d.Identity) > maxPinFieldLen:
 			return nil, fmt.Errorf("pins record: decisions[%d]: a field longer than %d bytes", i, maxPinFieldLen)
-		case seen[pinRejection{d.Server, d.Tool}]:
+		case seen[toolKey{d.Server, d.Tool}]:
 			return nil, fmt.Errorf("pins record: decisions[%d]: tool %q of server %q decided twice", i, d.Tool, d.Server)
 		}
-		seen[pinRejection{d.Server, d.Tool}] = true
+		seen[toolKey{d.Server, d.Tool}] = true
 	}
 	return rec, nil
 }
 
+// toolKey names a tool of a server.
+type toolKey struct{ server, tool string }
+
 // fleetPinState is the decisions this replica applies, by tool.
 type fleetPinState struct {
-	decided atomic.Pointer[map[pinRejection]pinDecision]
+	decided atomic.Pointer[map[toolKey]pinDecision]
 }
 
 // decision returns the fleet's decision about definition fp of a tool.
@@ -102,79 +105,75 @@ func (s *fleetPinState) decision(server, tool, fp string) (pinDecision, bool) {
 	if m == nil {
 		return pinDecision{}, false
 	}
-	d, ok := (*m)[pinRejection{server, tool}]
+	d, ok := (*m)[toolKey{server, tool}]
 	return d, ok && d.Fingerprint == fp
 }
 
 // onPins takes a revision of the pins record and applies its decisions to
 // the pending changes of this replica.
-func (fc *fleetControl) onPins(e cluster.Entry) {
+func (fc *Control) onPins(e cluster.Entry) {
 	if e.Key != fleetPinsKey || e.Value == nil {
 		return
 	}
 	rec, err := decodeFleetPins(e.Value)
 	if err != nil {
-		fc.g.log.Error("cluster: refused the fleet's tool-pin decisions", "revision", e.Revision, "err", err)
+		fc.log.Error("cluster: refused the fleet's tool-pin decisions", "revision", e.Revision, "err", err)
 		return
 	}
-	m := make(map[pinRejection]pinDecision, len(rec.Decisions))
+	m := make(map[toolKey]pinDecision, len(rec.Decisions))
 	for _, d := range rec.Decisions {
-		m[pinRejection{d.Server, d.Tool}] = d
+		m[toolKey{d.Server, d.Tool}] = d
 	}
 	fc.pins.decided.Store(&m)
-	g := fc.g
-	if g.pins == nil {
-		return
-	}
 	changed := false
-	for _, c := range g.pins.Pending() {
-		changed = g.applyPinDecision(c.Server, c.Tool, c.NewFingerprint) || changed
+	for _, c := range fc.h.Pins.Pending() {
+		changed = fc.applyPinDecision(c.Server, c.Tool, c.NewFingerprint) || changed
 	}
 	if changed {
-		g.route.publish(nil)
+		fc.h.Pins.Changed()
 	}
 }
 
-// applyPinDecision applies the fleet's decision, if any, about definition
-// fp of server's tool, pending here; it reports whether it did.
-func (g *Gateway) applyPinDecision(server, tool, fp string) bool {
-	fc := g.fleetCtl
-	if fc == nil {
-		return false
-	}
+// ApplyPinDecision applies the fleet's decision, if any, about definition
+// fp of server's tool, pending here; it reports whether it did. Outside a
+// fleet it does nothing.
+func (f *Fleet) ApplyPinDecision(server, tool, fp string) bool {
+	fc := f.Control()
+	return fc != nil && fc.applyPinDecision(server, tool, fp)
+}
+
+func (fc *Control) applyPinDecision(server, tool, fp string) bool {
 	d, ok := fc.pins.decision(server, tool, fp)
 	if !ok {
 		return false
 	}
 	if d.Decision == "reject" {
-		if g.pinRejected(server, tool, fp) {
+		if !fc.h.Pins.Reject(server, tool, fp) {
 			return false
 		}
-		g.pinLogged.Store(pinRejection{server, tool}, fp)
-		g.log.Info("cluster: tool change rejected by the fleet", "server", server, "tool", tool)
+		fc.log.Info("cluster: tool change rejected by the fleet", "server", server, "tool", tool)
 		fc.auditPin(d)
 		return true
 	}
-	if err := g.pins.Approve(server, tool); err != nil {
+	if !fc.h.Pins.Approve(server, tool) {
 		return false
 	}
-	g.pinLogged.Delete(pinRejection{server, tool})
-	g.log.Info("cluster: tool change approved by the fleet", "server", server, "tool", tool)
+	fc.log.Info("cluster: tool change approved by the fleet", "server", server, "tool", tool)
 	fc.auditPin(d)
 	return true
 }
 
 // auditPin audits a decision another replica made, applied here.
-func (fc *fleetControl) auditPin(d pinDecision) {
+func (fc *Control) auditPin(d pinDecision) {
 	if d.Replica == "" || d.Replica == fc.node.Replica() {
 		return
 	}
-	fc.g.audit(AuditAdmin{Time: time.Now().UTC(), Identity: cmp.Or(d.Identity, "(none)"), Action: "tool." + d.Decision, Target: d.Server + "/" + d.Tool,
+	fc.h.Audit(admin.Record{Time: time.Now().UTC(), Identity: cmp.Or(d.Identity, "(none)"), Action: "tool." + d.Decision, Target: d.Server + "/" + d.Tool,
 		Detail: fmt.Sprintf("through the fleet: made on replica %q at %s", d.Replica, d.At.Format(time.RFC3339))})
 }
 
 // recordPinDecision writes an operator's decision for the fleet.
-func (fc *fleetControl) recordPinDecision(ctx context.Context, d pinDecision) error {
+func (fc *Control) recordPinDecision(ctx context.Context, d pinDecision) error {
 	for range 5 {
 		e, err := fc.ctl.Get(ctx, fleetPinsKey)
 		if err != nil {
@@ -185,7 +184,7 @@ func (fc *fleetControl) recordPinDecision(ctx context.Context, d pinDecision) er
 			if old, err := decodeFleetPins(e.Value); err == nil {
 				rec = old
 			} else {
-				fc.g.log.Error("cluster: the fleet's tool-pin decisions are unreadable; this decision replaces them", "err", err)
+				fc.log.Error("cluster: the fleet's tool-pin decisions are unreadable; this decision replaces them", "err", err)
 			}
 		}
 		rec.Decisions = slices.DeleteFunc(rec.Decisions, func(o pinDecision) bool { return o.Server == d.Server && o.Tool == d.Tool })
@@ -205,18 +204,19 @@ func (fc *fleetControl) recordPinDecision(ctx context.Context, d pinDecision) er
 	return fleetWriteError(cluster.ErrConflict)
 }
 
-// decidePin records, in a fleet, the decision about server's pending tool
-// change before this replica applies it, and reports whether it did;
-// outside a fleet it does nothing.
-func (g *Gateway) decidePin(ctx context.Context, server, tool, decision string) (bool, error) {
-	fc := g.fleetCtl
+// DecidePin records, in a fleet, the operator's decision ("approve" or
+// "reject") about server's pending tool change before this replica
+// applies it, and reports whether it did; outside a fleet it does
+// nothing.
+func (f *Fleet) DecidePin(ctx context.Context, server, tool, decision string) (bool, error) {
+	fc := f.Control()
 	if fc == nil {
 		return false, nil
 	}
-	if err := g.fleetWritable(); err != nil {
+	if err := f.Writable(); err != nil {
 		return false, err
 	}
-	for _, c := range g.pins.Pending() {
+	for _, c := range fc.h.Pins.Pending() {
 		if c.Server == server && c.Tool == tool {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()

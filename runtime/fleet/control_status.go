@@ -1,4 +1,4 @@
-package gateway
+package fleet
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const (
 )
 
 // run beats until ctx ends, then leaves the fleet.
-func (fc *fleetControl) run(ctx context.Context) {
+func (fc *Control) run(ctx context.Context) {
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	defer fc.leave()
@@ -51,7 +51,7 @@ func (fc *fleetControl) run(ctx context.Context) {
 // seed gives a fleet without a policy record the state of the first
 // replica that has one (a replica that served alone before joining); it
 // reports whether the question is settled.
-func (fc *fleetControl) seed(ctx context.Context) bool {
+func (fc *Control) seed(ctx context.Context) bool {
 	e, err := fc.ctl.Get(ctx, fleetPolicyKey)
 	if err != nil {
 		return false
@@ -59,19 +59,19 @@ func (fc *fleetControl) seed(ctx context.Context) bool {
 	if e.Revision != 0 {
 		return true
 	}
-	p := &fc.g.pol
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p := fc.h.Policies
+	p.Lock()
+	defer p.Unlock()
 	if len(fc.rec.Modules) == 0 && len(fc.rec.Attachments) == 0 {
 		return true
 	}
 	for _, v := range fc.rec.versions() {
-		b, err := p.store.Blob(v.Digest)
+		b, err := p.Store().Blob(v.Digest)
 		if err == nil {
 			_, err = fc.ctl.PutBlob(ctx, b)
 		}
 		if err != nil {
-			fc.g.log.Warn("cluster: seeding the fleet's modules", "digest", v.Digest, "err", err)
+			fc.log.Warn("cluster: seeding the fleet's modules", "digest", v.Digest, "err", err)
 			return false
 		}
 	}
@@ -81,24 +81,24 @@ func (fc *fleetControl) seed(ctx context.Context) bool {
 		return false // another replica seeded first: its record arrives by the watcher
 	}
 	fc.appliedLocked(rev, fc.rec)
-	fc.g.log.Info("cluster: the fleet's policies seeded from this replica's state", "revision", rev)
+	fc.log.Info("cluster: the fleet's policies seeded from this replica's state", "revision", rev)
 	return true
 }
 
 // poll activates the fleet's current record if the watcher has not. It
 // reports a record that vanished (a NATS that lost its store): the
 // replica keeps serving, forgets the revision, and seeds the record again.
-func (fc *fleetControl) poll(ctx context.Context) (gone bool) {
+func (fc *Control) poll(ctx context.Context) (gone bool) {
 	e, err := fc.ctl.Get(ctx, fleetPolicyKey)
 	switch {
 	case err != nil:
 	case e.Revision == 0 && fc.rev.Load() > 0:
-		fc.g.log.Warn("cluster: the fleet's policy record is gone from NATS; writing this replica's again", "had_revision", fc.rev.Load())
+		fc.log.Warn("cluster: the fleet's policy record is gone from NATS; writing this replica's again", "had_revision", fc.rev.Load())
 		fc.rev.Store(0)
 		return true
 	case e.Revision < fc.rev.Load():
 		// Revisions only grow: the bucket was made again.
-		fc.g.log.Warn("cluster: the fleet's policy record was written anew; activating it", "had_revision", fc.rev.Load(), "revision", e.Revision)
+		fc.log.Warn("cluster: the fleet's policy record was written anew; activating it", "had_revision", fc.rev.Load(), "revision", e.Revision)
 		fc.rev.Store(0)
 		fc.onRecord(ctx, e)
 	case e.Revision > fc.rev.Load():
@@ -108,9 +108,9 @@ func (fc *fleetControl) poll(ctx context.Context) (gone bool) {
 }
 
 // self is this replica's member record.
-func (fc *fleetControl) self() cluster.Member {
-	cfg := fc.g.config()
-	m := cluster.Member{Replica: fc.node.Replica(), Listen: cfg.Listen, Admin: cfg.Admin.Listen, Version: Version,
+func (fc *Control) self() cluster.Member {
+	cfg := fc.h.Config()
+	m := cluster.Member{Replica: fc.node.Replica(), Listen: cfg.Listen, Admin: cfg.Admin.Listen, Version: fc.h.Version,
 		Started: fc.started, LastSeen: time.Now().UTC(), NATS: natsState(fc.node), Generation: fc.rev.Load()}
 	v := fc.view.Load()
 	m.PolicyDigest, m.Modules = v.digest, v.modules
@@ -129,9 +129,9 @@ func natsState(n *cluster.Node) string {
 
 // beat publishes this replica's record and, when list is set, reads the
 // others'.
-func (fc *fleetControl) beat(ctx context.Context, list bool) {
+func (fc *Control) beat(ctx context.Context, list bool) {
 	if err := fc.mem.Publish(ctx, fc.self()); err != nil {
-		fc.g.log.Debug("cluster: heartbeat", "err", err)
+		fc.log.Debug("cluster: heartbeat", "err", err)
 		return
 	}
 	if list {
@@ -140,7 +140,7 @@ func (fc *fleetControl) beat(ctx context.Context, list bool) {
 }
 
 // refreshMembers reads the members bucket into the cache.
-func (fc *fleetControl) refreshMembers(ctx context.Context) []cluster.Member {
+func (fc *Control) refreshMembers(ctx context.Context) []cluster.Member {
 	list, err := fc.mem.List(ctx)
 	fc.membersMu.Lock()
 	defer fc.membersMu.Unlock()
@@ -152,7 +152,7 @@ func (fc *fleetControl) refreshMembers(ctx context.Context) []cluster.Member {
 
 // leave deletes this replica's member record on a clean stop and removes
 // a temporary module cache.
-func (fc *fleetControl) leave() {
+func (fc *Control) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	fc.mem.Leave(ctx)
@@ -161,8 +161,8 @@ func (fc *fleetControl) leave() {
 	}
 }
 
-// FleetStatus is the fleet section of the status document.
-type FleetStatus struct {
+// Status is the fleet section of the status document.
+type Status struct {
 	Name    string `json:"name"`
 	Replica string `json:"replica"`
 	// NATS is this replica's connection state; Degraded says why the
@@ -178,24 +178,14 @@ type FleetStatus struct {
 	MembersAsOf time.Time        `json:"members_as_of,omitzero"`
 }
 
-// degradedReason says why a fleet replica serves degraded; "" when it
-// does not.
-func (g *Gateway) degradedReason() string {
-	if g.fleet == nil || g.fleet.Connected() {
-		return ""
-	}
-	return "the fleet's NATS is unreachable: serving with the modules and policies this replica has; admin changes are refused until it is back"
-}
-
-// FleetStatus reports the fleet as this replica sees it; nil outside a
-// fleet.
-func (g *Gateway) FleetStatus(ctx context.Context) *FleetStatus {
-	fc := g.fleetCtl
+// Status reports the fleet as this replica sees it; nil outside a fleet.
+func (f *Fleet) Status(ctx context.Context) *Status {
+	fc := f.Control()
 	if fc == nil {
 		return nil
 	}
 	self := fc.self()
-	st := &FleetStatus{Name: fc.node.Name(), Replica: self.Replica, NATS: self.NATS, Degraded: g.degradedReason(),
+	st := &Status{Name: fc.node.Name(), Replica: self.Replica, NATS: self.NATS, Degraded: f.Degraded(),
 		Generation: self.Generation, PolicyDigest: self.PolicyDigest, Failed: self.Failed}
 	if fc.node.Connected() {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -214,7 +204,7 @@ func (g *Gateway) FleetStatus(ctx context.Context) *FleetStatus {
 
 // moduleReplicas is, for GET /admin/modules, which version of module name
 // each replica runs and, when it refused the fleet's latest revision, why.
-func (fc *fleetControl) moduleReplicas(name string, members []cluster.Member) []admin.ModuleReplica {
+func (fc *Control) moduleReplicas(name string, members []cluster.Member) []admin.ModuleReplica {
 	out := []admin.ModuleReplica{}
 	for _, m := range members {
 		r := admin.ModuleReplica{Replica: m.Replica, Digest: m.Modules[name], Generation: m.Generation, LastSeen: m.LastSeen}
@@ -228,7 +218,7 @@ func (fc *fleetControl) moduleReplicas(name string, members []cluster.Member) []
 
 // fleetMembers reads the members for an admin answer (at most 1 s; else
 // the last list).
-func (fc *fleetControl) fleetMembers() []cluster.Member {
+func (fc *Control) fleetMembers() []cluster.Member {
 	if !fc.node.Connected() {
 		fc.membersMu.Lock()
 		defer fc.membersMu.Unlock()
@@ -239,9 +229,9 @@ func (fc *fleetControl) fleetMembers() []cluster.Member {
 	return fc.refreshMembers(ctx)
 }
 
-// addReplicas adds, in a fleet, each replica's line to module answers.
-func (g *Gateway) addReplicas(infos []ModuleInfo) {
-	fc := g.fleetCtl
+// AddReplicas adds, in a fleet, each replica's line to module answers.
+func (f *Fleet) AddReplicas(infos []admin.ModuleInfo) {
+	fc := f.Control()
 	if fc == nil || len(infos) == 0 {
 		return
 	}
@@ -250,3 +240,9 @@ func (g *Gateway) addReplicas(infos []ModuleInfo) {
 		infos[i].Replicas = fc.moduleReplicas(infos[i].Name, members)
 	}
 }
+
+// Revision is the revision of the fleet's policy record active here.
+func (fc *Control) Revision() uint64 { return fc.rev.Load() }
+
+// Failed is the revision this replica refused last, nil when none.
+func (fc *Control) Failed() *cluster.Failure { return fc.failed.Load() }

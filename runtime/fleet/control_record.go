@@ -1,4 +1,4 @@
-package gateway
+package fleet
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
@@ -44,9 +44,9 @@ const (
 type fleetPolicy struct {
 	Format      int                    `json:"format"`
 	Modules     map[string]fleetModule `json:"modules"`
-	Attachments []policy.Spec          `json:"attachments"`
+	Attachments []spec.Spec            `json:"attachments"`
 	// By says which admin change, through which replica, wrote this
-	// revision: the replicas that activate it audit it (fleet_control_audit.go).
+	// revision: the replicas that activate it audit it (control_audit.go).
 	By *fleetChange `json:"by,omitempty"`
 }
 
@@ -160,7 +160,7 @@ func (r *fleetPolicy) digest() string {
 	}
 	b, _ := json.Marshal(struct {
 		Modules     map[string]string `json:"modules"`
-		Attachments []policy.Spec     `json:"attachments"`
+		Attachments []spec.Spec       `json:"attachments"`
 	}{active, r.Attachments})
 	s := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(s[:])
