@@ -235,7 +235,8 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 	}
 	call := &jsonrpc.Request{ID: req.ID, Method: "tools/call", Params: params}
 	if rl := s.invokeRateLimited(it); rl != nil {
-		s.rateLimited(&toolCall{req: call, it: it, start: time.Now(), args: targs}, rl)
+		tc := &toolCall{s: s, req: call, it: it, start: time.Now(), args: targs}
+		tc.respond(nil, tc.rateLimited(rl))
 		return
 	}
 	s.toolCall(call, it)
