@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/internal/openai"
 	"github.com/edge-mcp/edge-mcp/internal/search"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
@@ -221,7 +222,7 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 		return
 	}
 	raw, _, _ := wire.Field(args, "arguments")
-	targs, err := objectArguments(raw)
+	targs, err := openai.ObjectArguments(raw)
 	if err != nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: tool_invoke: the arguments of %q %v", name, err)))
 		return
@@ -253,30 +254,6 @@ func (s *session) invokeRateLimited(it *item) *rateLimited {
 		return nil
 	}
 	return gd.allowTool(s.id.Name, it.up.name, it.exposed)
-}
-
-// objectArguments checks tool call arguments: absent or null (nil, no
-// arguments), a JSON object, or a JSON string holding an object (as OpenAI's
-// function calls carry them, and as models sometimes write them).
-func objectArguments(raw json.RawMessage) (json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	if raw[0] == '"' {
-		s, ok := wire.Unquote(raw)
-		if !ok {
-			return nil, fmt.Errorf("are not a valid JSON string")
-		}
-		raw = bytes.TrimSpace([]byte(s))
-		if len(raw) == 0 {
-			return nil, nil
-		}
-	}
-	if raw[0] != '{' || !wire.Valid(raw) {
-		return nil, fmt.Errorf("must be a JSON object")
-	}
-	return raw, nil
 }
 
 // toolIndex is a search index over one ordered set of tools, keyed by
