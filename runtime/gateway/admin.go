@@ -42,10 +42,10 @@ type adminOps struct{ g *Gateway }
 
 var _ admin.Operations = adminOps{}
 
-// Policies describes the attachments of the current generation, in chain
-// order.
-func (g *Gateway) Policies() (generation uint64, out []PolicyInfo) {
-	pg := g.pol.current()
+// ListPolicies describes the attachments of the current generation, in
+// chain order.
+func (o adminOps) ListPolicies() (generation uint64, out []PolicyInfo) {
+	pg := o.g.pol.current()
 	if pg == nil {
 		return 0, []PolicyInfo{}
 	}
@@ -58,12 +58,10 @@ func (g *Gateway) Policies() (generation uint64, out []PolicyInfo) {
 	return pg.id, out
 }
 
-func (o adminOps) ListPolicies() (uint64, []PolicyInfo) { return o.g.Policies() }
-
 // AttachPolicy inserts sp at pos among the run-time attachments (pos < 0:
 // last).
 func (o adminOps) AttachPolicy(ctx context.Context, sp policy.Spec, pos int) error {
-	return o.g.withStore(func(p *policies, st *store.Store) error {
+	return o.withStore(func(p *policies, st *store.Store) error {
 		current := st.Attachments()
 		if pos < 0 {
 			pos = len(current)
@@ -82,9 +80,9 @@ func (o adminOps) AttachPolicy(ctx context.Context, sp policy.Spec, pos int) err
 }
 
 func (o adminOps) DetachPolicy(ctx context.Context, name string) error {
-	return o.g.withStore(func(p *policies, st *store.Store) error {
+	return o.withStore(func(p *policies, st *store.Store) error {
 		current := st.Attachments()
-		i, err := o.g.runtimeAttachment(p, current, name, "remove it there")
+		i, err := o.runtimeAttachment(p, current, name, "remove it there")
 		if err != nil {
 			return err
 		}
@@ -95,7 +93,7 @@ func (o adminOps) DetachPolicy(ctx context.Context, name string) error {
 // ReorderPolicies sets the order of the run-time attachments; order names
 // each exactly once.
 func (o adminOps) ReorderPolicies(ctx context.Context, order []string) error {
-	return o.g.withStore(func(p *policies, st *store.Store) error {
+	return o.withStore(func(p *policies, st *store.Store) error {
 		current := st.Attachments()
 		have := make([]string, len(current))
 		for i, a := range current {
@@ -117,9 +115,9 @@ func (o adminOps) ReorderPolicies(ctx context.Context, order []string) error {
 
 // PromotePolicy turns a shadow attachment into an enforcing one.
 func (o adminOps) PromotePolicy(ctx context.Context, name string) error {
-	return o.g.withStore(func(p *policies, st *store.Store) error {
+	return o.withStore(func(p *policies, st *store.Store) error {
 		current := slices.Clone(st.Attachments())
-		i, err := o.g.runtimeAttachment(p, current, name, "change its mode there")
+		i, err := o.runtimeAttachment(p, current, name, "change its mode there")
 		if err != nil {
 			return err
 		}
@@ -154,23 +152,23 @@ func applyAttachments(ctx context.Context, p *policies, st *store.Store, next []
 // runtimeAttachment finds the run-time attachment name among current, or
 // says why there is none: unknown, or owned by the config file (where the
 // operator should do instead).
-func (g *Gateway) runtimeAttachment(p *policies, current []policy.Spec, name, instead string) (int, error) {
+func (o adminOps) runtimeAttachment(p *policies, current []policy.Spec, name, instead string) (int, error) {
 	if i := slices.IndexFunc(current, func(s policy.Spec) bool { return s.Name == name }); i >= 0 {
 		return i, nil
 	}
 	if slices.ContainsFunc(p.fileSpecs, func(s policy.Spec) bool { return s.Name == name }) {
-		return -1, admin.Errorf(http.StatusConflict, "config_owned", "policy %q is attached by the config file %s; %s", name, g.config().Path, instead)
+		return -1, admin.Errorf(http.StatusConflict, "config_owned", "policy %q is attached by the config file %s; %s", name, o.g.config().Path, instead)
 	}
 	return -1, admin.Errorf(http.StatusNotFound, "not_found", "no run-time policy named %q", name)
 }
 
 // withStore runs fn with the policy lock held and the store open.
-func (g *Gateway) withStore(fn func(*policies, *store.Store) error) error {
-	st, err := g.moduleStore()
+func (o adminOps) withStore(fn func(*policies, *store.Store) error) error {
+	st, err := o.moduleStore()
 	if err != nil {
 		return err
 	}
-	p := &g.pol
+	p := &o.g.pol
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -179,9 +177,9 @@ func (g *Gateway) withStore(fn func(*policies, *store.Store) error) error {
 	return fn(p, st)
 }
 
-func (g *Gateway) moduleStore() (*store.Store, error) {
-	if g.pol.store == nil {
+func (o adminOps) moduleStore() (*store.Store, error) {
+	if o.g.pol.store == nil {
 		return nil, admin.Errorf(http.StatusConflict, "no_store", "no module store: set admin.state_dir in the config (or --state-dir)")
 	}
-	return g.pol.store, nil
+	return o.g.pol.store, nil
 }

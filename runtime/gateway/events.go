@@ -106,9 +106,8 @@ func (e *events) emit(level slog.Level, ev Event) {
 // Subscribe returns a channel that receives every event from now on (up to
 // buffer events may queue; beyond that a slow subscriber loses events) and a
 // function that ends the subscription.
-func (g *Gateway) Subscribe(buffer int) (<-chan Event, func()) {
+func (e *events) Subscribe(buffer int) (<-chan Event, func()) {
 	ch := make(chan Event, buffer)
-	e := g.events
 	e.mu.Lock()
 	if e.subs == nil {
 		e.subs = make(map[chan Event]struct{})
@@ -127,9 +126,13 @@ func (g *Gateway) Subscribe(buffer int) (<-chan Event, func()) {
 	}
 }
 
+// policyEvents connects the events to the modules with an event hook.
+type policyEvents struct{ g *Gateway }
+
 // observe hands a gateway event to the modules with an event hook, off the
 // request path.
-func (g *Gateway) observe(ev Event) {
+func (pe policyEvents) observe(ev Event) {
+	g := pe.g
 	if !g.pol.hooks().Has(policy.HookEvent) {
 		return
 	}

@@ -177,13 +177,15 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		set.byName[sc.Name] = u
 	}
 	g.route = newRouter(g.log, opts.PageSize, set, reservedOf(cfg))
-	g.route.pin = g.pinOffer
-	if err := g.openObservability(cfg); err != nil {
+	g.route.pin = pinGate{g}.offer
+	obs, err := openObservers(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
+	if err != nil {
 		return nil, err
 	}
+	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.metrics, obs.auditLog, obs.tracer, obs.validator, obs.pins
 	gd, err := newGuard(context.Background(), cfg, opts)
 	if err != nil {
-		g.closeObservability()
+		obs.close()
 		return nil, err
 	}
 	g.fleetLimits = newFleetLimits(cfg, g.log)
@@ -191,10 +193,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.guard.Store(gd)
 	if err := g.openPolicies(cfg); err != nil {
 		gd.close()
-		g.closeObservability()
+		obs.close()
 		return nil, err
 	}
-	g.events.observe = g.observe
+	g.events.observe = policyEvents{g}.observe
 	g.events.wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
@@ -332,7 +334,7 @@ func (g *Gateway) Close() error {
 	g.oauth.Close()
 	err = errors.Join(err, g.pol.close())
 	g.guard.Load().close()
-	return errors.Join(err, g.closeObservability())
+	return errors.Join(err, observers{auditLog: g.auditLog, tracer: g.tracer}.close())
 }
 
 // accept is called by the server transports for every new client session.

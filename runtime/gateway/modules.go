@@ -22,11 +22,11 @@ import (
 
 // moduleInfo builds the description of an uploaded module from the store
 // and the current generation.
-func (g *Gateway) moduleInfo(m store.Module) ModuleInfo {
+func (o adminOps) moduleInfo(m store.Module) ModuleInfo {
 	info := ModuleInfo{Name: m.Name, Digest: m.Active.Digest, Size: m.Active.Size, ABIVersion: m.Active.ABIVersion,
 		UploadedBy: m.Active.UploadedBy, SignedBy: m.Active.SignedBy, ActivatedAt: m.Active.ActivatedAt,
 		History: m.History, AttachedAs: []string{}, Healthy: true}
-	pg := g.pol.current()
+	pg := o.g.pol.current()
 	if pg == nil {
 		return info
 	}
@@ -43,20 +43,20 @@ func (g *Gateway) moduleInfo(m store.Module) ModuleInfo {
 }
 
 func (o adminOps) ListModules() ([]ModuleInfo, error) {
-	st, err := o.g.moduleStore()
+	st, err := o.moduleStore()
 	if err != nil {
 		return nil, err
 	}
 	out := []ModuleInfo{}
 	for _, m := range st.List() {
-		out = append(out, o.g.moduleInfo(m))
+		out = append(out, o.moduleInfo(m))
 	}
 	o.g.addReplicas(out)
 	return out, nil
 }
 
 func (o adminOps) GetModule(name string) (ModuleInfo, error) {
-	st, err := o.g.moduleStore()
+	st, err := o.moduleStore()
 	if err != nil {
 		return ModuleInfo{}, err
 	}
@@ -64,7 +64,7 @@ func (o adminOps) GetModule(name string) (ModuleInfo, error) {
 	if !ok {
 		return ModuleInfo{}, admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
 	}
-	out := []ModuleInfo{o.g.moduleInfo(m)}
+	out := []ModuleInfo{o.moduleInfo(m)}
 	o.g.addReplicas(out)
 	return out[0], nil
 }
@@ -76,7 +76,7 @@ func (o adminOps) GetModule(name string) (ModuleInfo, error) {
 // leaves the previous version serving.
 func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo, error) {
 	g := o.g
-	st, err := g.moduleStore()
+	st, err := o.moduleStore()
 	if err != nil {
 		return ModuleInfo{}, err
 	}
@@ -101,7 +101,7 @@ func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo
 			return ModuleInfo{}, admin.Errorf(http.StatusBadRequest, "bad_vectors", "%s: %v", admin.HeaderModuleVectors, err)
 		}
 	}
-	err = g.withStore(func(p *policies, st *store.Store) error {
+	err = o.withStore(func(p *policies, st *store.Store) error {
 		preloaded, abi, err := verifyUpload(ctx, p, up.Name, wasm, vectors)
 		if err != nil {
 			return err
@@ -113,7 +113,7 @@ func (o adminOps) UploadModule(ctx context.Context, up admin.Upload) (ModuleInfo
 		return ModuleInfo{}, err
 	}
 	m, _ := st.Get(up.Name)
-	return g.moduleInfo(m), nil
+	return o.moduleInfo(m), nil
 }
 
 // readModule reads the body of an upload within admin.max_module_bytes
@@ -295,7 +295,7 @@ func checkSignature(cfg *config.Config, wasm []byte, sig string) (string, error)
 }
 
 func (o adminOps) DeleteModule(ctx context.Context, name string) error {
-	return o.g.withStore(func(p *policies, st *store.Store) error {
+	return o.withStore(func(p *policies, st *store.Store) error {
 		if _, ok := st.Get(name); !ok {
 			return admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
 		}
@@ -316,7 +316,7 @@ func (o adminOps) DeleteModule(ctx context.Context, name string) error {
 // RollbackModule activates the version of name before the active one.
 func (o adminOps) RollbackModule(ctx context.Context, name string) (ModuleInfo, error) {
 	var info ModuleInfo
-	err := o.g.withStore(func(p *policies, st *store.Store) error {
+	err := o.withStore(func(p *policies, st *store.Store) error {
 		prev, ok := st.Get(name)
 		if !ok {
 			return admin.Errorf(http.StatusNotFound, "not_found", "no module named %q", name)
@@ -324,7 +324,7 @@ func (o adminOps) RollbackModule(ctx context.Context, name string) (ModuleInfo, 
 		if p.fleet != nil {
 			err := p.fleet.rollbackLocked(fleetChangeCtx(ctx, "module.rollback", name), name)
 			m, _ := st.Get(name)
-			info = o.g.moduleInfo(m)
+			info = o.moduleInfo(m)
 			return err
 		}
 		if _, err := st.Rollback(name); errors.Is(err, store.ErrNoPrevious) {
@@ -341,7 +341,7 @@ func (o adminOps) RollbackModule(ctx context.Context, name string) (ModuleInfo, 
 			return admin.Errorf(http.StatusUnprocessableEntity, "activation_failed", "the previous version of %q does not load any more: %v", name, err)
 		}
 		m, _ := st.Get(name)
-		info = o.g.moduleInfo(m)
+		info = o.moduleInfo(m)
 		return nil
 	})
 	return info, err

@@ -133,7 +133,7 @@ func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 func (s notFound) explainHidden(req *jsonrpc.Request, k listKind, it *item, reason string) {
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.g.recordToolCall(s.session, it.up.name, it.exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
+		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
 	}
 	if s.g.route.explainOnce(s.session, listKinds[k].member+"\x00"+it.exposed) {
 		s.g.log.Info("call refused as unknown: the name is hidden from this client",
@@ -171,7 +171,7 @@ func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
 		"approve_command":  "edge-mcp pins approve " + server + " " + tool,
 		"approve_endpoint": "POST /admin/tools/" + server + "/" + tool + "/approve"}
 	args, _, _ := wire.Field(req.Params, "arguments")
-	s.g.recordToolCall(s.session, server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+	s.recordToolCall(server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	s.replyData(req.ID, codeUnavailable, msg, data)
 }
 
@@ -208,7 +208,7 @@ func (s notFound) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, 
 	}
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.g.recordToolCall(s.session, it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	}
 	s.g.log.Debug("call of an unavailable server's "+what, "server", it.up.name, "name", it.exposed, "state", state)
 	s.replyData(req.ID, codeUnavailable, msg, data)

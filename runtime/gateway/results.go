@@ -88,7 +88,7 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
 			outcome = metricsError
 		}
-		s.g.recordToolCall(s, c.server, c.tool, outcome, c.start, c.args, msg)
+		s.recordToolCall(c.server, c.tool, outcome, c.start, c.args, msg)
 	}
 	switch {
 	case c.pg != nil && resp.Error == nil:

@@ -116,12 +116,12 @@ func (s *session) refuse(tc *toolCall, outcome, reason string) {
 
 // recordCall records a tool call's outcome in the metrics and audit log.
 func (s *session) recordCall(tc *toolCall, outcome, errMsg string) {
-	s.g.recordToolCall(s, tc.it.up.name, tc.it.exposed, outcome, tc.start, tc.args, errMsg)
+	s.recordToolCall(tc.it.up.name, tc.it.exposed, outcome, tc.start, tc.args, errMsg)
 }
 
 // recordToolCall records a tool call's outcome in the metrics and audit log.
-func (g *Gateway) recordToolCall(s *session, server, tool, outcome string, start time.Time, args json.RawMessage, errMsg string) {
-	d := time.Since(start)
+func (s *session) recordToolCall(server, tool, outcome string, start time.Time, args json.RawMessage, errMsg string) {
+	g, d := s.g, time.Since(start)
 	g.metrics.ToolCall(server, tool, outcome, d)
 	if g.auditLog != nil {
 		g.auditLog.ToolCall(audit.ToolCall{Time: start.UTC(), Identity: s.id.Name, Server: server, Tool: tool, Outcome: outcome,
