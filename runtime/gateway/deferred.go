@@ -68,7 +68,7 @@ const (
 // metaTools returns the gateway's own tools a session sees besides its
 // catalogue, given the tools deferred out of its list: tool_search and
 // tool_invoke when anything is deferred, else none. The items have no
-// upstream (up is nil); the chain answers them through local.
+// upstream (up is nil); toolCallAnswered answers them through local, before the pipeline.
 func (g *Gateway) metaTools(s *session, deferred []*item) []*item {
 	if len(deferred) == 0 {
 		return nil
@@ -204,7 +204,7 @@ func searchResult(query string, hits []search.Hit, ix *toolIndex, tools []*item)
 // invokeTool answers a tools/call of tool_invoke: it turns it into a
 // tools/call of the named tool, with the same request id (so cancellation,
 // progress and elicitation relate to the client's request) and the same
-// _meta, and runs it through the chain.
+// _meta, and runs it through the pipeline.
 func invokeTool(s *session, req *jsonrpc.Request) {
 	args, _, _ := wire.Field(req.Params, "arguments")
 	name, _ := wire.String(args, "name")
@@ -244,10 +244,10 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 }
 
 // invokeRateLimited applies the per-tool rate limits of a tool called
-// through tool_invoke that the chain would skip: over streamable HTTP the
+// through tool_invoke that the pipeline would skip: over streamable HTTP the
 // limits are taken before the transport reads a request, and there the call
 // was charged to tool_invoke (the client's own limit included), not to the
-// tool it names. Other transports take every limit in the chain.
+// tool it names. Other transports take every limit in the pipeline (stage_ratelimit.go).
 func (s *session) invokeRateLimited(it *item) *rateLimited {
 	gd := s.g.guard.Load()
 	if s.transport != transportStreamable || !gd.limited() {
