@@ -68,7 +68,8 @@ const (
 // metaTools returns the gateway's own tools a session sees besides its
 // catalogue, given the tools deferred out of its list: tool_search and
 // tool_invoke when anything is deferred, else none. The items have no
-// upstream (up is nil); toolCallAnswered answers them through local, before the pipeline.
+// upstream (up is nil); toolCallAnswered answers them through local,
+// before the pipeline.
 func (g *Gateway) metaTools(s *session, deferred []*item) []*item {
 	if len(deferred) == 0 {
 		return nil
@@ -247,7 +248,8 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 // through tool_invoke that the pipeline would skip: over streamable HTTP the
 // limits are taken before the transport reads a request, and there the call
 // was charged to tool_invoke (the client's own limit included), not to the
-// tool it names. Other transports take every limit in the pipeline (stage_ratelimit.go).
+// tool it names. Other transports take every limit in the pipeline
+// (stage_ratelimit.go).
 func (s *session) invokeRateLimited(it *item) *rateLimited {
 	gd := s.g.guard.Load()
 	if s.transport != transportStreamable || !gd.limited() {
