@@ -75,7 +75,7 @@ type Gateway struct {
 	log  *slog.Logger
 
 	route  *router // catalogue, upstreams, sessions, subscriptions
-	events *events
+	events *eventBus
 	// senders write forwarded requests upstream.
 	senders *workers
 	pol     policies
@@ -151,7 +151,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts.Health.Misses = 3
 	}
 	g := &Gateway{budget: upstreamBudget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
-		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
+		opts: opts, log: opts.Logger, events: newEventBus(opts.Logger), senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
 	checked, err := checkFleetNATS(cfg)
@@ -196,8 +196,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		obs.close()
 		return nil, err
 	}
-	g.events.observe = policyEvents{g}.observe
-	g.events.wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
+	g.events.Observe = policyEvents{g}.observe
+	g.events.Wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
 		Logger:          g.log,
