@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/internal/openai"
 	"github.com/edge-mcp/edge-mcp/internal/search"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
@@ -67,7 +68,8 @@ const (
 // metaTools returns the gateway's own tools a session sees besides its
 // catalogue, given the tools deferred out of its list: tool_search and
 // tool_invoke when anything is deferred, else none. The items have no
-// upstream (up is nil); the chain answers them through local.
+// upstream (up is nil); toolCallAnswered answers them through local,
+// before the pipeline.
 func (g *Gateway) metaTools(s *session, deferred []*item) []*item {
 	if len(deferred) == 0 {
 		return nil
@@ -203,7 +205,7 @@ func searchResult(query string, hits []search.Hit, ix *toolIndex, tools []*item)
 // invokeTool answers a tools/call of tool_invoke: it turns it into a
 // tools/call of the named tool, with the same request id (so cancellation,
 // progress and elicitation relate to the client's request) and the same
-// _meta, and runs it through the chain.
+// _meta, and runs it through the pipeline.
 func invokeTool(s *session, req *jsonrpc.Request) {
 	args, _, _ := wire.Field(req.Params, "arguments")
 	name, _ := wire.String(args, "name")
@@ -221,7 +223,7 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 		return
 	}
 	raw, _, _ := wire.Field(args, "arguments")
-	targs, err := objectArguments(raw)
+	targs, err := openai.ObjectArguments(raw)
 	if err != nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: tool_invoke: the arguments of %q %v", name, err)))
 		return
@@ -235,47 +237,25 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 	}
 	call := &jsonrpc.Request{ID: req.ID, Method: "tools/call", Params: params}
 	if rl := s.invokeRateLimited(it); rl != nil {
-		s.rateLimited(&toolCall{req: call, it: it, start: time.Now(), args: targs}, rl)
+		tc := &toolCall{s: s, req: call, it: it, start: time.Now(), args: targs}
+		tc.respond(nil, tc.rateLimited(rl))
 		return
 	}
 	s.toolCall(call, it)
 }
 
 // invokeRateLimited applies the per-tool rate limits of a tool called
-// through tool_invoke that the chain would skip: over streamable HTTP the
+// through tool_invoke that the pipeline would skip: over streamable HTTP the
 // limits are taken before the transport reads a request, and there the call
 // was charged to tool_invoke (the client's own limit included), not to the
-// tool it names. Other transports take every limit in the chain.
+// tool it names. Other transports take every limit in the pipeline
+// (stage_ratelimit.go).
 func (s *session) invokeRateLimited(it *item) *rateLimited {
 	gd := s.g.guard.Load()
 	if s.transport != transportStreamable || !gd.limited() {
 		return nil
 	}
 	return gd.allowTool(s.id.Name, it.up.name, it.exposed)
-}
-
-// objectArguments checks tool call arguments: absent or null (nil, no
-// arguments), a JSON object, or a JSON string holding an object (as OpenAI's
-// function calls carry them, and as models sometimes write them).
-func objectArguments(raw json.RawMessage) (json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	if raw[0] == '"' {
-		s, ok := wire.Unquote(raw)
-		if !ok {
-			return nil, fmt.Errorf("are not a valid JSON string")
-		}
-		raw = bytes.TrimSpace([]byte(s))
-		if len(raw) == 0 {
-			return nil, nil
-		}
-	}
-	if raw[0] != '{' || !wire.Valid(raw) {
-		return nil, fmt.Errorf("must be a JSON object")
-	}
-	return raw, nil
 }
 
 // toolIndex is a search index over one ordered set of tools, keyed by

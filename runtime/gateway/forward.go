@@ -86,7 +86,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 	if err != nil {
 		info.abandon()
 		if info.tool != "" {
-			s.g.recordToolCall(s, u.name, info.tool, metricsUnavailable, info.start, info.args, err.Error())
+			s.recordToolCall(u.name, info.tool, metricsUnavailable, info.start, info.args, err.Error())
 		}
 		if errors.Is(err, errNotConnected) && !u.perClient() {
 			s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: server %q is %s", u.name, errNotConnected)
@@ -256,7 +256,7 @@ func (s *session) armTimer(l *link, c *call, id int64, timeout time.Duration) {
 			return
 		}
 		if c.tool != "" {
-			s.g.recordToolCall(s, c.server, c.tool, metricsTimeout, c.start, c.args, "timeout")
+			s.recordToolCall(c.server, c.tool, metricsTimeout, c.start, c.args, "timeout")
 		}
 		c.end("timeout")
 		s.mu.Lock()

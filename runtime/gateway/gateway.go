@@ -75,7 +75,7 @@ type Gateway struct {
 	log  *slog.Logger
 
 	route  *router // catalogue, upstreams, sessions, subscriptions
-	events *events
+	events *eventBus
 	// senders write forwarded requests upstream.
 	senders *workers
 	pol     policies
@@ -139,7 +139,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts.Health.Misses = 3
 	}
 	g := &Gateway{budget: upstreamBudget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
-		opts: opts, log: opts.Logger, events: &events{log: opts.Logger}, senders: newWorkers(10 * time.Second),
+		opts: opts, log: opts.Logger, events: newEventBus(opts.Logger), senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
 	fl, err := fleet.New(cfg, g.log)
@@ -168,24 +168,26 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		set.byName[sc.Name] = u
 	}
 	g.route = newRouter(g.log, opts.PageSize, set, reservedOf(cfg))
-	g.route.pin = g.pinOffer
-	if err := g.openObservability(cfg); err != nil {
+	g.route.pin = pinGate{g}.offer
+	obs, err := openObservers(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
+	if err != nil {
 		return nil, err
 	}
+	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.metrics, obs.auditLog, obs.tracer, obs.validator, obs.pins
 	gd, err := newGuard(context.Background(), cfg, opts)
 	if err != nil {
-		g.closeObservability()
+		obs.close()
 		return nil, err
 	}
 	shareLimits(g.fleet, gd, cfg)
 	g.guard.Store(gd)
 	if err := g.openPolicies(cfg); err != nil {
 		gd.close()
-		g.closeObservability()
+		obs.close()
 		return nil, err
 	}
-	g.events.observe = g.observe
-	g.events.wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
+	g.events.Observe = policyEvents{g}.observe
+	g.events.Wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
 		Logger:          g.log,
@@ -322,7 +324,7 @@ func (g *Gateway) Close() error {
 	g.oauth.Close()
 	err = errors.Join(err, g.pol.close())
 	g.guard.Load().close()
-	return errors.Join(err, g.closeObservability())
+	return errors.Join(err, observers{auditLog: g.auditLog, tracer: g.tracer}.close())
 }
 
 // accept is called by the server transports for every new client session.

@@ -106,8 +106,8 @@ func (s *session) retryNamed(req *jsonrpc.Request, k listKind, it *item) {
 	}
 	err := it.up.awaitConnected(s.ctx, it.up.reconnectWait(timeout))
 	if err != nil {
-		s.serverUnavailable(req, k, it, err)
+		notFound{s}.serverUnavailable(req, k, it, err)
 		return
 	}
-	s.routeNamed(req, k, false)
+	routing{s}.routeNamed(req, k, false)
 }

@@ -98,7 +98,7 @@ func TestSessionExpiredReinitializes(t *testing.T) {
 	t.Cleanup(hs.Close)
 
 	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"m": {"url": %q, "retry_initial": 30}`, hs.URL)), Options{})
-	events, stop := g.Subscribe(32)
+	events, stop := g.events.Subscribe(32)
 	defer stop()
 	cs := connect(t, url, nil)
 	call := func() error {
@@ -153,7 +153,7 @@ func TestLegacySSEFallback(t *testing.T) {
 func TestToolExecutedEvents(t *testing.T) {
 	a := testenvEverything(t)
 	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"a": {"url": %q}`, a)), Options{})
-	events, stop := g.Subscribe(16)
+	events, stop := g.events.Subscribe(16)
 	defer stop()
 	cs := connect(t, url, nil)
 	for _, name := range []string{"test_simple_text", "test_error_handling"} {
@@ -187,7 +187,7 @@ func TestSSEReadTimeout(t *testing.T) {
 	hs := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
 	_, g := startGateway(t, serversJSON(fmt.Sprintf(`"legacy": {"type": "sse", "url": %q, "sse_read_timeout": 0.3, "retry_initial": 0.05}`, hs.URL)), Options{})
-	events, stop := g.Subscribe(16)
+	events, stop := g.events.Subscribe(16)
 	defer stop()
 	var seen []Event
 	deadline := time.After(10 * time.Second)

@@ -10,6 +10,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
+	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
 )
 
 // This file is the listener: every HTTP surface of the gateway and what
@@ -28,7 +29,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/mcp", g.admit(transportStreamable, g.http))
 	mux.Handle("/sse", g.admit("sse", g.sse))
 	mux.Handle("/ws", g.admit("websocket", g.ws))
-	mux.Handle("/v1/", g.admit("openai", g.openAIHandler()))
+	mux.Handle("/v1/", g.admit(openaiapi.Transport, openaiapi.New(openaiapi.Options{Host: openAIHost{g}, Log: g.log, OwnTools: []string{toolSearchName, toolInvokeName}})))
 	mux.HandleFunc("GET /{$}", g.serveIndex)
 	mux.Handle("GET /status", g.authenticated(http.HandlerFunc(g.serveStatus)))
 	mux.HandleFunc("GET /healthz", g.serveHealthz)

@@ -46,9 +46,13 @@ const (
 // says which and why.
 const codeUnavailable = jsonrpc.CodeInternalError
 
-// notFound answers a call of name, which the session's view does not hold.
+// notFound explains to a session why a name its view does not hold cannot
+// be called; it holds no state of its own.
+type notFound struct{ *session }
+
+// answer answers a call of name, which the session's view does not hold.
 // mayWait: a name whose server is disconnected waits for it (heal.go).
-func (s *session) notFound(req *jsonrpc.Request, k listKind, name string, mayWait bool) {
+func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait bool) {
 	full := s.g.route.catalogue()
 	gd := s.g.guard.Load()
 	if it := full.index[k][name]; it != nil && it.up != nil {
@@ -85,7 +89,7 @@ func (s *session) notFound(req *jsonrpc.Request, k listKind, name string, mayWai
 	s.replyUnknown(req, k, name)
 }
 
-func (s *session) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
+func (s notFound) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
 	what := "tool"
 	if k == kindPrompts {
 		what = "prompt"
@@ -95,7 +99,7 @@ func (s *session) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
 
 // hiddenFrom says why the session may not see it ("" when it may): an
 // access list, or a tools_list policy that hides or renames it.
-func (s *session) hiddenFrom(gd *guard, k listKind, it *item) string {
+func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 	who := s.id.Name
 	if k != kindTools {
 		if !gd.serverAllowed(who, it.up.name) {
@@ -114,7 +118,7 @@ func (s *session) hiddenFrom(gd *guard, k listKind, it *item) string {
 		return ""
 	}
 	defer s.g.pol.release(pg)
-	out, failed, err := s.runToolsList(pg, []*item{it})
+	out, failed, err := viewBuilder{s.session}.runToolsList(pg, []*item{it})
 	switch {
 	case err != nil || failed:
 		return "a tools_list policy failed (the tool stays hidden)"
@@ -126,12 +130,12 @@ func (s *session) hiddenFrom(gd *guard, k listKind, it *item) string {
 
 // explainHidden logs, once per session and name, why a call of a name
 // hidden from the session was answered "unknown", and audits tool calls.
-func (s *session) explainHidden(req *jsonrpc.Request, k listKind, it *item, reason string) {
+func (s notFound) explainHidden(req *jsonrpc.Request, k listKind, it *item, reason string) {
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.g.recordToolCall(s, it.up.name, it.exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
+		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
 	}
-	if s.g.route.explainOnce(s, listKinds[k].member+"\x00"+it.exposed) {
+	if s.g.route.explainOnce(s.session, listKinds[k].member+"\x00"+it.exposed) {
 		s.g.log.Info("call refused as unknown: the name is hidden from this client",
 			"kind", listKinds[k].member, "name", it.exposed, "server", it.up.name, "identity", s.id.Name, "reason", reason)
 	}
@@ -158,7 +162,7 @@ func (r *router) explainOnce(s *session, name string) bool {
 }
 
 // pendingApproval answers a call of a tool withheld by tool pinning.
-func (s *session) pendingApproval(req *jsonrpc.Request, it *item) {
+func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
 	server, tool := it.up.name, it.name
 	msg := fmt.Sprintf("edge-mcp: tool %q of server %q changed its definition since it was pinned and is withheld "+
 		"until an operator approves the change (edge-mcp pins approve %s %s, or POST /admin/tools/%s/%s/approve)",
@@ -167,14 +171,14 @@ func (s *session) pendingApproval(req *jsonrpc.Request, it *item) {
 		"approve_command":  "edge-mcp pins approve " + server + " " + tool,
 		"approve_endpoint": "POST /admin/tools/" + server + "/" + tool + "/approve"}
 	args, _, _ := wire.Field(req.Params, "arguments")
-	s.g.recordToolCall(s, server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+	s.recordToolCall(server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	s.replyData(req.ID, codeUnavailable, msg, data)
 }
 
 // serverUnavailable answers a call of a tool or prompt whose server is
 // down, naming the server, its state, why it is down (waited: why the call
 // waiting for it gave up) and its next reconnection attempt.
-func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, waited error) {
+func (s notFound) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, waited error) {
 	state, next, lastErr := it.up.retryState()
 	what := "tool"
 	if k == kindPrompts {
@@ -204,14 +208,14 @@ func (s *session) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, 
 	}
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.g.recordToolCall(s, it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	}
 	s.g.log.Debug("call of an unavailable server's "+what, "server", it.up.name, "name", it.exposed, "state", state)
 	s.replyData(req.ID, codeUnavailable, msg, data)
 }
 
 // replyData answers req with a JSON-RPC error carrying data.
-func (s *session) replyData(id jsonrpc.ID, code int64, msg string, data map[string]any) {
+func (s notFound) replyData(id jsonrpc.ID, code int64, msg string, data map[string]any) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		s.g.log.Log(s.ctx, slog.LevelError, "encoding error data", "err", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,33 +15,44 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 
 	"github.com/edge-mcp/edge-mcp/internal/audit"
+	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/pinning"
 	"github.com/edge-mcp/edge-mcp/internal/schema"
 	"github.com/edge-mcp/edge-mcp/internal/telemetry"
 )
 
-// This file sets up what the gateway shows operators: Prometheus metrics,
-// the audit log, OpenTelemetry traces; and the argument validator and the
-// tool pins, which live as long as the process.
+// This file sets up what the gateway shows operators (observers):
+// Prometheus metrics, the audit log, OpenTelemetry traces; and the argument
+// validator and the tool pins, which live as long as the process.
 
-// openObservability starts metrics, audit log, tracing, the validator and
-// the pin store of a new gateway.
-func (g *Gateway) openObservability(cfg *config.Config) error {
+// observers are what the gateway shows operators (metrics, audit log,
+// traces), and the argument validator and tool pins; they live as long as
+// the process.
+type observers struct {
+	metrics   *metrics.Metrics  // nil: metrics off
+	auditLog  *audit.Logger     // nil: no audit log
+	tracer    *telemetry.Tracer // nil: tracing off
+	validator *schema.Validator
+	pins      *pinning.Store // nil: pinning off
+}
+
+// openObservers starts the observers of a new gateway: clientMem reports
+// the client-memory budget, stateDir holds the pins ("": in memory).
+func openObservers(cfg *config.Config, log *slog.Logger, clientMem func() *budget.Stats, stateDir string) (o observers, err error) {
 	if m := cfg.Observability.Metrics; m == nil || *m {
-		g.metrics = metrics.New()
-		g.metrics.ClientMemory(g.clientMem.Stats)
+		o.metrics = metrics.New()
+		o.metrics.ClientMemory(clientMem)
 	}
-	var err error
 	if cfg.Audit.Path != "" {
-		g.auditLog, err = audit.Open(audit.Config{Path: cfg.Audit.Path, MaxSizeMB: cfg.Audit.MaxSizeMB, MaxBackups: cfg.Audit.MaxBackups,
-			MaxAgeDays: cfg.Audit.MaxAgeDays, Compress: cfg.Audit.Compress, IncludeArguments: cfg.Audit.IncludeArguments, Log: g.log})
+		o.auditLog, err = audit.Open(audit.Config{Path: cfg.Audit.Path, MaxSizeMB: cfg.Audit.MaxSizeMB, MaxBackups: cfg.Audit.MaxBackups,
+			MaxAgeDays: cfg.Audit.MaxAgeDays, Compress: cfg.Audit.Compress, IncludeArguments: cfg.Audit.IncludeArguments, Log: log})
 		if err != nil {
-			return &config.Error{File: cfg.Path, Key: "audit.path", Reason: err.Error()}
+			return o, &config.Error{File: cfg.Path, Key: "audit.path", Reason: err.Error()}
 		}
 	}
 	t := cfg.Telemetry
-	tc := telemetry.Config{Endpoint: t.OTLPEndpoint, ServiceName: t.ServiceName, Headers: t.Headers, Insecure: t.Insecure, Logger: g.log}
+	tc := telemetry.Config{Endpoint: t.OTLPEndpoint, ServiceName: t.ServiceName, Headers: t.Headers, Insecure: t.Insecure, Logger: log}
 	if t.SampleRatio != nil {
 		tc.SampleRatio = *t.SampleRatio
 	}
@@ -48,27 +60,27 @@ func (g *Gateway) openObservability(cfg *config.Config) error {
 	if tc = telemetry.FromEnv(tc); tc.Endpoint != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if g.tracer, err = telemetry.Setup(ctx, tc); err != nil {
-			g.closeObservability()
-			return &config.Error{File: cfg.Path, Key: "telemetry", Reason: err.Error()}
+		if o.tracer, err = telemetry.Setup(ctx, tc); err != nil {
+			o.close()
+			return o, &config.Error{File: cfg.Path, Key: "telemetry", Reason: err.Error()}
 		}
 	}
-	g.validator = schema.NewValidator(0)
+	o.validator = schema.NewValidator(0)
 	if cfg.Pinning.Mode != "off" {
 		path := ""
-		if dir := g.stateDir(cfg); dir != "" {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				g.closeObservability()
-				return fmt.Errorf("creating the state folder of the tool pins: %w", err)
+		if stateDir != "" {
+			if err := os.MkdirAll(stateDir, 0o700); err != nil {
+				o.close()
+				return o, fmt.Errorf("creating the state folder of the tool pins: %w", err)
 			}
-			path = filepath.Join(dir, "pins.json")
+			path = filepath.Join(stateDir, "pins.json")
 		}
-		if g.pins, err = pinning.Open(path); err != nil {
-			g.closeObservability()
-			return fmt.Errorf("opening the tool pins: %w", err)
+		if o.pins, err = pinning.Open(path); err != nil {
+			o.close()
+			return o, fmt.Errorf("opening the tool pins: %w", err)
 		}
 	}
-	return nil
+	return o, nil
 }
 
 // stateDir is the folder of the persistent state of cfg (module store and
@@ -119,16 +131,16 @@ func ConfigStateDir(base, configPath string) string {
 	return filepath.Join(base, string(clean)+"-"+hex.EncodeToString(sum[:6]))
 }
 
-// closeObservability flushes the audit log and the traces.
-func (g *Gateway) closeObservability() error {
+// close flushes the audit log and the traces.
+func (o observers) close() error {
 	var err error
-	if g.auditLog != nil {
-		err = g.auditLog.Close()
+	if o.auditLog != nil {
+		err = o.auditLog.Close()
 	}
-	if g.tracer != nil {
+	if o.tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err = errors.Join(err, g.tracer.Shutdown(ctx))
+		err = errors.Join(err, o.tracer.Shutdown(ctx))
 	}
 	return err
 }

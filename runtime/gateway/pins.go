@@ -23,9 +23,15 @@ import (
 // tool). Rejections live as long as the process: after a restart a
 // rejected change is pending again, and the tool still withheld.
 
-// pinOffer checks the tools of an offer against their pins and returns the
+// pinGate withholds (or flags) the tools of an upstream's offer whose
+// definitions changed since they were pinned; the router calls it on every
+// offer.
+type pinGate struct{ g *Gateway }
+
+// offer checks the tools of an offer against their pins and returns the
 // offer without the withheld ones. Called by the router with its lock held.
-func (g *Gateway) pinOffer(u *upstream, offer *upstreamLists) *upstreamLists {
+func (pg pinGate) offer(u *upstream, offer *upstreamLists) *upstreamLists {
+	g := pg.g
 	if g.pins == nil || offer == nil || len(offer[kindTools]) == 0 {
 		return offer
 	}

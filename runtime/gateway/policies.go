@@ -14,10 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
-	"github.com/edge-mcp/edge-mcp/internal/metrics"
-	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 
 	"github.com/edge-mcp/edge-mcp/policy"
@@ -547,53 +543,6 @@ func (g *Gateway) openPolicies(cfg *config.Config) error {
 		return fmt.Errorf("loading policies: %w", err)
 	}
 	return nil
-}
-
-// decide runs the tool_call policies; false means the call was answered.
-func (s *session) decide(tc *toolCall) bool {
-	ch := tc.scope.pg.chain
-	fail := func(outcome, format string, args ...any) bool {
-		msg := fmt.Sprintf(format, args...)
-		s.recordCall(tc, outcome, msg)
-		s.replyError(tc.req.ID, jsonrpc.CodeInternalError, "%s", msg)
-		return false
-	}
-	if !ch.Hooks().Has(policy.HookToolCall) {
-		return true
-	}
-	start := time.Now()
-	d, err := ch.ToolCall(s.ctx, policy.CallInput{Client: s.client, Server: tc.it.up.name, Tool: tc.it.name, Arguments: tc.args})
-	if err != nil {
-		s.g.metrics.PolicyFailure(policyModuleOf(err), "tool_call")
-		return fail(metrics.OutcomeError, "edge-mcp: policy check ended: %v", err)
-	}
-	s.g.metrics.PolicyDecision(orChain(d.Module), "tool_call", d.Action.String(), time.Since(start))
-	switch d.Action {
-	case policy.Deny:
-		// Logged at INFO as shadow differences are: an operator sees what
-		// an enforcing policy does.
-		s.g.log.Info("policy denied a call", "policy", d.Module, "server", tc.it.up.name, "tool", tc.it.name, "reason", d.Reason)
-		s.refuse(tc, metrics.OutcomeDenied, fmt.Sprintf("edge-mcp: policy %q denied this call: %s", d.Module, d.Reason))
-		return false
-	case policy.Route:
-		target := s.g.route.upstreams().byName[d.Server]
-		if target == nil {
-			return fail(metrics.OutcomeError, "edge-mcp: policy %q routed the call to unknown server %q", d.Module, d.Server)
-		}
-		tc.target = target
-		if d.Tool != "" {
-			tc.tool = d.Tool
-		}
-	}
-	if d.Arguments != nil {
-		tc.args = d.Arguments
-		var err error
-		if tc.params, err = wire.SetField(tc.params, "arguments", d.Arguments); err != nil {
-			return fail(metrics.OutcomeError, "edge-mcp: applying policy %q: %v", d.Module, err)
-		}
-	}
-	tc.approval = tc.approval || d.RequireApproval
-	return true
 }
 
 func orChain(module string) string {

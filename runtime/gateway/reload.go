@@ -67,8 +67,8 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadResult,
 	if err != nil {
 		return ReloadResult{}, err
 	}
-	g.commit(plan)
-	g.cleanUp(plan)
+	plan.commit()
+	plan.cleanUp()
 	res := plan.res
 	g.log.Info("configuration reloaded", "file", cfg.Path, "added", res.Added, "removed", res.Removed,
 		"changed", res.Changed, "kept", len(res.Kept), "policies_changed", res.Policies, "restart_needed", res.RestartNeeded)
@@ -78,6 +78,7 @@ func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadResult,
 // reloadPlan is the next configuration, built aside by prepare: everything
 // it needs to run, nothing of it running yet.
 type reloadPlan struct {
+	g        *Gateway
 	cfg, old *config.Config
 	res      ReloadResult
 	ups      *upstreamSet
@@ -94,9 +95,9 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 	if err := oauth.CheckFleetKey(cfg); err != nil {
 		return nil, err
 	}
-	plan := &reloadPlan{cfg: cfg, old: g.config()}
+	plan := &reloadPlan{g: g, cfg: cfg, old: g.config()}
 	plan.res.RestartNeeded = restartNeeded(plan.old, cfg)
-	if err := g.prepareUpstreams(plan); err != nil {
+	if err := plan.prepareUpstreams(); err != nil {
 		return nil, err
 	}
 	gd, err := newGuard(ctx, cfg, g.opts)
@@ -148,7 +149,8 @@ func restartNeeded(old, cfg *config.Config) []string {
 
 // prepareUpstreams builds the next upstream set: unchanged upstreams are
 // kept (same connection), new and changed ones are prepared, not started.
-func (g *Gateway) prepareUpstreams(plan *reloadPlan) error {
+func (plan *reloadPlan) prepareUpstreams() error {
+	g := plan.g
 	cur := g.route.upstreams()
 	g.oauth.Configure(plan.cfg.Servers) // before newUpstream: the transports take their handlers
 	next := &upstreamSet{byName: make(map[string]*upstream, len(plan.cfg.Servers))}
@@ -189,7 +191,8 @@ func (g *Gateway) prepareUpstreams(plan *reloadPlan) error {
 // commit makes the plan current: the config, the admission settings, the
 // policy generation and the upstream set (with its catalogue) are each
 // swapped atomically. Called with g.pol.mu held.
-func (g *Gateway) commit(plan *reloadPlan) {
+func (plan *reloadPlan) commit() {
+	g := plan.g
 	g.cfgp.Store(plan.cfg)
 	g.guard.Swap(plan.guard).close()
 	if plan.res.Policies {
@@ -207,7 +210,8 @@ func (g *Gateway) commit(plan *reloadPlan) {
 
 // cleanUp starts the upstreams the plan added and lets the ones it removed
 // finish their calls in flight, then stops them.
-func (g *Gateway) cleanUp(plan *reloadPlan) {
+func (plan *reloadPlan) cleanUp() {
+	g := plan.g
 	for _, u := range plan.added {
 		g.startUpstream(u)
 	}

@@ -88,7 +88,7 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
 			outcome = metricsError
 		}
-		s.g.recordToolCall(s, c.server, c.tool, outcome, c.start, c.args, msg)
+		s.recordToolCall(c.server, c.tool, outcome, c.start, c.args, msg)
 	}
 	switch {
 	case c.pg != nil && resp.Error == nil:
@@ -103,7 +103,7 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 	}
 	// One line per call would drown the lifecycle events: calls are logged
 	// at DEBUG (and recorded in the audit log); subscribers get them all.
-	if c.tool != "" && s.g.events.wanted(slog.LevelDebug) {
+	if c.tool != "" && s.g.events.Wanted(slog.LevelDebug) {
 		ev := Event{Type: EventToolExecuted, Server: c.server, Tool: c.tool, Success: true,
 			Duration: time.Since(c.start), ContentLength: len(resp.Result)}
 		if e, ok := resp.Error.(*jsonrpc.Error); ok {
@@ -113,6 +113,6 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		} else if v, ok, _ := wire.Field(resp.Result, "isError"); ok && string(v) == "true" {
 			ev.Success, ev.ErrorMessage = false, "the tool reported an error (isError)"
 		}
-		s.g.events.emit(slog.LevelDebug, ev)
+		s.g.events.Emit(slog.LevelDebug, ev)
 	}
 }

@@ -397,7 +397,11 @@ func (r *router) relist(l *link, kinds []listKind) {
 	l.u.refresh(l, kinds, true)
 }
 
-func (s *session) list(req *jsonrpc.Request, k listKind) {
+// routing routes a session's requests by method and name or URI to the
+// upstream serving them, from the session's view of the catalogue.
+type routing struct{ *session }
+
+func (s routing) list(req *jsonrpc.Request, k listKind) {
 	cursor, _ := wire.String(req.Params, "cursor")
 	cat := s.catalogue()
 	page, err := cat.page(k, cursor, s.g.opts.PageSize)
@@ -415,11 +419,11 @@ func (s *session) list(req *jsonrpc.Request, k listKind) {
 }
 
 // forwardNamed routes tools/call and prompts/get by params.name.
-func (s *session) forwardNamed(req *jsonrpc.Request, k listKind) { s.routeNamed(req, k, true) }
+func (s routing) forwardNamed(req *jsonrpc.Request, k listKind) { s.routeNamed(req, k, true) }
 
 // routeNamed is forwardNamed; mayWait: a call of a disconnected server's
 // name may wait for it to reconnect (heal.go), once.
-func (s *session) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
+func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 	name, ok := wire.String(req.Params, "name")
 	if !ok {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
@@ -427,10 +431,10 @@ func (s *session) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 	}
 	it := s.catalogue().index[k][name]
 	if it == nil {
-		s.notFound(req, k, name, mayWait)
+		notFound{s.session}.answer(req, k, name, mayWait)
 		return
 	}
-	if state, ok := bridgeState(s, req.Params); ok {
+	if state, ok := bridgeState(s.session, req.Params); ok {
 		if k == kindTools && s.resumeApproval(req, it, state) {
 			return
 		}
@@ -471,13 +475,13 @@ func (s *session) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 // session, as long.
 func (s *session) forwardScoped(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
 	if info.tool == "" && u.needsUserAuthorization(s) {
-		go s.forwardScopedNow(sc, req, u, params, info)
+		go routing{s}.forwardScopedNow(sc, req, u, params, info)
 		return
 	}
-	s.forwardScopedNow(sc, req, u, params, info)
+	routing{s}.forwardScopedNow(sc, req, u, params, info)
 }
 
-func (s *session) forwardScopedNow(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
+func (s routing) forwardScopedNow(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
 	done := s.forward(req, u, params, info)
 	if sc.held() {
 		go sc.releaseAfter(done)
@@ -486,7 +490,7 @@ func (s *session) forwardScopedNow(sc callScope, req *jsonrpc.Request, u *upstre
 
 // resourceOf routes a request by its params.uri: the URI and the upstream
 // that serves it, or ok false when the request was answered with why not.
-func (s *session) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok bool) {
+func (s routing) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok bool) {
 	if uri, ok = wire.String(req.Params, "uri"); !ok {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
 		return "", nil, false
@@ -499,12 +503,12 @@ func (s *session) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok 
 }
 
 // forwardURI routes resources/read by params.uri.
-func (s *session) forwardURI(req *jsonrpc.Request) {
+func (s routing) forwardURI(req *jsonrpc.Request) {
 	uri, u, ok := s.resourceOf(req)
 	if !ok {
 		return
 	}
-	if state, ok := bridgeState(s, req.Params); ok {
+	if state, ok := bridgeState(s.session, req.Params); ok {
 		s.resumeBridge(req, uri, state)
 		return
 	}
@@ -514,12 +518,12 @@ func (s *session) forwardURI(req *jsonrpc.Request) {
 	s.forwardScoped(sc, req, u, req.Params, info)
 }
 
-func (s *session) subscribe(req *jsonrpc.Request) {
+func (s routing) subscribe(req *jsonrpc.Request) {
 	uri, u, ok := s.resourceOf(req)
 	if !ok {
 		return
 	}
-	if !s.g.route.subscribe(s, uri) && !u.perClient() {
+	if !s.g.route.subscribe(s.session, uri) && !u.perClient() {
 		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
 		return
 	}
@@ -530,14 +534,14 @@ func (s *session) subscribe(req *jsonrpc.Request) {
 	s.forward(req, u, req.Params, forwardInfo{})
 }
 
-func (s *session) unsubscribe(req *jsonrpc.Request) {
+func (s routing) unsubscribe(req *jsonrpc.Request) {
 	uri, ok := wire.String(req.Params, "uri")
 	if !ok {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
 		return
 	}
 	u := s.catalogue().resource(uri)
-	if u == nil || (!s.g.route.unsubscribe(s, uri) && !u.perClient()) {
+	if u == nil || (!s.g.route.unsubscribe(s.session, uri) && !u.perClient()) {
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
 	}
@@ -550,7 +554,7 @@ func (s *session) unsubscribe(req *jsonrpc.Request) {
 
 // complete routes completion/complete by the prompt or resource template it
 // completes for.
-func (s *session) complete(req *jsonrpc.Request) {
+func (s routing) complete(req *jsonrpc.Request) {
 	ref, _, _ := wire.Field(req.Params, "ref")
 	typ, _ := wire.String(ref, "type")
 	cat := s.catalogue()

@@ -347,25 +347,25 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 	case "ping":
 		s.reply(req.ID, json.RawMessage(`{}`))
 	case "tools/list":
-		s.list(req, kindTools)
+		routing{s}.list(req, kindTools)
 	case "prompts/list":
-		s.list(req, kindPrompts)
+		routing{s}.list(req, kindPrompts)
 	case "resources/list":
-		s.list(req, kindResources)
+		routing{s}.list(req, kindResources)
 	case "resources/templates/list":
-		s.list(req, kindTemplates)
+		routing{s}.list(req, kindTemplates)
 	case "tools/call":
-		s.forwardNamed(req, kindTools)
+		routing{s}.forwardNamed(req, kindTools)
 	case "prompts/get":
-		s.forwardNamed(req, kindPrompts)
+		routing{s}.forwardNamed(req, kindPrompts)
 	case "resources/read":
-		s.forwardURI(req)
+		routing{s}.forwardURI(req)
 	case "resources/subscribe":
-		s.subscribe(req)
+		routing{s}.subscribe(req)
 	case "resources/unsubscribe":
-		s.unsubscribe(req)
+		routing{s}.unsubscribe(req)
 	case "completion/complete":
-		s.complete(req)
+		routing{s}.complete(req)
 	case "logging/setLevel":
 		go s.setLevel(req)
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":

@@ -250,7 +250,7 @@ func (u *upstream) serveOnce(ctx context.Context) (upSince time.Time, _ error) {
 	u.g.metrics.UpstreamUp(u.name, true)
 	go l.health(u.health)
 	u.g.route.setOffer(u, &offer)
-	u.g.events.emit(slog.LevelInfo, Event{Type: EventServerConnected, Server: u.name, Transport: transport,
+	u.g.events.Emit(slog.LevelInfo, Event{Type: EventServerConnected, Server: u.name, Transport: transport,
 		ProtocolVersion: l.protocolVersion, Tools: len(offer[kindTools]), Prompts: len(offer[kindPrompts]),
 		Resources: len(offer[kindResources]), Templates: len(offer[kindTemplates])})
 	// Connected last: whoever sees the state (WaitReady, /status) also
@@ -275,7 +275,7 @@ func (u *upstream) serveOnce(ctx context.Context) (upSince time.Time, _ error) {
 	if ctx.Err() != nil {
 		level = slog.LevelInfo // shutting down
 	}
-	u.g.events.emit(level, Event{Type: EventServerDisconnected, Server: u.name, Transport: transport,
+	u.g.events.Emit(level, Event{Type: EventServerDisconnected, Server: u.name, Transport: transport,
 		Reason: reason.Error(), HadSession: l.conn.SessionID() != ""})
 	return upSince, reason
 }

@@ -51,7 +51,7 @@ func (s *session) catalogue() *catalogue {
 	if v != nil {
 		good = v.good
 	}
-	vc, good, ok := s.buildView(cat, gd, good)
+	vc, good, ok := viewBuilder{s}.build(cat, gd, good)
 	if !ok {
 		return vc // a tools_list policy failed: not cached, the next request tries again
 	}
@@ -61,10 +61,14 @@ func (s *session) catalogue() *catalogue {
 	return vc
 }
 
-// buildView filters cat for the session. good is the last good outcome of
-// the tools_list policies; buildView returns the new one, and ok false when
+// viewBuilder builds a session's view of a catalogue snapshot; the
+// session caches what it built (session.view).
+type viewBuilder struct{ *session }
+
+// build filters cat for the session. good is the last good outcome of
+// the tools_list policies; build returns the new one, and ok false when
 // a tools_list policy failed (the view must not be cached).
-func (s *session) buildView(cat *catalogue, gd *guard, good map[toolKey]listedTool) (_ *catalogue, _ map[toolKey]listedTool, ok bool) {
+func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedTool) (_ *catalogue, _ map[toolKey]listedTool, ok bool) {
 	who := s.id.Name
 	vc := &catalogue{gen: cat.gen}
 	for k := range numKinds {
@@ -94,7 +98,7 @@ func (s *session) buildView(cat *catalogue, gd *guard, good map[toolKey]listedTo
 			listed = append(listed, it)
 		}
 	}
-	for _, it := range s.g.metaTools(s, deferred) {
+	for _, it := range s.g.metaTools(s.session, deferred) {
 		if _, taken := vc.index[kindTools][it.exposed]; !taken {
 			vc.index[kindTools][it.exposed] = it
 			listed = append(listed, it)
@@ -117,7 +121,7 @@ func (s *session) buildView(cat *catalogue, gd *guard, good map[toolKey]listedTo
 // each failing module's on_error says (deny: the tools it governs are
 // hidden; allow: they pass unfiltered by it). A failure never empties the
 // rest of the list.
-func (s *session) policyTools(tools []*item, good map[toolKey]listedTool) (_ []*item, _ map[toolKey]listedTool, ok bool) {
+func (s viewBuilder) policyTools(tools []*item, good map[toolKey]listedTool) (_ []*item, _ map[toolKey]listedTool, ok bool) {
 	if !s.g.pol.hooks().Has(policy.HookToolsList) {
 		return tools, good, true
 	}
@@ -163,7 +167,7 @@ func lastGood(tools []*item, good map[toolKey]listedTool) []*item {
 
 // runToolsList runs the tools_list chain of pg over tools. failed reports
 // whether a module failed during the run (its on_error was applied).
-func (s *session) runToolsList(pg *policyGen, tools []*item) (_ []*item, failed bool, _ error) {
+func (s viewBuilder) runToolsList(pg *policyGen, tools []*item) (_ []*item, failed bool, _ error) {
 	before := toolsListFailures(pg.chain)
 	entries := make([]policy.ToolEntry, len(tools))
 	for i, it := range tools {

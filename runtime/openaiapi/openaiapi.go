@@ -1,28 +1,7 @@
-package gateway
-
-import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"strconv"
-	"strings"
-	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
-	"github.com/edge-mcp/edge-mcp/internal/openai"
-	"github.com/edge-mcp/edge-mcp/internal/wire"
-	"github.com/edge-mcp/edge-mcp/transports"
-)
-
-// This file is the OpenAI-style tool API, for clients that speak function
-// calling rather than MCP. It is mounted at /v1/ behind the same
-// authentication as the MCP endpoints, and it serves what the caller's
-// identity may use, no more:
+// Package openaiapi is the OpenAI-style tool API of the gateway, for
+// clients that speak function calling rather than MCP. The gateway mounts
+// it at /v1/ behind the same authentication as the MCP endpoints, and it
+// serves what the caller's identity may use, no more:
 //
 //	GET  /v1/tools       {"object":"list","data":[{"type":"function","function":{"name","description","parameters"}}...]}
 //	POST /v1/tools/call  {"name": "<function or MCP name>", "arguments": {...}}
@@ -35,9 +14,10 @@ import (
 // tool_search), with function names made valid by openai.Namer (stable for
 // one catalogue snapshot) and "$schema" removed from the parameters.
 //
-// A call runs through the whole MCP chain: the handler opens an in-process
-// session for the caller's identity (transport "openai"), sends it the
-// tools/call and waits for the answer, so access lists, rate limits,
+// A call runs through the whole MCP pipeline: the handler opens an
+// in-process session of the gateway (Host.ServeConn) for the caller's
+// identity (transport "openai"), sends it the tools/call and waits for
+// the answer, so access lists, rate limits,
 // argument validation, policies, approval and result hooks apply exactly as
 // for MCP traffic. The session never initializes: it advertises no client
 // capabilities (a call needing approval is refused with a clear error, as a
@@ -51,40 +31,108 @@ import (
 // upstream_error when the server failed or could not be reached, 504
 // timeout_error. A tool that ran and reported an error is a 200 with
 // "isError": true, as the model should read it.
+package openaiapi
 
-// apiTransport names the OpenAI-style API in peers and metrics.
-const apiTransport = "openai"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/openai"
+	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/transports"
+)
+
+// Transport names the OpenAI-style API in peers and metrics.
+const Transport = "openai"
 
 // maxAPIViews bounds the per-identity views the API keeps.
 const maxAPIViews = 1024
 
-// openAIAPI serves /v1/.
-type openAIAPI struct {
-	g     *Gateway
+// The JSON-RPC answers of the gateway the API maps to HTTP statuses.
+const (
+	codeRateLimited    = -32029 // a call over a rate limit
+	codeRequestTimeout = -32001 // a call that timed out
+)
+
+// Host is what the API needs of the gateway.
+type Host interface {
+	// Running reports whether the gateway serves (it has been started).
+	Running() bool
+	// MaxBodyBytes bounds the body of a call (max_body_bytes).
+	MaxBodyBytes() int64
+	// Caller is who sent r, as authentication said.
+	Caller(r *http.Request) Caller
+	// Version identifies what Tools returns for every caller: the
+	// catalogue snapshot, policy generation and admission rules. Equal
+	// versions (==) give equal tools.
+	Version() any
+	// Tools is what c may call, as c's MCP sessions would list it (the
+	// gateway's own tools left out), deferred tools last.
+	Tools(c Caller) []Tool
+	// ServeConn runs a session over conn until conn is closed.
+	ServeConn(conn transports.Connection)
+}
+
+// Caller is the identity of a request.
+type Caller struct {
+	Name string // the identity's name: views are kept by it
+	Peer any    // what a session of the gateway takes as its peer (transports.Peer)
+}
+
+// Tool is one tool of a caller's view.
+type Tool struct {
+	Name string          // the MCP name the caller sees
+	Def  json.RawMessage // the MCP tool definition
+}
+
+// Options configure the API.
+type Options struct {
+	Host Host
+	Log  *slog.Logger
+	// OwnTools are the gateway's own tools (tool search): they are for
+	// MCP clients, not this API.
+	OwnTools []string
+}
+
+// api serves /v1/.
+type api struct {
+	opts  Options
 	mu    sync.Mutex
 	views map[string]*apiView // by identity name
 }
 
-// apiView is what one identity may call in one catalogue snapshot, policy
-// generation and guard.
+// apiView is what one identity may call in one Host.Version.
 type apiView struct {
-	cat    *catalogue // the shared snapshot it was built from
-	pol    *policyGen
-	gd     *guard
-	tools  []*item          // listed (without the gateway's own tools), then deferred
-	byName map[string]*item // exposed name → item, of the view
-	namer  *openai.Namer
+	version any
+	tools   []Tool
+	byName  map[string]json.RawMessage // MCP name → definition, of the view
+	namer   *openai.Namer
 
 	once sync.Once
 	list []byte // the GET /v1/tools body
 }
 
-// openAIHandler serves the OpenAI-style tool API under /v1/.
-func (g *Gateway) openAIHandler() http.Handler {
-	return &openAIAPI{g: g, views: make(map[string]*apiView)}
+// New returns the handler of the OpenAI-style tool API under /v1/.
+func New(opts Options) http.Handler {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &api{opts: opts, views: make(map[string]*apiView)}
 }
 
-func (a *openAIAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var method string
 	switch r.URL.Path {
 	case "/v1/tools":
@@ -106,7 +154,7 @@ func (a *openAIAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if a.g.ctx == nil {
+	if !a.opts.Host.Running() {
 		apiError(w, http.StatusServiceUnavailable, "server_error", "edge-mcp: the gateway is not running")
 		return
 	}
@@ -126,76 +174,57 @@ func apiError(w http.ResponseWriter, status int, typ, msg string) {
 	w.Write(append(b, '\n'))
 }
 
-// peerOf is who sent r, as authentication said.
-func peerOf(r *http.Request) *peer {
-	if p, ok := transports.PeerFromContext(r.Context()).(*peer); ok && p != nil {
-		return p
-	}
-	return &peer{id: identityOf(r), transport: apiTransport}
-}
-
 // view returns the identity's view of the current catalogue.
-func (a *openAIAPI) view(p *peer) *apiView {
-	g := a.g
-	cat, pg, gd := g.route.catalogue(), g.pol.current(), g.guard.Load()
+func (a *api) view(c Caller) *apiView {
+	version := a.opts.Host.Version()
 	a.mu.Lock()
-	v := a.views[p.id.Name]
+	v := a.views[c.Name]
 	a.mu.Unlock()
-	if v != nil && v.cat == cat && v.pol == pg && v.gd == gd {
+	if v != nil && v.version == version {
 		return v
 	}
-	// A session that is never served computes the view exactly as the
-	// identity's MCP sessions would.
-	s := newSession(g, &apiConn{peer: p})
-	vc := s.catalogue()
-	s.cancel()
-	v = &apiView{cat: cat, pol: pg, gd: gd, byName: vc.index[kindTools]}
-	v.tools = make([]*item, 0, len(vc.lists[kindTools])+len(vc.deferred))
-	for _, it := range vc.lists[kindTools] {
-		if it.local == nil {
-			v.tools = append(v.tools, it)
-		}
-	}
-	v.tools = append(v.tools, vc.deferred...)
+	v = &apiView{version: version, tools: a.opts.Host.Tools(c)}
+	v.byName = make(map[string]json.RawMessage, len(v.tools))
 	names := make([]string, len(v.tools))
-	for i, it := range v.tools {
-		names[i] = it.exposed
+	for i, t := range v.tools {
+		names[i] = t.Name
+		if _, dup := v.byName[t.Name]; !dup {
+			v.byName[t.Name] = t.Def
+		}
 	}
 	v.namer = openai.NewNamer(names)
 	a.mu.Lock()
 	if len(a.views) >= maxAPIViews {
 		clear(a.views)
 	}
-	a.views[p.id.Name] = v
+	a.views[c.Name] = v
 	a.mu.Unlock()
 	return v
 }
 
-// resolve finds the tool a function or MCP name stands for.
-func (v *apiView) resolve(name string) *item {
+// resolve finds the MCP name a function or MCP name stands for.
+func (v *apiView) resolve(name string) (string, bool) {
 	if mcpName, ok := v.namer.MCP(name); ok {
 		name = mcpName
 	}
-	if it := v.byName[name]; it != nil && it.local == nil {
-		return it
-	}
-	return nil
+	_, ok := v.byName[name]
+	return name, ok
 }
 
 // listJSON encodes the view's tools as OpenAI function definitions, once.
-func (v *apiView) listJSON(g *Gateway) []byte {
+func (v *apiView) listJSON(log *slog.Logger) []byte {
 	v.once.Do(func() {
 		b := []byte(`{"object":"list","data":[`)
 		n := 0
-		for _, it := range v.tools {
-			tool, err := openai.ConvertTool(v.namer.OpenAI(it.exposed), it.raw)
+		for _, t := range v.tools {
+			tool, err := openai.ConvertTool(v.namer.OpenAI(t.Name), t.Def)
 			if err != nil {
-				g.log.Debug("tool left out of /v1/tools", "tool", it.exposed, "err", err)
+				log.Debug("tool left out of /v1/tools", "tool", t.Name, "err", err)
 				continue
 			}
 			enc, err := json.Marshal(tool)
 			if err != nil {
-				g.log.Debug("tool left out of /v1/tools", "tool", it.exposed, "err", err)
+				log.Debug("tool left out of /v1/tools", "tool", t.Name, "err", err)
 				continue
 			}
 			if n > 0 {
@@ -209,8 +238,8 @@ func (v *apiView) listJSON(g *Gateway) []byte {
 	return v.list
 }
 
-func (a *openAIAPI) serveTools(w http.ResponseWriter, r *http.Request) {
-	body := a.view(peerOf(r)).listJSON(a.g)
+func (a *api) serveTools(w http.ResponseWriter, r *http.Request) {
+	body := a.view(a.opts.Host.Caller(r)).listJSON(a.opts.Log)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body)
 }
@@ -221,8 +250,8 @@ type apiCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-func (a *openAIAPI) serveCall(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.g.config().MaxBodyBytes))
+func (a *api) serveCall(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.Host.MaxBodyBytes()))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -241,16 +270,14 @@ func (a *openAIAPI) serveCall(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", `"name" is required: the function (or MCP tool) name`)
 		return
 	}
-	args, err := objectArguments(in.Arguments)
+	args, err := openai.ObjectArguments(in.Arguments)
 	if err != nil {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", `"arguments" `+err.Error())
 		return
 	}
-	p := peerOf(r)
-	name := in.Name
-	if it := a.view(p).resolve(in.Name); it != nil {
-		name = it.exposed
-	} else if name == toolSearchName || name == toolInvokeName {
+	c := a.opts.Host.Caller(r)
+	name, ok := a.view(c).resolve(in.Name)
+	if !ok && slices.Contains(a.opts.OwnTools, in.Name) {
 		// The gateway's own tools are for MCP clients, not this API.
 		apiError(w, http.StatusNotFound, "not_found_error", fmt.Sprintf("unknown tool %q", in.Name))
 		return
@@ -258,7 +285,10 @@ func (a *openAIAPI) serveCall(w http.ResponseWriter, r *http.Request) {
 	// A name the view does not hold goes through the session too, which
 	// says why it cannot be called where the caller may know (server down,
 	// pending approval) and answers "unknown tool" otherwise.
-	resp, err := a.call(r.Context(), p, name, args)
+	if !ok {
+		name = in.Name
+	}
+	resp, err := a.call(r.Context(), c, name, args)
 	if err != nil {
 		apiError(w, http.StatusBadGateway, "upstream_error", "edge-mcp: the call did not complete: "+err.Error())
 		return
@@ -309,15 +339,15 @@ func apiStatus(err error) (int, string, string) {
 	}
 }
 
-// call runs one tools/call in a fresh in-process session of p and returns
+// call runs one tools/call in a fresh in-process session of c and returns
 // its answer. The session ends when the call does, or when ctx (the HTTP
 // request) ends first, which cancels the call upstream.
-func (a *openAIAPI) call(ctx context.Context, p *peer, name string, args json.RawMessage) (*jsonrpc.Response, error) {
-	conn := newAPIConn(p)
+func (a *api) call(ctx context.Context, c Caller, name string, args json.RawMessage) (*jsonrpc.Response, error) {
+	conn := newAPIConn(c.Peer)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.g.ServeConn(conn)
+		a.opts.Host.ServeConn(conn)
 	}()
 	defer func() {
 		conn.Close()
@@ -327,7 +357,7 @@ func (a *openAIAPI) call(ctx context.Context, p *peer, name string, args json.Ra
 	if args != nil {
 		params, _ = wire.SetField(params, "arguments", args)
 	}
-	id := intID(1)
+	id, _ := jsonrpc.MakeID(float64(1))
 	if err := conn.deliver(ctx, &jsonrpc.Request{ID: id, Method: "tools/call", Params: params}); err != nil {
 		return nil, err
 	}
@@ -357,15 +387,15 @@ var errAPIConnClosed = errors.New("edge-mcp: in-process connection closed")
 // session: the session reads what the handler delivers and writes what the
 // handler receives. PeerInfo gives the session the caller's identity.
 type apiConn struct {
-	peer *peer
+	peer any
 	in   chan jsonrpc.Message // handler → session
 	out  chan jsonrpc.Message // session → handler
 	done chan struct{}
 	once sync.Once
 }
 
-func newAPIConn(p *peer) *apiConn {
-	return &apiConn{peer: &peer{id: p.id, transport: apiTransport},
+func newAPIConn(peer any) *apiConn {
+	return &apiConn{peer: peer,
 		in: make(chan jsonrpc.Message, 4), out: make(chan jsonrpc.Message, 16), done: make(chan struct{})}
 }
 

@@ -1,0 +1,31 @@
+package gateway
+
+import (
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
+)
+
+// rateLimit applies the client's and the tool's rate limits to a call on a
+// stream. Requests over streamable HTTP were checked before the transport
+// read them, to answer 429 (admit.go).
+func rateLimit(next Handler) Handler {
+	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
+		if tc.s.transport != transportStreamable && tc.gd.limited() {
+			if rl := tc.gd.allowCall(tc.s.id.Name, tc.it.up.name, tc.it.exposed); rl != nil {
+				return nil, tc.rateLimited(rl)
+			}
+		}
+		return next(tc)
+	}
+}
+
+// rateLimited records a call over a rate limit and returns its error.
+func (tc *toolCall) rateLimited(rl *rateLimited) *jsonrpc.Error {
+	tc.s.g.metrics.RateLimited(rl.scope)
+	tc.s.recordCall(tc, metrics.OutcomeRateLimited, rl.Error())
+	data, _ := json.Marshal(map[string]any{"retryAfter": retryAfterSeconds(rl.retryAfter), "scope": rl.scope})
+	return &jsonrpc.Error{Code: codeRateLimited, Message: rl.Error(), Data: data}
+}

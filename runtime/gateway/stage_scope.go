@@ -1,0 +1,30 @@
+package gateway
+
+import (
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// holdScope takes the policy generation deciding the call. When a later
+// stage may wait (modules, people and queues take time), the rest of the
+// pipeline runs off the session's read loop, and the scope (the generation
+// and the concurrency slot) is released once the call has been answered.
+func holdScope(next Handler) Handler {
+	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
+		s, it := tc.s, tc.it
+		tc.scope = s.g.pol.scope(kindTools, it.up.name, it.name)
+		tc.approval = tc.ts.approval
+		if !tc.scope.held() && !tc.approval && tc.gd.concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) {
+			return next(tc)
+		}
+		go func() {
+			defer tc.scope.release()
+			tc.respond(next(tc))
+			if tc.done != nil {
+				<-tc.done
+			}
+		}()
+		return nil, nil
+	}
+}
