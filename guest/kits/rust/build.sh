@@ -10,7 +10,7 @@ for c in "${RUSTC:-}" rustc /usr/bin/rustc; do
 	sysroot=$("$c" --print sysroot 2>/dev/null) || continue
 	if [ -d "$sysroot/lib/rustlib/wasm32-unknown-unknown" ]; then
 		exec "$c" --edition 2021 --target wasm32-unknown-unknown --crate-type cdylib \
-			-C opt-level=s -C panic=abort -C lto -C strip=symbols -o "$out" "$src"
+			-C opt-level=s -C panic=abort -C lto -C strip=symbols -C link-arg=-zstack-size=65536 -o "$out" "$src"
 	fi
 done
 echo "build.sh: no rustc with the wasm32-unknown-unknown target: apt-get install rustc libstd-rust-dev-wasm32" >&2
