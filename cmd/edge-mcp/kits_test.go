@@ -57,3 +57,40 @@ func TestPolicyTestVectorsReportsFailures(t *testing.T) {
 		t.Fatal("--vectors with --input accepted")
 	}
 }
+
+// module new --lang rust|c|as writes a project that builds with its real
+// toolchain where it is written and passes its own vectors.
+func TestModuleNewKits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Wasm modules")
+	}
+	for _, lang := range wasmtest.KitLangs {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "guard")
+			out, err := runCLI(t, "module", "new", "guard", "--lang", lang, "--dir", dir)
+			if err != nil || !strings.Contains(out, "the policy SDK is in "+dir+"/edge") {
+				t.Fatalf("module new --lang %s: %v\n%s", lang, err, out)
+			}
+			wasmtest.SkipOrFail(t, wasmtest.RunBuild(dir, "./build.sh"))
+			out, err = runCLI(t, "policy", "test", filepath.Join(dir, "guard.wasm"), "--vectors", filepath.Join(dir, "vectors.json"))
+			if err != nil || !strings.Contains(out, "2 passed, 0 failed") {
+				t.Fatalf("policy test --vectors: %v\n%s", err, out)
+			}
+			// The config is read: a reason of its own, other globs.
+			cfg := filepath.Join(dir, "cfg.json")
+			os.WriteFile(cfg, []byte(`{"deny":["drop_*"],"reason":"no drops"}`), 0o600)
+			in := filepath.Join(dir, "in.json")
+			os.WriteFile(in, []byte(`{"server":"db","tool":"drop_table","arguments":{}}`), 0o600)
+			out, err = runCLI(t, "policy", "test", filepath.Join(dir, "guard.wasm"), "--hook", "tool_call", "--input", in, "--config", cfg)
+			if err != nil || !strings.Contains(out, `"no drops: drop_table"`) {
+				t.Fatalf("policy test with a config: %v\n%s", err, out)
+			}
+			os.WriteFile(cfg, []byte(`{"nope":1}`), 0o600)
+			if out, err := runCLI(t, "policy", "test", filepath.Join(dir, "guard.wasm"), "--hook", "tool_call", "--input", in, "--config", cfg); err == nil ||
+				!strings.Contains(out+err.Error(), "unknown key") {
+				t.Fatalf("policy test with a bad config: %v\n%s", err, out)
+			}
+		})
+	}
+}

@@ -301,3 +301,26 @@ export function elems(v: usize, n: usize, f: () => bool): bool {
     else return false;
   }
 }
+
+// glob reports whether name [n, n+nn) matches pattern [p, p+pn): '*'
+// matches any run of bytes, '?' one byte (the host's attachment globs).
+export function glob(p: usize, pn: usize, n: usize, nn: usize): bool {
+  let i: usize = 0, j: usize = 0, starI: isize = -1, starJ: usize = 0;
+  while (j < nn) {
+    const c = i < pn ? load<u8>(p + i) : 0;
+    if (i < pn && c == 0x2a) {
+      starI = <isize>i;
+      starJ = j;
+      i++;
+    } else if (i < pn && (c == 0x3f || c == load<u8>(n + j))) {
+      i++;
+      j++;
+    } else if (starI >= 0) {
+      starJ++;
+      i = <usize>starI + 1;
+      j = starJ;
+    } else return false;
+  }
+  while (i < pn && load<u8>(p + i) == 0x2a) i++;
+  return i == pn;
+}

@@ -198,3 +198,24 @@ int edge_is_string(const char *v, size_t n, const char *lit) {
   size_t l = strlen(lit);
   return n == l + 2 && v[0] == '"' && v[n - 1] == '"' && memcmp(v + 1, lit, l) == 0;
 }
+
+int edge_glob(const char *pat, size_t pn, const char *name, size_t nn) {
+  size_t p = 0, n = 0, star_n = 0;
+  long star_p = -1;
+  while (n < nn) {
+    if (p < pn && pat[p] == '*') {
+      star_p = (long)p++;
+      star_n = n;
+    } else if (p < pn && (pat[p] == '?' || pat[p] == name[n])) {
+      p++;
+      n++;
+    } else if (star_p >= 0) {
+      p = (size_t)star_p + 1;
+      n = ++star_n;
+    } else {
+      return 0;
+    }
+  }
+  while (p < pn && pat[p] == '*') p++;
+  return p == pn;
+}

@@ -72,4 +72,8 @@ int edge_elems(const char *v, size_t n, int (*f)(void *ctx, const char *e, size_
 /* Whether the JSON value v is the string lit (compared escaped, as is). */
 int edge_is_string(const char *v, size_t n, const char *lit);
 
+/* Whether name matches pattern: '*' matches any run of bytes, '?' one byte
+ * (the host's attachment globs, guest/glob). */
+int edge_glob(const char *pat, size_t pn, const char *name, size_t nn);
+
 #endif

@@ -350,3 +350,29 @@ pub fn push_escaped(out: &mut Vec<u8>, s: &[u8]) {
 pub fn is_true(v: &[u8]) -> bool {
     v == b"true"
 }
+
+/// Whether name matches pattern: '*' matches any run of bytes, '?' one
+/// byte (the host's attachment globs, guest/glob).
+pub fn glob(pattern: &[u8], name: &[u8]) -> bool {
+    let (mut p, mut n, mut star_p, mut star_n) = (0, 0, usize::MAX, 0);
+    while n < name.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            star_p = p;
+            star_n = n;
+            p += 1;
+        } else if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == name[n]) {
+            p += 1;
+            n += 1;
+        } else if star_p != usize::MAX {
+            star_n += 1;
+            p = star_p + 1;
+            n = star_n;
+        } else {
+            return false;
+        }
+    }
+    while p < pattern.len() && pattern[p] == b'*' {
+        p += 1;
+    }
+    p == pattern.len()
+}
