@@ -137,7 +137,7 @@ func TestNewBuildsOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"go.mod", "main.go", "build.sh", "vectors.json", "testdata/tool_call.json", ".gitignore", "README.md", SDKDir + "/go.mod", SDKDir + "/abi.go"} {
+	for _, f := range []string{"go.mod", "main.go", "main_test.go", "build.sh", "vectors.json", "testdata/tool_call.json", ".gitignore", "README.md", SDKDir + "/go.mod", SDKDir + "/abi.go"} {
 		if !slices.Contains(p.Files, f) {
 			t.Errorf("project lacks %s (has %v)", f, p.Files)
 		}
@@ -147,6 +147,13 @@ func TestNewBuildsOffline(t *testing.T) {
 	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOMODCACHE="+t.TempDir(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", p.Build, err, out)
+	}
+	// go test runs the policy natively, offline too (guest/guesttest is in
+	// the SDK copy).
+	test := exec.Command("go", "test", "./...")
+	test.Dir, test.Env = dir, cmd.Env
+	if out, err := test.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("go test in the project: %v\n%s", err, out)
 	}
 	wasm, err := os.ReadFile(filepath.Join(dir, p.Wasm))
 	if err != nil || !bytes.HasPrefix(wasm, []byte("\x00asm")) {
