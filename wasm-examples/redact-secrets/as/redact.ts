@@ -101,7 +101,7 @@ export function edge_hook_prompt_result(ptr: i32, len: i32): i64 { return run(pt
 
 // Character classes, one bit each.
 const ALNUM: u16 = 1, ALNUM_DASH: u16 = 2, B64: u16 = 4, HEX: u16 = 8, DOMAIN: u16 = 16, TOKEN: u16 = 32,
-  UPPER_NUM: u16 = 64, EMAIL_LOCAL: u16 = 128, START: u16 = 256;
+  UPPER_NUM: u16 = 64, EMAIL_LOCAL: u16 = 128;
 const cls = new StaticArray<u16>(256);
 let clsReady = false;
 
@@ -122,10 +122,47 @@ function initClasses(): void {
     if (within(c, "_-.~+/=")) v |= TOKEN;
     if (upper || digit) v |= UPPER_NUM;
     if (within(c, "._%+-")) v |= EMAIL_LOCAL;
-    if (within(c, "srgxAeBb23456-@")) v |= START;
     cls[c] = v;
   }
+  initPairs();
   clsReady = true;
+}
+
+// The first two bytes of every pattern: a match can start at p only if
+// need[s[p]] & next[s[p+1]] != 0 (sk rk gh gi xo AK AS AI ey be/BE, two
+// digits, two dashes, '@' and a letter or digit). redact skips eight
+// positions at a time where no pair fits.
+const NK: u16 = 1, NHI: u16 = 2, NO: u16 = 4, NKSI: u16 = 8, NY: u16 = 16, NE: u16 = 32, NDIGIT: u16 = 64,
+  NDASH: u16 = 128, NALNUM: u16 = 256;
+const need = new StaticArray<u16>(256);
+const next = new StaticArray<u16>(256);
+
+function initPairs(): void {
+  need[0x73] = need[0x72] = NK; // s r
+  need[0x67] = NHI; // g
+  need[0x78] = NO; // x
+  need[0x41] = NKSI; // A
+  need[0x65] = NY; // e
+  need[0x42] = need[0x62] = NE; // B b
+  for (let c = 0x32; c <= 0x36; c++) need[c] = NDIGIT;
+  need[0x2d] = NDASH;
+  need[0x40] = NALNUM; // @
+  next[0x6b] = NK; // k
+  next[0x68] = next[0x69] = NHI; // h i
+  next[0x6f] = NO; // o
+  next[0x4b] = next[0x53] = next[0x49] = NKSI; // K S I
+  next[0x79] = NY; // y
+  next[0x65] = next[0x45] = NE; // e E
+  next[0x2d] = NDASH;
+  for (let c = 0; c < 256; c++) {
+    if (c >= 0x30 && c <= 0x39) next[c] |= NDIGIT;
+    if (cls[c] & ALNUM) next[c] |= NALNUM;
+  }
+}
+
+// @ts-ignore: decorator
+@inline function pair(s: usize, i: usize): u16 {
+  return unchecked(need[load<u8>(s + i)]) & unchecked(next[load<u8>(s + i + 1)]);
 }
 
 // @ts-ignore: decorator
@@ -139,8 +176,8 @@ function initClasses(): void {
 }
 
 // Memoised runs per character set: linear time on long runs.
-const runFrom = new StaticArray<usize>(9);
-const runEnd = new StaticArray<usize>(9);
+const runFrom = new StaticArray<usize>(8);
+const runEnd = new StaticArray<usize>(8);
 
 function run_(s: usize, n: usize, i: usize, set: u16): usize {
   const id = <i32>ctz<u32>(set);
@@ -355,28 +392,40 @@ function matchAt(s: usize, n: usize, p: usize, last: usize): usize {
 // nothing appended) when there was none.
 function redact(dst: Buf, s: usize, n: usize): bool {
   if (!clsReady) initClasses();
-  for (let k = 0; k < 9; k++) {
+  for (let k = 0; k < 8; k++) {
     runFrom[k] = 0;
     runEnd[k] = 0;
   }
   const mark = dst.len;
   let last: usize = 0, p: usize = 0;
   let changed = false;
-  while (p < n) {
-    if (!is(ch(s, p), START)) {
+  while (p + 1 < n) {
+    // Positions [p, stop) are looked at one by one.
+    let stop = n - 1;
+    if (p + 9 <= n) {
+      if ((pair(s, p) | pair(s, p + 1) | pair(s, p + 2) | pair(s, p + 3) | pair(s, p + 4) | pair(s, p + 5) |
+        pair(s, p + 6) | pair(s, p + 7)) == 0) {
+        p += 8;
+        continue;
+      }
+      stop = p + 8;
+    }
+    while (p < stop) {
+      if (pair(s, p) == 0) {
+        p++;
+        continue;
+      }
+      const end = matchAt(s, n, p, last);
+      if (end != 0) {
+        const r = repl[matchKind];
+        dst.append(s + last, matchStart - last);
+        dst.append(r.ptr, r.len);
+        last = p = end;
+        changed = true;
+        break;
+      }
       p++;
-      continue;
     }
-    const end = matchAt(s, n, p, last);
-    if (end != 0) {
-      const r = repl[matchKind];
-      dst.append(s + last, matchStart - last);
-      dst.append(r.ptr, r.len);
-      last = p = end;
-      changed = true;
-      continue;
-    }
-    p++;
   }
   if (!changed) {
     dst.len = mark;

@@ -102,7 +102,7 @@ EDGE_HOOK(edge_hook_resource_result, on_result)
 EDGE_HOOK(edge_hook_prompt_result, on_result)
 
 /* Character classes, one bit each. */
-enum { ALNUM = 1, ALNUM_DASH = 2, B64 = 4, HEX = 8, DOMAIN = 16, TOKEN = 32, UPPER_NUM = 64, EMAIL_LOCAL = 128, START = 256, NSETS = 9 };
+enum { ALNUM = 1, ALNUM_DASH = 2, B64 = 4, HEX = 8, DOMAIN = 16, TOKEN = 32, UPPER_NUM = 64, EMAIL_LOCAL = 128, NSETS = 8 };
 static unsigned short cls[256];
 
 static void init_classes(void) {
@@ -117,12 +117,44 @@ static void init_classes(void) {
     if (c && strchr("_-.~+/=", c)) v |= TOKEN;
     if ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) v |= UPPER_NUM;
     if (c && strchr("._%+-", c)) v |= EMAIL_LOCAL;
-    if (c && strchr("srgxAeBb23456-@", c)) v |= START;
     cls[c] = (unsigned short)v;
   }
 }
 
 #define IS(c, set) (cls[(unsigned char)(c)] & (set))
+
+/* The first two bytes of every pattern: a match can start at p only if
+ * need[s[p]] & next[s[p+1]] (sk rk gh gi xo AK AS AI ey be/BE, two digits,
+ * two dashes, '@' and a letter or digit). redact skips eight positions at
+ * a time where no pair fits. */
+enum { NK = 1, NHI = 2, NO = 4, NKSI = 8, NY = 16, NE = 32, NDIGIT = 64, NDASH = 128, NALNUM = 256 };
+static unsigned short need[256], next[256];
+
+static void init_pairs(void) {
+  need['s'] = need['r'] = NK;
+  need['g'] = NHI;
+  need['x'] = NO;
+  need['A'] = NKSI;
+  need['e'] = NY;
+  need['B'] = need['b'] = NE;
+  for (int c = '2'; c <= '6'; c++) need[c] = NDIGIT;
+  need['-'] = NDASH;
+  need['@'] = NALNUM;
+  next['k'] = NK;
+  next['h'] = next['i'] = NHI;
+  next['o'] = NO;
+  next['K'] = next['S'] = NKSI;
+  next['I'] = NKSI;
+  next['y'] = NY;
+  next['e'] = next['E'] = NE;
+  next['-'] = NDASH;
+  for (int c = 0; c < 256; c++) {
+    if (c >= '0' && c <= '9') next[c] |= NDIGIT;
+    if (cls[c] & ALNUM) next[c] |= NALNUM;
+  }
+}
+
+#define PAIR(i) (need[(unsigned char)s[i]] & next[(unsigned char)s[(i) + 1]])
 
 /* Memoised runs per character set: linear time on long runs. */
 typedef struct { size_t from[NSETS], end[NSETS]; } runs;
@@ -316,26 +348,37 @@ static size_t match_at(const char *s, size_t n, size_t p, size_t last, runs *m, 
 /* redact appends s with every secret masked to dst; 0 (and nothing
  * appended) when there was none. */
 static int redact(edge_buf *dst, const char *s, size_t n) {
-  if (!cls['s']) init_classes();
+  if (!cls['s']) {
+    init_classes();
+    init_pairs();
+  }
   runs m = {{0}, {0}};
   size_t last = 0, p = 0, mark = dst->len;
   int changed = 0;
   while (p < n) {
-    if (!IS(s[p], START)) {
-      p++;
-      continue;
+    size_t stop = n - 1; /* positions [p, stop) are looked at one by one */
+    if (p + 9 <= n) {
+      if (!(PAIR(p) | PAIR(p + 1) | PAIR(p + 2) | PAIR(p + 3) | PAIR(p + 4) | PAIR(p + 5) | PAIR(p + 6) | PAIR(p + 7))) {
+        p += 8;
+        continue;
+      }
+      stop = p + 8;
     }
-    size_t start;
-    int kind;
-    size_t end = match_at(s, n, p, last, &m, &start, &kind);
-    if (end) {
-      edge_append(dst, s + last, start - last);
-      edge_append(dst, repl[kind].data, repl[kind].len);
-      last = p = end;
-      changed = 1;
-      continue;
+    for (; p < stop; p++) {
+      if (!PAIR(p)) continue;
+      size_t start;
+      int kind;
+      size_t end = match_at(s, n, p, last, &m, &start, &kind);
+      if (end) {
+        edge_append(dst, s + last, start - last);
+        edge_append(dst, repl[kind].data, repl[kind].len);
+        last = end;
+        p = end;
+        changed = 1;
+        break;
+      }
     }
-    p++;
+    if (stop == n - 1 && p >= stop) break;
   }
   if (!changed) {
     dst->len = mark;

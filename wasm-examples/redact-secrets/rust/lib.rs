@@ -134,7 +134,6 @@ const DOMAIN: u16 = 16;
 const TOKEN: u16 = 32;
 const UPPER_NUM: u16 = 64;
 const EMAIL_LOCAL: u16 = 128;
-const START: u16 = 256; // a byte a match can begin with
 
 const fn classes() -> [u16; 256] {
     let mut t = [0u16; 256];
@@ -167,9 +166,6 @@ const fn classes() -> [u16; 256] {
         if b == b'.' || b == b'_' || b == b'%' || b == b'+' || b == b'-' {
             v |= EMAIL_LOCAL;
         }
-        if matches!(b, b's' | b'r' | b'g' | b'x' | b'A' | b'e' | b'B' | b'b' | b'2'..=b'6' | b'-' | b'@') {
-            v |= START;
-        }
         t[c] = v;
         c += 1;
     }
@@ -177,6 +173,70 @@ const fn classes() -> [u16; 256] {
 }
 
 static CLASS: [u16; 256] = classes();
+
+// The first two bytes of every pattern: a match can start at p only if
+// NEED[s[p]] & NEXT[s[p+1]] != 0 (sk rk gh gi xo AK AS AI ey be/BE, two
+// digits, two dashes, '@' and a letter or digit). redact skips eight
+// positions at a time where no pair fits.
+const NK: u16 = 1;
+const NHI: u16 = 2;
+const NO: u16 = 4;
+const NKSI: u16 = 8;
+const NY: u16 = 16;
+const NE: u16 = 32;
+const NDIGIT: u16 = 64;
+const NDASH: u16 = 128;
+const NALNUM: u16 = 256;
+
+const fn pairs(first: bool) -> [u16; 256] {
+    let mut t = [0u16; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = if first {
+            match b {
+                b's' | b'r' => NK,
+                b'g' => NHI,
+                b'x' => NO,
+                b'A' => NKSI,
+                b'e' => NY,
+                b'B' | b'b' => NE,
+                b'2'..=b'6' => NDIGIT,
+                b'-' => NDASH,
+                b'@' => NALNUM,
+                _ => 0,
+            }
+        } else {
+            let mut v = match b {
+                b'k' => NK,
+                b'h' | b'i' => NHI,
+                b'o' => NO,
+                b'K' | b'S' | b'I' => NKSI,
+                b'y' => NY,
+                b'e' | b'E' => NE,
+                b'-' => NDASH,
+                _ => 0,
+            };
+            if b.is_ascii_digit() {
+                v |= NDIGIT;
+            }
+            if b.is_ascii_alphanumeric() {
+                v |= NALNUM;
+            }
+            v
+        };
+        c += 1;
+    }
+    t
+}
+
+static NEED: [u16; 256] = pairs(true);
+static NEXT: [u16; 256] = pairs(false);
+
+#[inline(always)]
+fn pair(s: &[u8], i: usize) -> u16 {
+    NEED[s[i] as usize] & NEXT[s[i + 1] as usize]
+}
 
 #[inline]
 fn is(c: u8, set: u16) -> bool {
@@ -186,8 +246,8 @@ fn is(c: u8, set: u16) -> bool {
 /// Memoised runs per character set, so that matchers tried at many
 /// positions of one long run scan it once (linear time).
 struct Runs {
-    from: [usize; 9],
-    end: [usize; 9],
+    from: [usize; 8],
+    end: [usize; 8],
 }
 
 impl Runs {
@@ -218,23 +278,36 @@ impl Runs {
 /// appended) when there was none.
 fn redact(c: &Config, dst: &mut Vec<u8>, s: &[u8]) -> bool {
     let mark = dst.len();
-    let mut runs = Runs { from: [0; 9], end: [0; 9] };
+    let mut runs = Runs { from: [0; 8], end: [0; 8] };
     let (mut last, mut p, mut changed) = (0, 0, false);
-    while p < s.len() {
-        if !is(s[p], START) {
+    let n = s.len();
+    while p + 1 < n {
+        // Positions [p, stop) are looked at one by one.
+        let mut stop = n - 1;
+        if p + 9 <= n {
+            let t = &s[p..p + 9];
+            if pair(t, 0) | pair(t, 1) | pair(t, 2) | pair(t, 3) | pair(t, 4) | pair(t, 5) | pair(t, 6) | pair(t, 7) == 0 {
+                p += 8;
+                continue;
+            }
+            stop = p + 8;
+        }
+        while p < stop {
+            if pair(s, p) == 0 {
+                p += 1;
+                continue;
+            }
+            let (start, end, k) = match_at(c, s, p, last, &mut runs);
+            if end > 0 {
+                dst.extend_from_slice(&s[last..start]);
+                dst.extend_from_slice(&c.repl[k]);
+                last = end;
+                p = end;
+                changed = true;
+                break;
+            }
             p += 1;
-            continue;
         }
-        let (start, end, k) = match_at(c, s, p, last, &mut runs);
-        if end > 0 {
-            dst.extend_from_slice(&s[last..start]);
-            dst.extend_from_slice(&c.repl[k]);
-            last = end;
-            p = end;
-            changed = true;
-            continue;
-        }
-        p += 1;
     }
     if !changed {
         dst.truncate(mark);
