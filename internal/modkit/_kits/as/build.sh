@@ -9,4 +9,4 @@ if ! command -v "$asc" >/dev/null 2>&1; then
 	echo "build.sh: $asc not found: npm install assemblyscript (and set ASC to its node_modules/.bin/asc)" >&2
 	exit 127
 fi
-exec "$asc" "$src" --runtime incremental --use abort= -O3 --noAssert -o "$out"
+exec "$asc" "$src" --runtime incremental --use abort= -O3 --noAssert --uncheckedBehavior always -o "$out"

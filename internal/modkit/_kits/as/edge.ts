@@ -13,7 +13,7 @@
 //   }
 //   export function edge_hook_tool_call(ptr: i32, len: i32): i64 { return run(ptr, len, onCall); }
 //
-// Build: asc policy.ts --runtime incremental --use abort= -O3 --noAssert -o policy.wasm
+// Build: asc policy.ts --runtime incremental --use abort= -O3 --noAssert --uncheckedBehavior always -o policy.wasm
 // (--use abort= drops the env.abort import the sandbox does not allow).
 //
 // A handler gets the hook input (a JSON object, see ABI.md) at [input,
