@@ -15,7 +15,10 @@ var inBuf []byte
 func edgeABIVersion() uint32 { return ABIMajor<<16 | ABIMinor }
 
 //go:wasmexport edge_hooks
-func edgeHooks() uint32 { return hooksMask() }
+func edgeHooks() uint32 {
+	m := hooksMask()
+	return m
+}
 
 //go:wasmexport edge_alloc
 func edgeAlloc(size uint32) uint32 {
@@ -44,6 +47,7 @@ func input(ptr, n uint32) ([]byte, bool) {
 // runs no goroutines between calls, and without this the heap grows until
 // the memory limit is hit).
 func finish(out []byte) uint64 {
+	outBuf = out
 	runtime.Gosched()
 	if len(out) == 0 {
 		return 0
@@ -51,11 +55,15 @@ func finish(out []byte) uint64 {
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(out))))<<32 | uint64(len(out))
 }
 
+func fail(msg string) uint64 { return finish(failOut(msg)) }
+
+func badInput(hook string, err error) uint64 { return finish(badInputOut(hook, err)) }
+
 // export runs a dispatch function on the input at ptr.
 func export(hook string, ptr, n uint32, fn func([]byte) []byte) uint64 {
 	in, ok := input(ptr, n)
 	if !ok {
-		return finish(badInput(hook, nil))
+		return badInput(hook, nil)
 	}
 	return finish(fn(in))
 }

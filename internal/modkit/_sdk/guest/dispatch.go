@@ -139,18 +139,18 @@ func hookIndex(name string) int {
 	return -1
 }
 
-func fail(msg string) []byte {
+func failOut(msg string) []byte {
 	out := append(outBuf[:0], `{"error":`...)
 	out = jsonlite.AppendString(out, msg)
 	outBuf = append(out, '}')
 	return outBuf
 }
 
-func badInput(hook string, err error) []byte {
+func badInputOut(hook string, err error) []byte {
 	if err == nil {
-		return fail(hook + ": input was not written at the allocated address")
+		return failOut(hook + ": input was not written at the allocated address")
 	}
-	return fail(hook + ": malformed input: " + err.Error())
+	return failOut(hook + ": malformed input: " + err.Error())
 }
 
 func configure(in []byte) []byte {
@@ -158,7 +158,7 @@ func configure(in []byte) []byte {
 		return nil
 	}
 	if err := configureFn(in); err != nil {
-		return fail(err.Error())
+		return failOut(err.Error())
 	}
 	return nil
 }
@@ -169,7 +169,7 @@ func toolsList(in []byte) []byte {
 	}
 	req, err := parseToolsList(in)
 	if err != nil {
-		return badInput("tools_list", err)
+		return badInputOut("tools_list", err)
 	}
 	toolsListFn(req)
 	outBuf = req.appendOutput(outBuf[:0])
@@ -183,7 +183,7 @@ func toolCall(in []byte) []byte {
 	req := &toolCallReq
 	*req = ToolCall{}
 	if err := req.parse(in); err != nil {
-		return badInput("tool_call", err)
+		return badInputOut("tool_call", err)
 	}
 	d := toolCallFn(req)
 	outBuf = d.appendJSON(outBuf[:0])
@@ -207,10 +207,10 @@ func resultHook[R any, P resultReq[R]](hook string, in []byte, fn func(P) error,
 	var zero R
 	*req = zero
 	if err := req.parse(in); err != nil {
-		return badInput(hook, err)
+		return badInputOut(hook, err)
 	}
 	if err := fn(req); err != nil {
-		return fail(err.Error())
+		return failOut(err.Error())
 	}
 	replaced, result := req.replacement()
 	outBuf = appendResult(outBuf[:0], replaced, result)
@@ -224,7 +224,7 @@ func event(in []byte) []byte {
 	ev := &eventReq
 	*ev = Event{}
 	if err := ev.parse(in); err != nil {
-		return badInput("event", err)
+		return badInputOut("event", err)
 	}
 	eventFn(ev)
 	return nil
