@@ -1,5 +1,3 @@
-//go:build wasip1
-
 package guest
 
 import "github.com/edge-mcp/edge-mcp/guest/glob"

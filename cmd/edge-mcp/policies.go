@@ -43,8 +43,8 @@ func policyCommands() []*command {
 			summary: "set the order of the run-time policies (name each exactly once)",
 			example: "edge-mcp policy reorder router redact"},
 		{name: "policy test", args: "MODULE.wasm", nargs: 1, define: policyTestFlags,
-			summary: "run one hook of a module on a recorded input and print the decision (no gateway needed)",
-			example: "edge-mcp policy test redact.wasm --hook tool_call --input case.json"},
+			summary: "run one hook of a module on a recorded input and print the decision, or run its test vectors (no gateway needed)",
+			example: "edge-mcp policy test redact.wasm --hook tool_call --input case.json\n  edge-mcp policy test redact.wasm --vectors vectors.json"},
 	}
 }
 

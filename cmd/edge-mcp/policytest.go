@@ -20,20 +20,26 @@ import (
 func policyTestFlags(fs *flag.FlagSet) runFunc {
 	var o policyTestOptions
 	fs.StringVar(&o.hook, "hook", "", "hook to run: tools_list, tool_call, tool_result, resource_result, prompt_result or event (default: the recorded one)")
-	fs.StringVar(&o.input, "input", "", "the hook input: a file written by serve --record, or the bare hook input JSON (required)")
+	fs.StringVar(&o.input, "input", "", "the hook input: a file written by serve --record, or the bare hook input JSON")
+	fs.StringVar(&o.vectors, "vectors", "", "a JSON file of test vectors to run instead of one input: prints a line per vector and fails if any fails")
 	fs.StringVar(&o.config, "config", "", "the module's config (a JSON object), as the attachment's \"config\"")
 	fs.DurationVar(&o.timeout, "timeout", time.Second, "deadline of the hook call")
 	return func(ctx context.Context, pos []string, s streams) error {
-		if o.input == "" {
-			return usagef("edge-mcp policy test: --input is required; run 'edge-mcp policy test --help'")
+		switch {
+		case o.input != "" && o.vectors != "":
+			return usagef("edge-mcp policy test: --input and --vectors exclude each other")
+		case o.vectors != "":
+			return policyTestVectors(ctx, pos[0], o, s.stdout)
+		case o.input == "":
+			return usagef("edge-mcp policy test: --input or --vectors is required; run 'edge-mcp policy test --help'")
 		}
 		return policyTest(ctx, pos[0], o, s.stdout)
 	}
 }
 
 type policyTestOptions struct {
-	hook, input, config string
-	timeout             time.Duration
+	hook, input, config, vectors string
+	timeout                      time.Duration
 }
 
 func policyTest(ctx context.Context, module string, o policyTestOptions, stdout io.Writer) error {
@@ -59,21 +65,11 @@ func policyTest(ctx context.Context, module string, o policyTestOptions, stdout 
 	if err != nil {
 		return err
 	}
-	var cfg json.RawMessage
-	if o.config != "" {
-		if cfg, err = os.ReadFile(o.config); err != nil {
-			return err
-		}
-	}
-	eng, err := policy.NewEngine(ctx, policy.EngineConfig{})
+	eng, m, err := loadForTest(ctx, wasm, o)
 	if err != nil {
 		return err
 	}
 	defer eng.Close(context.Background())
-	m, err := eng.Load(ctx, "test", wasm, policy.ModuleOptions{Config: cfg, Timeout: o.timeout, PoolSize: 1})
-	if err != nil {
-		return err
-	}
 	defer m.Close()
 	out, err := m.Decide(ctx, hook, input)
 	if err != nil {
@@ -84,6 +80,69 @@ func policyTest(ctx context.Context, module string, o policyTestOptions, stdout 
 	pretty.WriteByte('\n')
 	_, err = stdout.Write(pretty.Bytes())
 	return err
+}
+
+// loadForTest loads a module into an engine of its own, with the config
+// file of o if any. The caller closes both.
+func loadForTest(ctx context.Context, wasm []byte, o policyTestOptions) (*policy.Engine, *policy.Module, error) {
+	var cfg json.RawMessage
+	if o.config != "" {
+		var err error
+		if cfg, err = os.ReadFile(o.config); err != nil {
+			return nil, nil, err
+		}
+	}
+	eng, err := policy.NewEngine(ctx, policy.EngineConfig{})
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := eng.Load(ctx, "test", wasm, policy.ModuleOptions{Config: cfg, Timeout: o.timeout, PoolSize: 1})
+	if err != nil {
+		eng.Close(context.Background())
+		return nil, nil, err
+	}
+	return eng, m, nil
+}
+
+// policyTestVectors runs a module against a file of test vectors (the
+// format of module push --vectors), printing "ok" or "FAIL" and the reason
+// per vector and a closing count; it fails when a vector fails.
+func policyTestVectors(ctx context.Context, module string, o policyTestOptions, stdout io.Writer) error {
+	wasm, err := os.ReadFile(module)
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(o.vectors)
+	if err != nil {
+		return err
+	}
+	vs, err := policy.ParseTestVectors(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.vectors, err)
+	}
+	eng, m, err := loadForTest(ctx, wasm, o)
+	if err != nil {
+		return err
+	}
+	defer eng.Close(context.Background())
+	defer m.Close()
+	failed := 0
+	for i := range vs {
+		if err := m.RunVectors(ctx, vs[i:i+1]); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			failed++
+			fmt.Fprintf(stdout, "FAIL %s\n     %v\n", vs[i].Name, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "ok   %s\n", vs[i].Name)
+	}
+	fmt.Fprintf(stdout, "%s: %d passed, %d failed\n", module, len(vs)-failed, failed)
+	if failed > 0 {
+		return fmt.Errorf("%s: %d of %d test vectors failed", module, failed, len(vs))
+	}
+	return nil
 }
 
 // parseRecorded accepts a file written by serve --record ({"hook", "input",

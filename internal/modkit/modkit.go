@@ -3,11 +3,12 @@
 // project (no download, no network, nothing to edit but the policy).
 //
 // The Go SDK is embedded from _sdk/guest, a copy of the repository's guest/
-// made by go generate (internal/cmd/gensdk); a test checks that the copy
-// equals guest/.
+// made by go generate (internal/cmd/gensdk), and the kits for the other
+// languages from _kits, a copy of guest/kits; tests check that the copies
+// equal the originals.
 package modkit
 
-//go:generate go run ../cmd/gensdk -src ../../guest -dst _sdk/guest
+//go:generate go run ../cmd/gensdk -src ../../guest -dst _sdk/guest -kits ../../guest/kits -kits-dst _kits
 
 import (
 	"bytes"
@@ -23,24 +24,32 @@ import (
 	"text/template"
 )
 
-//go:embed all:_sdk all:template
+//go:embed all:_sdk all:_kits all:template
 var files embed.FS
 
-// SDKDir is the folder of a generated project that holds the Go SDK, the
-// target of the go.mod's replace directive.
+// SDKDir is the folder of a generated Go project that holds the Go SDK,
+// the target of the go.mod's replace directive.
 const SDKDir = "edge-mcp-guest"
 
-// Langs are the languages New knows, in the order help lists them; only
-// "go" has a kit so far.
+// KitDir is the folder of a generated Rust, C or AssemblyScript project
+// that holds the language's kit (a copy of guest/kits/<lang>).
+const KitDir = "edge"
+
+// Langs are the languages New knows, in the order help lists them.
 var Langs = []string{"go", "rust", "c", "as"}
 
-// ErrNotYet is the error of a language whose kit is still to come.
-var ErrNotYet = errors.New("not yet available")
+// kitLangs describes the languages with a kit in guest/kits.
+var kitLangs = map[string]struct{ LangName, Source, Toolchain string }{
+	"rust": {"Rust", "lib.rs", "rustc for wasm32-unknown-unknown, no Cargo: apt-get install rustc libstd-rust-dev-wasm32"},
+	"c":    {"C", "policy.c", "clang for wasm32-wasi: apt-get install clang lld wasi-libc libclang-rt-dev-wasm32"},
+	"as":   {"AssemblyScript", "policy.ts", "asc: npm install assemblyscript, ASC=node_modules/.bin/asc"},
+}
 
 // Project is what New wrote.
 type Project struct {
 	Dir   string   // the project's folder
 	Files []string // the files written, slash-separated, relative to Dir
+	SDK   string   // the folder holding the SDK or kit, relative to Dir
 	Wasm  string   // the module the build script writes, relative to Dir
 	Build string   // the command that builds it, run in Dir
 }
@@ -52,19 +61,43 @@ func New(dir, name, lang, version string) (*Project, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	switch lang {
-	case "go":
-	case "rust", "c", "as":
-		return nil, fmt.Errorf("--lang %s: %w (issue #29): use --lang go, or implement the exports of policy/ABI.md by hand", lang, ErrNotYet)
-	default:
+	kit, isKit := kitLangs[lang]
+	if lang != "go" && !isKit {
 		return nil, fmt.Errorf("--lang %q: unknown language; want one of %s", lang, strings.Join(Langs, ", "))
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("%s already exists and is not empty: choose another name or folder", dir)
 	}
-	p := &Project{Dir: dir, Wasm: name + ".wasm", Build: "./build.sh"}
-	data := struct{ Name, Version, SDKDir string }{name, version, SDKDir}
-	err := fs.WalkDir(files, "template/go", func(p2 string, d fs.DirEntry, err error) error {
+	p := &Project{Dir: dir, Wasm: name + ".wasm", Build: "./build.sh", SDK: SDKDir}
+	data := struct {
+		Name, Version, SDKDir, Lang, LangName, Source, Toolchain string
+	}{name, version, SDKDir, lang, kit.LangName, kit.Source, kit.Toolchain}
+	templates := []string{"template/common", "template/" + lang}
+	if isKit {
+		p.SDK, data.SDKDir = KitDir, KitDir
+		templates = append(templates, "template/kit")
+	}
+	for _, t := range templates {
+		if err := p.writeTemplates(t, data); err != nil {
+			return nil, err
+		}
+	}
+	if isKit {
+		return p, p.copyTree("_kits/"+lang, KitDir, nil)
+	}
+	if err := p.copyTree("_sdk/guest", SDKDir, SDKFiles); err != nil {
+		return nil, err
+	}
+	if err := p.write(path.Join(SDKDir, "go.mod"), []byte(sdkGoMod)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// writeTemplates writes the files under dir of the embedded templates,
+// executing those named *.tmpl with data.
+func (p *Project) writeTemplates(dir string, data any) error {
+	return fs.WalkDir(files, dir, func(p2 string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -72,7 +105,7 @@ func New(dir, name, lang, version string) (*Project, error) {
 		if err != nil {
 			return err
 		}
-		rel := strings.TrimPrefix(p2, "template/go/")
+		rel := strings.TrimPrefix(p2, dir+"/")
 		if strings.HasSuffix(rel, ".tmpl") {
 			rel = strings.TrimSuffix(rel, ".tmpl")
 			t, err := template.New(rel).Delims("[[", "]]").Parse(string(raw))
@@ -90,30 +123,32 @@ func New(dir, name, lang, version string) (*Project, error) {
 		}
 		return p.write(rel, raw)
 	})
+}
+
+// copyTree copies the embedded folder src to dst in the project: the
+// files list picks (nil: every file).
+func (p *Project) copyTree(src, dst string, list func(fs.FS) ([]string, error)) error {
+	sub, err := fs.Sub(files, src)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	sdk, err := fs.Sub(files, "_sdk/guest")
-	if err != nil {
-		return nil, err
+	if list == nil {
+		list = KitFiles
 	}
-	names, err := SDKFiles(sdk)
+	names, err := list(sub)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, n := range names {
-		raw, err := fs.ReadFile(sdk, n)
+		raw, err := fs.ReadFile(sub, n)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := p.write(path.Join(SDKDir, n), raw); err != nil {
-			return nil, err
+		if err := p.write(path.Join(dst, n), raw); err != nil {
+			return err
 		}
 	}
-	if err := p.write(path.Join(SDKDir, "go.mod"), []byte(sdkGoMod)); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return nil
 }
 
 // sdkGoMod makes the SDK copy a module of its own, under the import path
@@ -188,6 +223,28 @@ func SDKFiles(fsys fs.FS) ([]string, error) {
 	slices.Sort(out)
 	if err == nil && len(out) == 0 {
 		err = errors.New("no Go sources")
+	}
+	return out, err
+}
+
+// KitFiles lists the files of a kit in fsys (a copy of guest/kits/<lang>):
+// every regular file, in lexical order.
+func KitFiles(fsys fs.FS) ([]string, error) {
+	var out []string
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && p != "." && strings.HasPrefix(d.Name(), "."):
+			return fs.SkipDir
+		case d.Type().IsRegular():
+			out = append(out, p)
+		}
+		return nil
+	})
+	slices.Sort(out)
+	if err == nil && len(out) == 0 {
+		err = errors.New("no kit files")
 	}
 	return out, err
 }

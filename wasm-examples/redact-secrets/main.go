@@ -1,5 +1,3 @@
-//go:build wasip1
-
 // Command redact-secrets is an edge-mcp policy module that masks secrets
 // and personal data in tool call arguments (tool_call → rewrite), tool
 // results, resources/read results and prompts/get results. See README.md.

