@@ -9,6 +9,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -198,7 +199,7 @@ func (s *session) discover(req *jsonrpc.Request) {
 		Meta:              map[string]any{metaServerInfo: serverInfo()},
 		ResultType:        "complete",
 		SupportedVersions: slices.Clone(downstreamVersions),
-		Capabilities:      s.g.capabilities(protocol2026),
+		Capabilities:      tasks.Capabilities(taskOps{s.g}, serverCapabilities(protocol2026), protocol2026),
 		Instructions:      s.g.instructions(),
 		TTLMs:             hints.ttlMs,
 		CacheScope:        hints.scope,

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -59,7 +60,7 @@ type router struct {
 	// lists are being fetched again: the catalogue is about to change.
 	relisting atomic.Int32
 	// tasks maps the task ids clients see to the tasks upstream (tasks.go).
-	tasks taskTable
+	tasks tasks.Table
 }
 
 // upstreamSet is the configured upstreams, in config order. It is immutable:
@@ -782,7 +783,7 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/resources/list_changed":
 		go g.route.relist(l, []listKind{kindResources, kindTemplates})
 	case "notifications/tasks/status", "notifications/tasks":
-		l.taskNotification(n)
+		g.route.tasks.Notification(taskOps{g}, l.taskKey(), n, l.u.log)
 	case "notifications/cancelled":
 		id, ok := requestID(n.Params)
 		if !ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -140,7 +141,7 @@ func (s *session) close() {
 	s.cancel()
 	s.conn.Close()
 	s.g.removeSession(s)
-	s.g.route.tasks.forgetSession(s)
+	s.g.route.tasks.ForgetSession(taskSession{s})
 }
 
 // reply answers the client's request id.
@@ -372,7 +373,7 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 	case "logging/setLevel":
 		go s.setLevel(req)
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
-		s.taskRequest(req)
+		s.g.route.tasks.Request(taskOps{s.g}, taskSession{s}, req)
 	default:
 		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 	}
@@ -408,7 +409,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 		Instructions    string         `json:"instructions,omitempty"`
 	}{
 		ProtocolVersion: version,
-		Capabilities:    s.g.capabilities(version),
+		Capabilities:    tasks.Capabilities(taskOps{s.g}, serverCapabilities(version), version),
 		ServerInfo:      serverInfo(),
 		Instructions:    s.g.instructions(),
 	}
