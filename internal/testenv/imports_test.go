@@ -21,8 +21,9 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/cluster", "runtime/oauth", "runtime/tasks", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/bridge", "runtime/cluster", "runtime/oauth", "runtime/tasks", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
+	{"runtime/bridge", []string{"transports", "internal/..."}},
 	{"runtime/cluster", []string{"runtime/config", "internal/..."}},
 	{"runtime/config", []string{"policy/spec", "internal/..."}},
 	{"runtime/oauth", []string{"runtime/config", "internal/..."}},

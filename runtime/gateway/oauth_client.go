@@ -135,7 +135,7 @@ func (s *session) authorizeUser(tc *toolCall) bool {
 // result asking for the URL-mode elicitation; the client's retry is an
 // ordinary call, which goes on once the callback has stored the token.
 func (s *session) askByInputRequired(tc *toolCall, params json.RawMessage, pending string) bool {
-	if !s.declares("elicitation") {
+	if !s.bridging.Declares("elicitation") {
 		s.refuse(tc, metrics.OutcomeUnavailable, fmt.Sprintf("edge-mcp: server %q needs your authorization: open this URL, then call again: %s", tc.target.name, pending))
 		return false
 	}

@@ -68,8 +68,8 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 
 // finish delivers an upstream's answer to a forwarded call.
 func (s *session) finish(c *call, resp *jsonrpc.Response) {
-	if s.g.bridge.redirect(c, resp) {
-		return // a bridged call: its retry got the answer (bridge_retry.go)
+	if s.g.bridge.Redirect(bridgingCall{c}, resp) {
+		return // a bridged call: its retry got the answer (runtime/bridge)
 	}
 	s.mu.Lock()
 	f := s.inflight[c.origID]

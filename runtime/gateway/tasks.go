@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/budget"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 )
 
@@ -55,11 +56,7 @@ func (t taskSession) Owner() tasks.Owner {
 
 func (t taskSession) Modern() bool { return t.s.modern.Load() }
 
-func (t taskSession) Declared() json.RawMessage {
-	t.s.mu.Lock()
-	defer t.s.mu.Unlock()
-	return t.s.declared
-}
+func (t taskSession) Declared() json.RawMessage { return t.s.bridging.Declared() }
 
 func (t taskSession) Write(resp *jsonrpc.Response) { t.s.write(t.s.ctx, resp) }
 
@@ -67,10 +64,10 @@ func (t taskSession) Notify(rel jsonrpc.ID, method string, params json.RawMessag
 	t.s.notify(rel, method, params)
 }
 
-func (t taskSession) Listening() (jsonrpc.ID, bool) { return t.s.subscription("") }
+func (t taskSession) Listening() (jsonrpc.ID, bool) { return t.s.bridging.Subscription("") }
 
 func (t taskSession) Tag(params json.RawMessage, id jsonrpc.ID) json.RawMessage {
-	return t.s.tagSubscription(params, id)
+	return bridge.Tag(params, id)
 }
 
 func (t taskSession) Forward(req *jsonrpc.Request, e *tasks.Entry, params json.RawMessage) {

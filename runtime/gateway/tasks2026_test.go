@@ -16,6 +16,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 )
 
@@ -192,8 +193,8 @@ func TestTasksExtension2026(t *testing.T) {
 		if _, code := modernCall(t, url, bob, m, id, true); code != -32602 {
 			t.Errorf("bob's %s of alice's task: code %d, want -32602", m, code)
 		}
-		if _, code := modernCall(t, url, alice, m, id, false); code != codeMissingCapability {
-			t.Errorf("%s without declaring the extension: code %d, want %d", m, code, codeMissingCapability)
+		if _, code := modernCall(t, url, alice, m, id, false); code != bridge.CodeMissingCapability {
+			t.Errorf("%s without declaring the extension: code %d, want %d", m, code, bridge.CodeMissingCapability)
 		}
 	}
 	for _, m := range []string{"tasks/list", "tasks/result"} {

@@ -109,10 +109,8 @@ func (s *session) toolCallSlow(tc *toolCall, gd *guard) {
 		switch {
 		case tc.answer != nil:
 			err = s.approvalAnswer(tc, tc.answer)
-		case s.lacksCapability(tc, "elicitation"):
-			return
 		case s.modern.Load():
-			s.askApproval(tc) // input_required; the retry comes back with the answer
+			s.askApproval(tc) // input_required (or -32021 without elicitation); the retry comes back with the answer
 			return
 		default:
 			err = s.approve(tc)
