@@ -144,6 +144,11 @@ type Gateway interface {
 	// RetryWait is how long a retry handed to another replica may take
 	// for a call of server.
 	RetryWait(server string) time.Duration
+	// ServeOne serves the one request of conn as the gateway serves a
+	// 2026-07-28 POST, and PeerOf is what such a connection of a client
+	// authenticated as id reports as its peer.
+	ServeOne(conn transports.OneRequest)
+	PeerOf(id auth.Identity) any
 	Log() *slog.Logger
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
 
@@ -19,11 +20,11 @@ import (
 // balancer sends to another replica opens there (the state is sealed with
 // the fleet's key) and is handed to the named replica ([Fleet.HandOver]);
 // that replica serves it as if the client had sent it there, on a
-// one-request connection ([RelayConn]), and replies with the response:
+// one-request connection ([relayConn]), and replies with the response:
 // the call's result, or its next input_required round.
 
-// Retry is what travels from one replica to the other.
-type Retry struct {
+// retry is what travels from one replica to the other.
+type retry struct {
 	Identity  string          `json:"identity"`
 	Method    string          `json:"method"` // how the identity authenticated
 	Request   json.RawMessage `json:"request"`
@@ -41,7 +42,7 @@ func (b *Bridge) retryElsewhere(s Session, req *jsonrpc.Request, replica, server
 		return
 	}
 	id := s.Identity()
-	data, _ := json.Marshal(Retry{Identity: id.Name, Method: id.Method, Request: raw, TimeoutMs: wait.Milliseconds()})
+	data, _ := json.Marshal(retry{Identity: id.Name, Method: id.Method, Request: raw, TimeoutMs: wait.Milliseconds()})
 	ctx, cancel := context.WithTimeout(s.Context(), wait)
 	defer cancel()
 	answer, err := f.HandOver(ctx, replica, data)
@@ -60,9 +61,38 @@ func (b *Bridge) retryElsewhere(s Session, req *jsonrpc.Request, replica, server
 	s.Write(s.Context(), resp)
 }
 
-// DecodeRetry decodes a retry another replica handed over.
-func DecodeRetry(data []byte) (Retry, *jsonrpc.Request, error) {
-	var r Retry
+// ServeRetry serves a retry another replica handed over (what
+// [Fleet.HandOver] sent) as if its client had sent it here, on a
+// one-request connection, and returns the reply to send back: the
+// response, encoded; nil when there is none (the retry is refused, or no
+// response came within its wait or before ctx ended), and the sender
+// times out.
+func (b *Bridge) ServeRetry(ctx context.Context, data []byte) []byte {
+	r, req, err := decodeRetry(data)
+	if err != nil {
+		b.g.Log().Warn("cluster: refused a handed-over retry from NATS", "err", err)
+		return nil
+	}
+	c := &relayConn{peer: b.g.PeerOf(auth.Identity{Name: r.Identity, Method: r.Method}), req: req,
+		resp: make(chan *jsonrpc.Response, 1), done: make(chan struct{})}
+	defer c.Close()
+	b.g.ServeOne(c)
+	t := time.NewTimer(min(max(time.Duration(r.TimeoutMs)*time.Millisecond, time.Second), time.Hour))
+	defer t.Stop()
+	select {
+	case resp := <-c.resp:
+		if out, err := wire.Append(nil, resp); err == nil {
+			return out
+		}
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// decodeRetry decodes a retry another replica handed over.
+func decodeRetry(data []byte) (retry, *jsonrpc.Request, error) {
+	var r retry
 	if err := json.Unmarshal(data, &r); err != nil {
 		return r, nil, err
 	}
@@ -74,16 +104,11 @@ func DecodeRetry(data []byte) (Retry, *jsonrpc.Request, error) {
 	return r, req, nil
 }
 
-// Wait is how long the replica serving r waits for its response.
-func (r Retry) Wait() time.Duration {
-	return min(max(time.Duration(r.TimeoutMs)*time.Millisecond, time.Second), time.Hour)
-}
-
-// RelayConn is the one-request connection (a transports.OneRequest) of a
-// retry another replica handed over: its response goes back to that
-// replica; what else the call sends (progress, logs) is dropped. It ends
-// with Close.
-type RelayConn struct {
+// relayConn is the one-request connection (a transports.OneRequest) of a
+// retry another replica handed over ([Bridge.ServeRetry]): its response
+// goes back to that replica; what else the call sends (progress, logs) is
+// dropped.
+type relayConn struct {
 	peer any
 
 	mu      sync.Mutex
@@ -94,30 +119,10 @@ type RelayConn struct {
 	onClose func()
 }
 
-// NewRelayConn makes the connection serving req for peer (what PeerInfo
-// returns).
-func NewRelayConn(peer any, req *jsonrpc.Request) *RelayConn {
-	return &RelayConn{peer: peer, req: req, resp: make(chan *jsonrpc.Response, 1), done: make(chan struct{})}
-}
+func (c *relayConn) SessionID() string { return "" }
+func (c *relayConn) PeerInfo() any     { return c.peer }
 
-// Response waits for the response, at most wait or until done is closed;
-// nil when none came.
-func (c *RelayConn) Response(wait time.Duration, done <-chan struct{}) *jsonrpc.Response {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case resp := <-c.resp:
-		return resp
-	case <-t.C:
-	case <-done:
-	}
-	return nil
-}
-
-func (c *RelayConn) SessionID() string { return "" }
-func (c *RelayConn) PeerInfo() any     { return c.peer }
-
-func (c *RelayConn) TakeRequest() *jsonrpc.Request {
+func (c *relayConn) TakeRequest() *jsonrpc.Request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	req := c.req
@@ -125,9 +130,9 @@ func (c *RelayConn) TakeRequest() *jsonrpc.Request {
 	return req
 }
 
-func (c *RelayConn) OnClose(f func()) { c.onClose = f }
+func (c *relayConn) OnClose(f func()) { c.onClose = f }
 
-func (c *RelayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if req := c.TakeRequest(); req != nil {
 		return req, nil
 	}
@@ -139,7 +144,7 @@ func (c *RelayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-func (c *RelayConn) Write(_ context.Context, msg jsonrpc.Message) error {
+func (c *relayConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	if r, ok := msg.(*jsonrpc.Response); ok {
 		select {
 		case c.resp <- r:
@@ -149,7 +154,7 @@ func (c *RelayConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	return nil
 }
 
-func (c *RelayConn) Close() error {
+func (c *relayConn) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

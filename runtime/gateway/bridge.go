@@ -14,7 +14,6 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
-	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
@@ -122,9 +121,15 @@ func (o bridgeOps) hintsFor(k listKind) bridge.Hints {
 
 func (o bridgeOps) Fleet() bridge.Fleet {
 	if fs := o.g.fleetSess.Load(); fs != nil {
-		return fleetRelay{fs}
+		return fleetRelay{fs.node}
 	}
 	return nil
+}
+
+func (o bridgeOps) ServeOne(conn transports.OneRequest) { o.g.serveOne(conn) }
+
+func (o bridgeOps) PeerOf(id auth.Identity) any {
+	return &peer{id: id, transport: transportStreamable}
 }
 
 // RetryWait is the upstream's timeout and the margin of a request to
@@ -446,43 +451,30 @@ func (s *session) clientMeta() clientMeta {
 	return cm
 }
 
-// fleetRelay implements bridge.Fleet over the fleet's NATS: a retry goes
-// by request/reply on <fleet>.replica.<replica>.retry.
-type fleetRelay struct{ fs *fleetSessions }
+// fleetRelay implements bridge.Fleet over the fleet's cluster node: a
+// retry goes by request/reply on <fleet>.replica.<replica>.retry.
+type fleetRelay struct{ node *cluster.Node }
 
-func (f fleetRelay) Replica() string { return f.fs.node.Replica() }
+func (f fleetRelay) Replica() string { return f.node.Replica() }
 
 func (f fleetRelay) HandOver(ctx context.Context, replica string, retry []byte) ([]byte, error) {
-	reply, err := f.fs.node.Request(ctx, f.fs.node.Subject("replica", cluster.Token(replica), "retry"), retry)
+	reply, err := f.node.Request(ctx, f.node.Subject("replica", cluster.Token(replica), "retry"), retry)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, bridge.ErrReplicaGone
 	}
 	return reply, err
 }
 
-// startRetries serves the retries other replicas hand to this one.
-func (fs *fleetSessions) startRetries() error {
-	subj := fs.node.Subject("replica", cluster.Token(fs.node.Replica()), "retry")
-	if _, err := fs.node.Subscribe(subj, "a handed-over retry", func(m *cluster.Msg) { go fs.serveRetry(m) }); err != nil {
-		return err
-	}
-	return nil
-}
-
-// serveRetry serves a retry another replica handed over, on a one-request
-// connection, and replies with its response.
-func (fs *fleetSessions) serveRetry(m *cluster.Msg) {
-	r, req, err := bridge.DecodeRetry(m.Data)
-	if err != nil {
-		fs.log.Warn("cluster: refused a handed-over retry from NATS", "err", err)
-		return // the sender times out
-	}
-	c := bridge.NewRelayConn(&peer{id: auth.Identity{Name: r.Identity, Method: r.Method}, transport: transportStreamable}, req)
-	defer c.Close()
-	fs.g.serveOne(c)
-	if resp := c.Response(r.Wait(), fs.g.ctx.Done()); resp != nil {
-		if b, err := wire.Append(nil, resp); err == nil {
-			_ = m.Respond(b)
-		}
-	}
+// serveRetries serves the retries other replicas hand to this one over
+// node (bridge.ServeRetry).
+func serveRetries(g *Gateway, node *cluster.Node) error {
+	subj := node.Subject("replica", cluster.Token(node.Replica()), "retry")
+	_, err := node.Subscribe(subj, "a handed-over retry", func(m *cluster.Msg) {
+		go func() {
+			if reply := g.bridge.ServeRetry(g.ctx, m.Data); reply != nil {
+				_ = m.Respond(reply)
+			}
+		}()
+	})
+	return err
 }

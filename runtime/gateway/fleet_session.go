@@ -100,7 +100,7 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	if err := fs.startCancels(); err != nil {
 		return err
 	}
-	if err := fs.startRetries(); err != nil { // bridge_fleet.go
+	if err := serveRetries(fs.g, node); err != nil { // bridge.go
 		return err
 	}
 	if _, err := node.Subscribe(node.Subject("getopen"), "a GET stream announcement", fs.onGetOpen); err != nil {
