@@ -21,8 +21,9 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/tasks", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
+	{"runtime/bridge", []string{"transports", "internal/..."}},
 	{"runtime/fleet", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy/...", "transports", "internal/..."}},
 	{"runtime/openaiapi", []string{"transports", "internal/..."}},
 	{"runtime/events", nil},
@@ -31,6 +32,7 @@ var importRules = []struct {
 	{"runtime/config", []string{"policy/spec", "internal/..."}},
 	{"runtime/oauth", []string{"runtime/config", "runtime/cluster", "internal/..."}},
 	{"runtime/interceptors", []string{"policy/...", "internal/..."}},
+	{"runtime/tasks", []string{"transports", "internal/..."}},
 	{"policy/spec", nil},
 	{"policy/...", []string{"policy/...", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/...", "guest/jsonscan"}},

@@ -130,7 +130,7 @@ func TestApprovalModernState(t *testing.T) {
 	}
 	var state string
 	json.Unmarshal(res["requestState"], &state)
-	answer := `,"inputResponses":{"` + approvalKey + `":{"action":"accept","content":{"approve":true}}},"requestState":"`
+	answer := `,"inputResponses":{"edge-mcp-approval":{"action":"accept","content":{"approve":true}}},"requestState":"`
 	tampered := []byte(state)
 	tampered[len(tampered)-3] ^= 1
 	for _, tc := range []struct{ name, tool, args, state, want string }{

@@ -1,443 +1,276 @@
 package gateway
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
+	"log/slog"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
 
+	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/budget"
-	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
+	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
+	"github.com/edge-mcp/edge-mcp/transports"
 )
 
-// This file bridges a 2025 upstream's server→client requests to a
-// 2026-07-28 client, which cannot be asked: sampling, elicitation and
-// roots requests that arrive during its tools/call, prompts/get or
-// resources/read become an input_required result. The upstream's request
-// is parked (the upstream's call stays in flight); the client's retry
-// carries inputResponses and the requestState the gateway sealed, is
-// matched to the parked request, which is answered upstream, and then
-// waits for the call's final result (or the next input_required round). A retry that never comes is answered
-// upstream with an error and the call cancelled after limits.input_timeout.
+// The gateway's side of bridging 2025 and 2026-07-28 (runtime/bridge):
+// Gateway.bridge parks upstream requests and runs input rounds, each
+// session's bridging state is its bridge.State, and the types below
+// implement the interfaces through which the bridge reaches the gateway
+// (bridgeOps), a session (bridgeSession), a forwarded call (bridgingCall,
+// roundCall), its link (bridgeLink) and the fleet (fleetRelay).
 
-// statePrefix marks the requestState values the gateway sealed, so that
-// those of a 2026-07-28 upstream pass through untouched.
-const statePrefix = "edge-mcp1."
+const (
+	protocol2026           = transports.Protocol2026
+	metaClientCapabilities = bridge.MetaClientCapabilities
+	metaClientInfo         = bridge.MetaClientInfo
+	metaLogLevel           = bridge.MetaLogLevel
+	codeUnsupportedVersion = bridge.CodeUnsupportedVersion
+)
 
-// defaultInputTimeout is limits.input_timeout's default.
-const defaultInputTimeout = 60 * time.Second
-
-// gatherWindow is how long a round waits for more requests of the same
-// call (a server may ask for several things at once) before it is sent.
-const gatherWindow = 20 * time.Millisecond
-
-// bridgeable are the server→client requests a 2026-07-28 client is asked
-// by input_required, with the client capability each needs.
-var bridgeable = map[string]string{
-	"sampling/createMessage": "sampling",
-	"elicitation/create":     "elicitation",
-	"roots/list":             "roots",
+// newBridge makes the gateway's bridge; in a fleet its requestState keys
+// are the fleet's (bridge.New).
+func newBridge(g *Gateway, c *config.Cluster) (*bridge.Bridge, error) {
+	var fleet string
+	var secrets []string
+	if c != nil {
+		fleet, secrets = c.Name, c.Secrets
+	}
+	return bridge.New(bridgeOps{g}, fleet, secrets)
 }
 
-// bridges is the gateway's table of parked upstream requests and of the
-// upstream calls that went through an input_required round.
-type bridges struct {
-	aeads []cipher.AEAD // the first seals, every one opens
-	ad    []byte        // additional data: the fleet's name
-
-	mu     sync.Mutex
-	parked map[string]*parked // token → a parked upstream request
-	calls  map[*call]*bridged // calls with a round out or a retry waiting
-
-	rounds rounds // 2025 clients' calls being asked for a 2026 upstream (bridge_rounds.go)
+// serverInfo is the gateway's Implementation.
+func serverInfo() map[string]any {
+	return map[string]any{"name": "edge-mcp", "title": "edge-mcp gateway", "version": Version}
 }
 
-// parked is an upstream's request waiting for a client's retry.
-type parked struct {
-	token  string
-	key    string // its key in inputRequests
-	l      *link
-	reqID  jsonrpc.ID // the upstream's request id
-	method string
-	params json.RawMessage
-	c      *call
-	timer  *time.Timer // limits.input_timeout
-	// acct is charged cost while the request is parked (clientmem.go).
-	acct *budget.Account
-	cost int64
+// bridgeOps implements bridge.Gateway for a gateway.
+type bridgeOps struct{ g *Gateway }
+
+var _ bridge.Gateway = bridgeOps{}
+
+func (o bridgeOps) InputTimeout() time.Duration { return o.g.cfgp.Load().Limits.InputTimeout }
+func (o bridgeOps) InputRounds() int            { return o.g.cfgp.Load().Limits.InputRounds }
+func (o bridgeOps) ServerInfo() any             { return serverInfo() }
+func (o bridgeOps) Log() *slog.Logger           { return o.g.log }
+
+// Capabilities is what the gateway offers at version: the server
+// capabilities and the tasks its upstreams support.
+func (o bridgeOps) Capabilities(version string) map[string]any {
+	return tasks.Capabilities(taskOps{o.g}, bridge.ServerCapabilities(version), version)
 }
 
-// parkedCost is what the client-memory budget charges for a parked
-// request of params during a call whose client params were size bytes:
-// four times those (the call forwarded upstream stays in flight, its
-// request and the copies made on the way) and a fixed part (the parked
-// and bridged records, timers, the upstream stream kept open).
-// Calibrated on the release binary without a memory limit: 1000 calls
-// parked grew its RSS by about 30 KiB each with empty arguments and 145
-// KiB with 30 KB arguments, garbage not yet collected included.
-func parkedCost(params json.RawMessage, size int) int64 {
-	return 4*int64(len(params)+size) + 24<<10
+// Instructions joins the instructions of the connected upstreams.
+func (o bridgeOps) Instructions() string {
+	var out string
+	for _, u := range o.g.route.upstreams().list {
+		if l := u.current(); l != nil && l.instructions != "" {
+			out += u.name + ": " + l.instructions + "\n"
+		}
+	}
+	return out
 }
 
-// unpark credits what p was charged; it is called once, by whoever took
-// p from the parked table.
-func (p *parked) unpark() {
-	p.acct.Credit(budget.InputRounds, p.cost)
-	p.acct.Release()
+// Hints are the caching hints of the catalogue now (the rules are
+// runtime/bridge's, cachehints.go).
+func (o bridgeOps) Hints() bridge.Hints {
+	g := o.g
+	h := bridge.Hints{TTLMs: bridge.TTLSettled, Scope: "public"}
+	for _, u := range g.route.upstreams().list {
+		if u.current() == nil {
+			h.TTLMs = bridge.TTLIncomplete
+		}
+		if u.perClient() {
+			h.Scope = "private"
+		}
+	}
+	if g.route.relisting.Load() > 0 {
+		h.TTLMs = bridge.TTLRelisting
+	}
+	gd := g.guard.Load()
+	if gd.auth != nil || gd.access != nil || gd.anyDeferred || g.pol.current().hooks().Has(policy.HookToolsList) {
+		h.Scope = "private"
+	}
+	return h
 }
 
-// round is an input_required result being gathered: the client request
-// it answers and the parked requests it asks for.
-type round struct {
-	sess   *session
-	id     jsonrpc.ID
-	parked []*parked
-}
-
-// bridged is an upstream call that went through an input_required round:
-// the client request waiting for its next step (sess nil: none, a round
-// is out), and where it is upstream.
-type bridged struct {
-	sess  *session
-	id    jsonrpc.ID
-	l     *link
-	upID  int64
-	timer *time.Timer // the waiting retry's deadline
-	round *round      // the round being gathered, if any
-}
-
-// sealedState is what a requestState carries, sealed.
-type sealedState struct {
-	Tokens   []string `json:"t"`
-	Server   string   `json:"s"`
-	Method   string   `json:"m"`
-	Name     string   `json:"n"` // the exposed tool, the upstream prompt or the resource URI
-	Identity string   `json:"i"`
-	Expires  int64    `json:"e"` // Unix milliseconds
-	// Replica is the fleet replica the parked requests wait on ("": not
-	// in a fleet); a retry that reaches another one is handed there
-	// (bridge_fleet.go).
-	Replica string `json:"r,omitempty"`
-	// Approve is set when the state asks a person to approve a tools/call
-	// (approval_modern.go): the digest of the call's arguments.
-	Approve string `json:"a,omitempty"`
-	// Inner is the requestState and inputResponses of another round that
-	// the call carried when it was held for approval (an upstream's),
-	// given back to the call on the retry.
-	Inner json.RawMessage `json:"u,omitempty"`
-}
-
-// newBridges makes the table of parked requests and the requestState
-// keys: in a fleet (c not nil) they are derived from the fleet's secrets
-// (the first seals, every one opens) with the fleet's name as additional
-// data, so that a retry reaching another replica opens there; else a
-// random key of this process.
-func newBridges(c *config.Cluster) (*bridges, error) {
-	b := &bridges{parked: map[string]*parked{}, calls: map[*call]*bridged{}}
-	var keys [][]byte
-	if c != nil && len(c.Secrets) > 0 {
-		b.ad = []byte(c.Name)
-		for i, secret := range c.Secrets {
-			key, err := hkdf.Key(sha256.New, []byte(secret), nil, "edge-mcp requestState v1", 32)
-			if err != nil {
-				return nil, fmt.Errorf("bridging: deriving requestState key %d: %w", i, err)
+// hintsFor are the hints for the list of kind k: the catalogue's bounded
+// by the upstreams' own for that list.
+func (o bridgeOps) hintsFor(k listKind) bridge.Hints {
+	h := o.Hints()
+	now := time.Now()
+	for _, u := range o.g.route.upstreams().list {
+		if lh := u.hints[k].Load(); lh != nil {
+			var expired bool
+			if h, expired = h.Bound(lh, now); expired {
+				u.refreshExpired(k)
 			}
-			keys = append(keys, key)
-		}
-	} else {
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, fmt.Errorf("bridging: making the requestState key: %w", err)
-		}
-		keys = append(keys, key)
-	}
-	for _, key := range keys {
-		block, err := aes.NewCipher(key)
-		if err != nil {
-			return nil, fmt.Errorf("bridging: %w", err)
-		}
-		aead, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, fmt.Errorf("bridging: %w", err)
-		}
-		b.aeads = append(b.aeads, aead)
-	}
-	return b, nil
-}
-
-// seal encrypts and authenticates st.
-func (b *bridges) seal(st sealedState) (string, error) {
-	plain, err := json.Marshal(st)
-	if err != nil {
-		return "", fmt.Errorf("encoding requestState: %w", err)
-	}
-	aead := b.aeads[0]
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return "", fmt.Errorf("requestState nonce: %w", err)
-	}
-	sealed := aead.Seal(nonce, nonce, plain, b.ad)
-	return statePrefix + base64.RawURLEncoding.EncodeToString(sealed), nil
-}
-
-// open checks and decrypts a requestState the gateway (or its fleet)
-// sealed.
-func (b *bridges) open(state string) (sealedState, error) {
-	var st sealedState
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(state, statePrefix))
-	n := b.aeads[0].NonceSize()
-	if err != nil || len(raw) < n {
-		return st, errors.New("requestState is malformed")
-	}
-	var plain []byte
-	for _, aead := range b.aeads {
-		if plain, err = aead.Open(nil, raw[:n], raw[n:], b.ad); err == nil {
-			break
 		}
 	}
-	if err != nil {
-		return st, errors.New("requestState was not issued by this gateway or was altered")
-	}
-	if err := json.Unmarshal(plain, &st); err != nil {
-		return st, fmt.Errorf("decoding requestState: %w", err)
-	}
-	if time.Now().UnixMilli() > st.Expires {
-		return st, errors.New("requestState has expired")
-	}
-	return st, nil
+	return h
 }
 
-// inputTimeout is limits.input_timeout of the running configuration.
-func (g *Gateway) inputTimeout() time.Duration {
-	if d := g.cfgp.Load().Limits.InputTimeout; d > 0 {
-		return d
+func (o bridgeOps) Fleet() bridge.Fleet {
+	if fs := o.g.fleetSess.Load(); fs != nil {
+		return fleetRelay{fs.node}
 	}
-	return defaultInputTimeout
+	return nil
 }
 
-// bridgeRequest turns a server→client request that belongs to a
-// 2026-07-28 client's tools/call, prompts/get or resources/read into an
-// input_required result, and reports whether it did. Other requests take
-// the ordinary path.
-func (l *link) bridgeRequest(req *jsonrpc.Request) bool {
-	capability, ok := bridgeable[req.Method]
-	if !ok {
-		return false
-	}
-	c, _ := l.relatedCall(req)
-	if c == nil || c.sess == nil || !multiRound[c.method] || !c.sess.modern.Load() {
-		return false
-	}
-	if !c.sess.declares(capability) {
-		return false
-	}
-	return l.u.g.bridge.park(l, c, req)
+func (o bridgeOps) ServeOne(conn transports.OneRequest) { o.g.serveOne(conn) }
+
+func (o bridgeOps) PeerOf(id auth.Identity) any {
+	return &peer{id: id, transport: transportStreamable}
 }
 
-// declares reports whether a 2026-07-28 request declared capability.
-func (s *session) declares(capability string) bool {
-	s.mu.Lock()
-	declared := s.declared
-	s.mu.Unlock()
-	_, ok, _ := wire.Field(declared, capability)
-	return ok
+// RetryWait is the upstream's timeout and the margin of a request to
+// another replica.
+func (o bridgeOps) RetryWait(server string) time.Duration {
+	wait := ownerMargin
+	if u := o.g.route.upstreams().byName[server]; u != nil {
+		wait += u.cfg.Timeout
+	}
+	return wait
 }
 
-// detach removes the client's request id from the calls in flight (its
-// answer is an input_required result; the upstream call goes on) and
-// returns where the call is upstream.
-func (s *session) detach(id jsonrpc.ID) (inflight, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.inflight[id]
-	delete(s.inflight, id)
-	return f, ok
+// recordHint keeps the hint of kind k's list as the shared link's upstream
+// gave it just now (per-client links' lists do not make the catalogue).
+func (l *link) recordHint(k listKind, h bridge.ListHint) {
+	if l.owner != nil {
+		return
+	}
+	l.u.hints[k].Store(h.Listed(l.v2026.Load()))
 }
 
-// park asks the client request waiting for call c for req in an
-// input_required result (gathered for gatherWindow with the call's other
-// requests), and keeps req until the client's retry or
-// limits.input_timeout.
-func (b *bridges) park(l *link, c *call, req *jsonrpc.Request) bool {
-	timeout := l.u.g.inputTimeout()
-	token := newToken()
-	p := &parked{token: token, key: "edge-mcp-" + token[:8], l: l, reqID: req.ID, method: req.Method, params: req.Params, c: c}
-	p.acct = l.u.g.clientMem.Acquire(c.sess.id.Name, budgetShared(c.sess.id))
-	p.cost = parkedCost(req.Params, c.size)
-	var refused func()
-	defer func() {
-		if refused != nil {
-			refused() // after b.mu: it writes to the client and upstream
-		}
+// refreshExpired re-lists kind k of u in the background when its positive
+// TTL has run out, unless a refresh for that is already running.
+func (u *upstream) refreshExpired(k listKind) {
+	l := u.current()
+	if l == nil || !u.hintRefresh.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer u.hintRefresh.Store(false)
+		u.g.route.relisting.Add(1)
+		defer u.g.route.relisting.Add(-1)
+		u.refresh(l, []listKind{k}, false)
 	}()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	br := b.calls[c]
-	if br == nil {
-		br = &bridged{sess: c.sess, id: c.origID, l: l}
+}
+
+// bridgeSession implements bridge.Session for a session; equal values are
+// the same session.
+type bridgeSession struct{ s *session }
+
+var _ bridge.Session = bridgeSession{}
+
+func (b bridgeSession) Identity() auth.Identity  { return b.s.id }
+func (b bridgeSession) Context() context.Context { return b.s.ctx }
+func (b bridgeSession) State() *bridge.State     { return &b.s.bridging }
+func (b bridgeSession) Modern() bool             { return b.s.modern.Load() }
+func (b bridgeSession) Account() *budget.Account {
+	return b.s.g.clientMem.Acquire(b.s.id.Name, budgetShared(b.s.id))
+}
+func (b bridgeSession) Write(ctx context.Context, msg jsonrpc.Message) { b.s.write(ctx, msg) }
+
+func (b bridgeSession) Adopt(level, name string) {
+	b.s.modern.Store(true)
+	if i := levelIndex(level); i >= 0 {
+		b.s.logLevel.Store(int32(i))
+	} else {
+		b.s.logLevel.Store(int32(len(logLevels)))
 	}
-	if br.round == nil && br.sess == nil {
-		p.acct.Release()
-		return false // a round is out already: its answers come first
+	if name != "" {
+		b.s.client.Name = name
 	}
-	if !p.acct.Charge(budget.InputRounds, p.cost) {
-		refused = b.refuseLocked(p, br)
-		return true
+}
+
+func (b bridgeSession) Request(ctx context.Context, rel jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	return b.s.request(ctx, rel, method, params)
+}
+
+func (b bridgeSession) Has(capability string) bool {
+	switch capability {
+	case "sampling":
+		return b.s.caps.sampling
+	case "elicitation":
+		return b.s.caps.elicitation
+	case "roots":
+		return b.s.caps.roots
 	}
-	if br.round == nil {
-		f, ok := br.sess.detach(br.id)
-		if !ok {
-			p.unpark()
-			return false // answered or cancelled meanwhile
-		}
-		if br.timer != nil {
-			br.timer.Stop()
-		}
-		r := &round{sess: br.sess, id: br.id}
-		br.sess, br.id, br.upID, br.round = nil, jsonrpc.ID{}, f.id, r
-		b.calls[c] = br
-		c.bridged.Store(true)
-		time.AfterFunc(gatherWindow, func() { b.send(c, br, r, timeout) })
+	return false
+}
+
+func (b bridgeSession) Detach(id jsonrpc.ID) (bridge.Link, int64, bool) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	f, ok := b.s.inflight[id]
+	delete(b.s.inflight, id)
+	if !ok {
+		return nil, 0, false
 	}
-	br.round.parked = append(br.round.parked, p)
-	p.timer = time.AfterFunc(timeout, func() { b.expire(token, timeout) })
-	b.parked[token] = p
+	return bridgeLink{f.l}, f.id, true
+}
+
+func (b bridgeSession) Attach(id jsonrpc.ID, l bridge.Link, upID int64) bool {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if b.s.closed {
+		return false
+	}
+	b.s.inflight[id] = inflight{l.(bridgeLink).l, upID}
 	return true
 }
 
-// refuseLocked refuses to park p, over the client-memory budget, and
-// returns what to do once b.mu is released: the upstream's request gets
-// an error, and so does the client's call, unless a round of it is being
-// gathered already (it goes out without p).
-func (b *bridges) refuseLocked(p *parked, br *bridged) func() {
-	p.acct.Refused(budget.InputRounds)
-	msg := fmt.Sprintf("edge-mcp: over the client memory budget: %s of %q cannot be held for an input_required retry "+
-		"(identity %q holds %d of its %d bytes; limits.client_memory_per_identity, limits.client_memory)",
-		p.method, callName(p.c), p.acct.Identity(), p.acct.Used(), p.acct.Limit())
-	p.acct.Release()
-	var f inflight
-	ok := false
-	if br.round == nil {
-		f, ok = br.sess.detach(br.id) // not ok: answered or cancelled meanwhile
-	}
-	return func() {
-		p.l.respond(p.reqID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg})
-		if ok {
-			br.sess.replyError(br.id, jsonrpc.CodeInternalError, "%s", msg)
-			(&bridged{l: p.l, upID: f.id}).cancelUpstream("the client's input_required round was refused over the memory budget")
+// SubscribeAll subscribes the session to the resources it may follow and
+// returns their URIs: those of shared upstreams that accept the
+// subscription.
+func (b bridgeSession) SubscribeAll(uris []string) []string {
+	s := b.s
+	var ok []string
+	for _, uri := range uris {
+		u := s.catalogue().resource(uri)
+		if u == nil || u.perClient() {
+			continue
 		}
-	}
-}
-
-// send answers the client request of round r with its input_required
-// result.
-func (b *bridges) send(c *call, br *bridged, r *round, timeout time.Duration) {
-	b.mu.Lock()
-	if br.round == r {
-		br.round = nil
-	}
-	b.mu.Unlock()
-	st := sealedState{Server: c.server, Method: c.method, Name: callName(c), Identity: r.sess.id.Name, Expires: time.Now().Add(timeout).UnixMilli(),
-		Replica: r.sess.g.replicaName()}
-	for _, p := range r.parked {
-		st.Tokens = append(st.Tokens, p.token)
-	}
-	res, err := b.inputRequired(r.parked, st)
-	if err != nil {
-		r.sess.replyError(r.id, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
-		for _, p := range r.parked {
-			b.expire(p.token, 0)
+		if s.g.route.subscribe(s, uri) {
+			l := u.current()
+			var err error
+			if l != nil {
+				ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
+				err = l.subscribeResource(ctx, uri)
+				cancel()
+			}
+			if l == nil || err != nil {
+				s.g.route.unsubscribe(s, uri)
+				continue
+			}
 		}
-		return
+		ok = append(ok, uri)
 	}
-	r.sess.reply(r.id, res)
+	return ok
 }
 
-// inputRequired builds the input_required result asking for parked.
-func (b *bridges) inputRequired(parked []*parked, st sealedState) (json.RawMessage, error) {
-	state, err := b.seal(st)
-	if err != nil {
-		return nil, err
-	}
-	type inputRequest struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
-	reqs := make(map[string]inputRequest, len(parked))
-	for _, p := range parked {
-		params := p.params
-		if len(params) == 0 {
-			params = json.RawMessage(`{}`)
-		}
-		reqs[p.key] = inputRequest{p.method, params}
-	}
-	return json.Marshal(struct {
-		ResultType    string                  `json:"resultType"`
-		InputRequests map[string]inputRequest `json:"inputRequests"`
-		RequestState  string                  `json:"requestState"`
-	}{"input_required", reqs, state})
+// bridgeLink implements bridge.Link for a link.
+type bridgeLink struct{ l *link }
+
+func (b bridgeLink) Timeout() time.Duration { return b.l.u.cfg.Timeout }
+
+func (b bridgeLink) Respond(id jsonrpc.ID, result json.RawMessage, err *jsonrpc.Error) {
+	b.l.respond(id, result, err)
 }
 
-// callName is what a retry must name to continue call c: the exposed
-// tool of a tools/call, else the upstream's prompt name or resource URI.
-func callName(c *call) string {
-	if c.tool != "" {
-		return c.tool
-	}
-	return c.upName
-}
-
-func newToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // crypto/rand.Read does not fail
-	return hex.EncodeToString(b)
-}
-
-// expire answers a parked request nobody answered with an error and
-// cancels its call upstream.
-func (b *bridges) expire(token string, after time.Duration) {
-	b.mu.Lock()
-	p := b.parked[token]
-	delete(b.parked, token)
-	var br *bridged
-	if p != nil {
-		br = b.calls[p.c]
-		delete(b.calls, p.c)
-	}
-	b.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.unpark()
-	p.l.respond(p.reqID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-		Message: fmt.Sprintf("edge-mcp: the client did not answer %s", inWithin(after))})
-	if br != nil {
-		br.cancelUpstream("the client did not answer the input request")
-	}
-}
-
-func inWithin(d time.Duration) string {
-	if d <= 0 {
-		return "(the gateway could not ask it)"
-	}
-	return "within " + d.String()
-}
-
-// cancelUpstream ends the bridged call upstream, if it is still in flight.
-func (br *bridged) cancelUpstream(reason string) {
-	c := br.l.take(br.upID)
+// Cancel ends the call upID upstream, if it is still in flight.
+func (b bridgeLink) Cancel(upID int64, reason string) {
+	c := b.l.take(upID)
 	if c == nil {
 		return
 	}
@@ -445,5 +278,203 @@ func (br *bridged) cancelUpstream(reason string) {
 		t.Stop()
 	}
 	c.end(reason)
-	br.l.notify("notifications/cancelled", cancelParams(br.upID, reason))
+	b.l.notify("notifications/cancelled", cancelParams(upID, reason))
+}
+
+// bridgingCall implements bridge.Call for a forwarded call; equal values
+// are the same call.
+type bridgingCall struct{ c *call }
+
+func (b bridgingCall) ClientID() jsonrpc.ID { return b.c.origID }
+func (b bridgingCall) Server() string       { return b.c.server }
+func (b bridgingCall) Method() string       { return b.c.method }
+func (b bridgingCall) Size() int            { return b.c.size }
+func (b bridgingCall) MarkBridged()         { b.c.bridged.Store(true) }
+func (b bridgingCall) Bridged() bool        { return b.c.bridged.Load() }
+func (b bridgingCall) End(reason string)    { b.c.end(reason) }
+
+func (b bridgingCall) Session() bridge.Session {
+	if b.c.sess == nil {
+		return nil
+	}
+	return bridgeSession{b.c.sess}
+}
+
+// Name is what a retry must name to continue the call: the exposed tool
+// of a tools/call, else the upstream's prompt name or resource URI.
+func (b bridgingCall) Name() string {
+	if b.c.tool != "" {
+		return b.c.tool
+	}
+	return b.c.upName
+}
+
+func (b bridgingCall) Finish(s bridge.Session, id jsonrpc.ID, resp *jsonrpc.Response) {
+	b.c.sess, b.c.origID = s.(bridgeSession).s, id
+	b.c.sess.finish(b.c, resp)
+}
+
+// bridgeRequest turns a server→client request that belongs to a
+// 2026-07-28 client's tools/call, prompts/get or resources/read into an
+// input_required result, and reports whether it did. Other requests take
+// the ordinary path.
+func (l *link) bridgeRequest(req *jsonrpc.Request) bool {
+	if !bridge.Bridgeable(req.Method) {
+		return false
+	}
+	var bc bridge.Call
+	if c, _ := l.relatedCall(req); c != nil {
+		bc = bridgingCall{c}
+	}
+	return l.u.g.bridge.Park(bridgeLink{l}, bc, req)
+}
+
+// roundCall implements bridge.RoundCall for a 2025 client's call c on a
+// 2026-07-28 link l.
+type roundCall struct {
+	bridgingCall
+	l *link
+}
+
+// inputRequired takes over resp when it is an input_required result for a
+// 2025 client's call c (the link speaks 2026-07-28), and reports whether
+// it did: the client is asked, off the read loop, and the call is sent
+// again. Every other answer takes the ordinary way.
+func (l *link) inputRequired(c *call, resp *jsonrpc.Response) bool {
+	if !bridge.IsInputRequired(c.again, resp) {
+		return false
+	}
+	go l.u.g.bridge.Round(roundCall{bridgingCall{c}, l}, resp.Result)
+	return true
+}
+
+// markInputRequired marks a 2025 upstream's result carrying inputRequests
+// input_required for the 2026-07-28 client of c (bridge.MarkInputRequired).
+func (l *link) markInputRequired(c *call, resp *jsonrpc.Response) bool {
+	if c.sess == nil || l.v2026.Load() || !c.sess.modern.Load() {
+		return false
+	}
+	return bridge.MarkInputRequired(c.method, resp)
+}
+
+func (r roundCall) Again() *bridge.Again { return r.c.again }
+
+// Fail answers the call's client with rerr, unless the client cancelled
+// the call or went away meanwhile, and ends the call.
+func (r roundCall) Fail(rerr *jsonrpc.Error) {
+	s, c := r.c.sess, r.c
+	s.mu.Lock()
+	_, waiting := s.inflight[c.origID]
+	waiting = waiting && !s.closed
+	s.mu.Unlock()
+	if !waiting {
+		c.end("cancelled by the client")
+		return
+	}
+	s.finish(c, &jsonrpc.Response{ID: c.origID, Error: rerr}) // records and answers, as for any answer
+}
+
+// SendAgain sends the call upstream on its link again, with params, under
+// a new upstream id: the client's request id now maps to it
+// (cancellation) and so does the call's progress token.
+func (r roundCall) SendAgain(params json.RawMessage) {
+	s, c, l := r.c.sess, r.c, r.l
+	id, ok := l.register(c)
+	if !ok {
+		r.Fail(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("edge-mcp: server %q is %s", c.server, errNotConnected)})
+		return
+	}
+	if c.progressToken != nil {
+		var err error
+		if params, err = bridge.SetProgressToken(params, id); err != nil {
+			l.take(id)
+			r.Fail(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: " + err.Error()})
+			return
+		}
+	}
+	s.mu.Lock()
+	_, waiting := s.inflight[c.origID]
+	if waiting && !s.closed {
+		s.inflight[c.origID] = inflight{l, id}
+	}
+	s.mu.Unlock()
+	if !waiting {
+		l.take(id)
+		c.end("cancelled by the client") // between the answers and now
+		return
+	}
+	s.armTimer(l, c, id, c.again.Timeout)
+	up := l.upstreamRequest(c.again.Req, id, params, c.again.Schema, s.clientMeta())
+	s.g.senders.submit(func() {
+		if err := l.conn.Write(l.ctx, up); err != nil {
+			if c := l.take(id); c != nil {
+				l.finish(c, nil, fmt.Errorf("sending %s to server %q: %v", c.method, c.server, err))
+			}
+			l.sendFailed(c.method, err)
+		}
+	})
+}
+
+// askApproval answers tc of a 2026-07-28 client with input_required asking
+// for its approval, or, when its request did not declare elicitation,
+// with MissingRequiredClientCapability (-32021).
+func (s *session) askApproval(tc *toolCall) {
+	if rerr := s.bridging.MissingCapability(tc.it.exposed, "elicitation"); rerr != nil {
+		s.recordCall(tc, metrics.OutcomeDenied, rerr.Message)
+		s.write(s.ctx, &jsonrpc.Response{ID: tc.req.ID, Error: rerr})
+		return
+	}
+	s.g.bridge.AskApproval(bridgeSession{s}, tc.req, bridge.Approval{Server: tc.it.up.name, Tool: tc.it.exposed,
+		Args: tc.args, Params: tc.params, Form: approvalParams(tc), Within: approvalTimeout})
+}
+
+// clientMeta is what a 2026-07-28 link's request says of the client in
+// _meta beyond the protocol version (probe.go's stampFor).
+type clientMeta struct {
+	caps     json.RawMessage // nil: the gateway's own (upstreamCapabilities)
+	logLevel string          // "": none
+}
+
+// clientMeta is what a 2026-07-28 upstream is told of this session's
+// client: the capabilities it declared (nil for a session that declared
+// none, e.g. a 2025 stdio client that never initialized) and, for a 2025
+// client, the level it set with logging/setLevel: the revision has no
+// setLevel, a request names its level in _meta. A 2026-07-28 client's own
+// logLevel passes in its request's _meta unchanged.
+func (s *session) clientMeta() clientMeta {
+	cm := clientMeta{caps: s.bridging.Relayed()}
+	if !s.modern.Load() {
+		if i := int(s.logLevel.Load()); i >= 0 && i < len(logLevels) {
+			cm.logLevel = logLevels[i]
+		}
+	}
+	return cm
+}
+
+// fleetRelay implements bridge.Fleet over the fleet's cluster node: a
+// retry goes by request/reply on <fleet>.replica.<replica>.retry.
+type fleetRelay struct{ node *cluster.Node }
+
+func (f fleetRelay) Replica() string { return f.node.Replica() }
+
+func (f fleetRelay) HandOver(ctx context.Context, replica string, retry []byte) ([]byte, error) {
+	reply, err := f.node.Request(ctx, f.node.Subject("replica", cluster.Token(replica), "retry"), retry)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, bridge.ErrReplicaGone
+	}
+	return reply, err
+}
+
+// serveRetries serves the retries other replicas hand to this one over
+// node (bridge.ServeRetry).
+func serveRetries(g *Gateway, node *cluster.Node) error {
+	subj := node.Subject("replica", cluster.Token(node.Replica()), "retry")
+	_, err := node.Subscribe(subj, "a handed-over retry", func(m *cluster.Msg) {
+		go func() {
+			if reply := g.bridge.ServeRetry(g.ctx, m.Data); reply != nil {
+				_ = m.Respond(reply)
+			}
+		}()
+	})
+	return err
 }

@@ -38,7 +38,7 @@ func fleetHost(g *Gateway) fleet.Host {
 		},
 		Joined: func(node *cluster.Node) (func(), error) {
 			fs := &fleetSessions{g: g, node: node, log: g.log}
-			if err := fs.startRetries(); err != nil { // bridge_fleet.go
+			if err := serveRetries(g, node); err != nil { // bridge.go
 				g.log.Error("cluster: bridged calls stay on the replica that parked them", "err", err)
 			} else {
 				g.fleetSess.Store(fs)

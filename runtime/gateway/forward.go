@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -27,7 +28,7 @@ func (s *session) cancelCall(id jsonrpc.ID, reason string) bool {
 	f, ok := s.inflight[id]
 	delete(s.inflight, id)
 	s.mu.Unlock()
-	s.g.bridge.cancelRound(s, id) // a call whose client is being asked (bridge_rounds.go)
+	s.g.bridge.CancelRound(bridgeSession{s}, id) // a call whose client is being asked (runtime/bridge)
 	if !ok {
 		return false
 	}
@@ -134,9 +135,9 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 	if info.timeout > 0 {
 		timeout = info.timeout
 	}
-	if l.v2026.Load() && !s.modern.Load() && multiRound[req.Method] {
-		// What an input_required answer needs to send the call again (bridge_rounds.go).
-		c.again = &again{req: req, params: params, schema: s.toolSchema(l, u, &info), timeout: timeout}
+	if l.v2026.Load() && !s.modern.Load() && bridge.MultiRound(req.Method) {
+		// What an input_required answer needs to send the call again (runtime/bridge).
+		c.again = &bridge.Again{Req: req, Params: params, Schema: s.toolSchema(l, u, &info), Timeout: timeout}
 	}
 	s.armTimer(l, c, id, timeout)
 	schema, cm := s.toolSchema(l, u, &info), s.clientMeta()
@@ -203,7 +204,7 @@ func (s *session) rewriteMeta(params json.RawMessage, c *call, id int64) (json.R
 //
 // When the client sent none, a tools/call of a tool whose inputSchema maps
 // arguments to headers (x-mcp-header) gets them derived from its arguments
-// (paramheaders.go); schema is that tool's inputSchema (nil: unknown).
+// (runtime/bridge); schema is that tool's inputSchema (nil: unknown).
 // cm is what a 2026-07-28 link says of the client in _meta
 // (session.clientMeta).
 func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params, schema json.RawMessage, cm clientMeta) *jsonrpc.Request {
@@ -214,7 +215,7 @@ func (l *link) upstreamRequest(req *jsonrpc.Request, id int64, params, schema js
 	if ph, ok := req.Extra.(transports.ParamHeaders); ok && len(ph) > 0 {
 		up.Extra = ph
 	} else if schema != nil && req.Method == "tools/call" {
-		if ph := derivedParamHeaders(schema, params); ph != nil {
+		if ph := bridge.DerivedParamHeaders(schema, params); ph != nil {
 			up.Extra = ph
 		}
 	}
@@ -248,7 +249,7 @@ func (s *session) toolSchema(l *link, u *upstream, info *forwardInfo) json.RawMe
 
 // armTimer ends call c, sent upstream as id, when it outlives timeout:
 // the upstream is told it is cancelled and the client gets a timeout
-// error. A call sent again in a bridged round (bridge_rounds.go) is armed
+// error. A call sent again in a bridged round (runtime/bridge) is armed
 // anew for its new id.
 func (s *session) armTimer(l *link, c *call, id int64, timeout time.Duration) {
 	c.timer.Store(time.AfterFunc(timeout, func() {

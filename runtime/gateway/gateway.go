@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
@@ -82,7 +83,7 @@ type Gateway struct {
 	guard   atomic.Pointer[guard] // admission settings of the running config
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
-	bridge *bridges
+	bridge *bridge.Bridge
 	// fleet is this replica's membership of its fleet (runtime/fleet,
 	// fleet.go); nil without a cluster section.
 	fleet *fleet.Fleet
@@ -147,7 +148,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.fleet = fl
-	bridge, err := newBridges(cfg.Cluster)
+	bridge, err := newBridge(g, cfg.Cluster)
 	if err != nil {
 		return nil, err
 	}

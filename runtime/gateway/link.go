@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -49,8 +50,8 @@ type call struct {
 	// up when they end, so no other call takes its lock.
 	bridged atomic.Bool
 	// again is set for a 2025 client's call on a 2026-07-28 link, which an
-	// input_required result sends again (bridge_rounds.go).
-	again *again
+	// input_required result sends again (runtime/bridge's rounds.go).
+	again *bridge.Again
 }
 
 // link is one live connection to an upstream, with its own id space and
@@ -93,7 +94,7 @@ type link struct {
 	err         error
 	closed      bool
 
-	resListens resourceListens // 2026-07-28: subscriptions/listen per subscribed URI (resourcelisten.go)
+	resListens bridge.Listens // 2026-07-28: subscriptions/listen per subscribed URI (resourcelisten.go)
 }
 
 func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner *session) *link {
@@ -253,7 +254,7 @@ func (l *link) finish(c *call, resp *jsonrpc.Response, err error) {
 		return
 	}
 	if l.inputRequired(c, resp) {
-		return // the client is asked, the call sent again (bridge_rounds.go)
+		return // the client is asked, the call sent again (runtime/bridge)
 	}
 	l.markInputRequired(c, resp)
 	c.sess.finish(c, resp)
@@ -363,7 +364,7 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 		if _, ok := l.caps[kindCapability[k]]; !ok {
 			continue
 		}
-		var hint listHint
+		var hint bridge.ListHint
 		cursor := ""
 		for page := 0; ; page++ {
 			params := json.RawMessage(`{}`)
@@ -382,7 +383,7 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 			if err != nil {
 				return out, err
 			}
-			hint.add(res)
+			hint.Add(res)
 			out[k] = append(out[k], items...)
 			if next == "" || next == cursor || page > 10000 {
 				break

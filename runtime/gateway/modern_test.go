@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 )
 
 // modernUpstream is a 2025 go-sdk server with one tool, prompt and resource.
@@ -67,8 +69,8 @@ func TestModernClient(t *testing.T) {
 		if len(res.Tools) != 1 || res.Tools[0].Name != "echo" {
 			t.Fatalf("tools: %+v", res.Tools)
 		}
-		if res.TTLMs != ttlSettled || res.CacheScope != "public" {
-			t.Errorf("ttlMs %d cacheScope %q, want %d public", res.TTLMs, res.CacheScope, ttlSettled)
+		if res.TTLMs != bridge.TTLSettled || res.CacheScope != "public" {
+			t.Errorf("ttlMs %d cacheScope %q, want %d public", res.TTLMs, res.CacheScope, bridge.TTLSettled)
 		}
 	})
 	t.Run("tools/call", func(t *testing.T) {
@@ -224,9 +226,9 @@ func TestModernCacheHints(t *testing.T) {
 		wantTTL   int64
 		wantScope string
 	}{
-		{name: "settled", server: `"up": {"url": %q}`, wantTTL: ttlSettled, wantScope: "public"},
-		{name: "list_changed in flight", server: `"up": {"url": %q}`, relisting: true, wantTTL: ttlRelisting, wantScope: "public"},
-		{name: "per-client upstream", server: `"up": {"url": %q, "session": "per_client"}`, wantTTL: ttlSettled, wantScope: "private"},
+		{name: "settled", server: `"up": {"url": %q}`, wantTTL: bridge.TTLSettled, wantScope: "public"},
+		{name: "list_changed in flight", server: `"up": {"url": %q}`, relisting: true, wantTTL: bridge.TTLRelisting, wantScope: "public"},
+		{name: "per-client upstream", server: `"up": {"url": %q, "session": "per_client"}`, wantTTL: bridge.TTLSettled, wantScope: "private"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,7 +238,7 @@ func TestModernCacheHints(t *testing.T) {
 				defer g.route.relisting.Add(-1)
 			}
 			s := newSession(g, newAPIConn(&peer{id: anonymous}))
-			if got := s.cacheHints(); got.ttlMs != tt.wantTTL || got.scope != tt.wantScope {
+			if got := (bridgeOps{s.g}).Hints(); got.TTLMs != tt.wantTTL || got.Scope != tt.wantScope {
 				t.Errorf("hints %+v, want ttlMs %d cacheScope %s", got, tt.wantTTL, tt.wantScope)
 			}
 		})
@@ -266,7 +268,7 @@ func TestModernLogLevel(t *testing.T) {
 				meta += `,"io.modelcontextprotocol/logLevel":"` + tt.level + `"`
 			}
 			req := &jsonrpc.Request{ID: intID(1), Method: "tools/list", Params: json.RawMessage(`{"_meta":` + meta + `}}`)}
-			if !s.modernRequest(req, "2026-07-28") {
+			if !g.bridge.Begin(bridgeSession{s}, req, "2026-07-28") {
 				t.Fatal("the request was answered instead of dispatched")
 			}
 			s.log(noID, json.RawMessage(`{"level":"`+tt.message+`","data":"x"}`))
@@ -305,38 +307,6 @@ func TestModernMissingCapability(t *testing.T) {
 			status, got := modernHTTP(t, http.MethodPost, url, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "echo"}, body)
 			if status != tt.status || !bytes.Contains(got, []byte(tt.want)) {
 				t.Fatalf("status %d body %s; want %d and %s", status, got, tt.status, tt.want)
-			}
-		})
-	}
-}
-
-func TestApplyReadHints(t *testing.T) {
-	tests := []struct {
-		name    string
-		hints   cacheHints
-		result  string
-		wantTTL string
-		wantSc  string
-	}{
-		{name: "no upstream hints", hints: cacheHints{ttlSettled, "public"}, result: `{"contents":[]}`, wantTTL: "0", wantSc: `"public"`},
-		{name: "upstream hints kept", hints: cacheHints{ttlSettled, "public"}, result: `{"contents":[],"ttlMs":5000,"cacheScope":"private"}`, wantTTL: "5000", wantSc: `"private"`},
-		{name: "gateway private wins", hints: cacheHints{ttlSettled, "private"}, result: `{"contents":[],"ttlMs":5000,"cacheScope":"public"}`, wantTTL: "5000", wantSc: `"private"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out, err := tt.hints.applyRead(json.RawMessage(tt.result))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got struct {
-				TTL   json.RawMessage `json:"ttlMs"`
-				Scope json.RawMessage `json:"cacheScope"`
-			}
-			if err := json.Unmarshal(out, &got); err != nil {
-				t.Fatal(err)
-			}
-			if string(got.TTL) != tt.wantTTL || string(got.Scope) != tt.wantSc {
-				t.Errorf("%s: ttlMs %s cacheScope %s, want %s %s", out, got.TTL, got.Scope, tt.wantTTL, tt.wantSc)
 			}
 		})
 	}

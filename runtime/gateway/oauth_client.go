@@ -101,7 +101,7 @@ func (u oauthUser) Refuse(denied bool, reason string) {
 }
 
 func (u oauthUser) InputRequired(params json.RawMessage) bool {
-	if !u.s.declares("elicitation") {
+	if !u.s.bridging.Declares("elicitation") {
 		return false
 	}
 	res, err := json.Marshal(map[string]any{"resultType": "input_required", "inputRequests": map[string]any{

@@ -102,34 +102,6 @@ func TestParamHeadersDerived(t *testing.T) {
 	}
 }
 
-// TestDerivedParamHeaders: go-sdk's rules for x-mcp-header values.
-func TestDerivedParamHeaders(t *testing.T) {
-	schema := json.RawMessage(`{"type":"object","properties":{
-		"s":{"type":"string","x-mcp-header":"S"},
-		"n":{"type":"integer","x-mcp-header":"n-val"},
-		"b":{"type":"boolean","x-mcp-header":"B"},
-		"u":{"type":"string","x-mcp-header":"U"},
-		"z":{"type":"string","x-mcp-header":"Z"},
-		"f":{"type":"integer","x-mcp-header":"F"},
-		"o":{"type":"object","properties":{"deep":{"type":"string","x-mcp-header":"Deep"}}},
-		"plain":{"type":"string"}}}`)
-	params := json.RawMessage(`{"name":"t","arguments":{"s":"a b","n":42,"b":true,"u":"é","z":null,"f":1.5,"o":{"deep":"x"},"plain":"p"}}`)
-	got := derivedParamHeaders(schema, params)
-	want := map[string]string{"Mcp-Param-S": "a b", "Mcp-Param-N-Val": "42", "Mcp-Param-B": "true",
-		"Mcp-Param-U": "=?base64?w6k=?=", "Mcp-Param-Deep": "x"}
-	if len(got) != len(want) {
-		t.Errorf("got %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if g := got[k]; len(g) != 1 || g[0] != v {
-			t.Errorf("%s: %q, want %q", k, g, v)
-		}
-	}
-	if h := derivedParamHeaders(json.RawMessage(`{"type":"object"}`), params); h != nil {
-		t.Errorf("no annotation: %v", h)
-	}
-}
-
 // TestParamHeadersOmitted2026: a 2026-07-28 client that leaves out a
 // header its arguments call for is refused by the upstream (HeaderMismatch):
 // edge-mcp does not fill it in for it. (go-sdk sends the headers only for

@@ -39,7 +39,7 @@ const versionAuto = "auto"
 const upstreamCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`
 
 // metaProtocolVersion is the per-request _meta key of a 2026-07-28
-// request's protocol version (the others are in modern.go).
+// request's protocol version (the others are in runtime/bridge).
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 
 // errProbeKilled marks a server that closed the connection (or, over
@@ -273,7 +273,7 @@ func (l *link) pingMethod() string {
 // offers both revisions: over stdio and WebSocket, one long-lived
 // connection whose 2025 session carries server→client requests and
 // notifications as such servers' own clients know them. Since
-// bridge_rounds.go a 2026-07-28 link's input_required results reach 2025
+// runtime/bridge a 2026-07-28 link's input_required results reach 2025
 // clients too, so protocol_version "2026-07-28" works there; auto mode
 // stays conservative. A streamable HTTP server offering 2026-07-28 is
 // stateless (go-sdk offers it only then), so it loses nothing.

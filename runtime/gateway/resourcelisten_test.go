@@ -67,7 +67,7 @@ func legacyClientModernUpstream(t *testing.T, url string) {
 	)
 	cs := connect(t, url, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
-			if _, leaked := r.Params.GetMeta()[metaSubscriptionID]; leaked {
+			if _, leaked := r.Params.GetMeta()["io.modelcontextprotocol/subscriptionId"]; leaked {
 				updated <- "the upstream's subscriptionId leaked"
 				return
 			}

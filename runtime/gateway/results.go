@@ -12,6 +12,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -39,7 +40,7 @@ func resultPolicy(ch *policy.Chain, kind listKind, server, name string) bool {
 // response to send downstream.
 func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Response {
 	if c.method == "tasks/get" {
-		return s.filterInlined(c, resp) // tasks.go
+		return tasks.FilterInlined(resp, func(r *jsonrpc.Response) *jsonrpc.Response { return s.filterResult(c.inlined(), r) })
 	}
 	var (
 		res json.RawMessage
@@ -67,15 +68,15 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 
 // finish delivers an upstream's answer to a forwarded call.
 func (s *session) finish(c *call, resp *jsonrpc.Response) {
-	if s.g.bridge.redirect(c, resp) {
-		return // a bridged call: its retry got the answer (bridge_retry.go)
+	if s.g.bridge.Redirect(bridgingCall{c}, resp) {
+		return // a bridged call: its retry got the answer (runtime/bridge)
 	}
 	s.mu.Lock()
 	f := s.inflight[c.origID]
 	delete(s.inflight, c.origID)
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
-	s.taskAnswer(c, f.l, out) // tasks.go
+	s.g.route.tasks.Answer(taskOps{s.g}, taskSession{s}, c.task(f.l), out) // runtime/tasks
 	if c.tool != "" {
 		outcome, msg := metricsOK, ""
 		if e, ok := resp.Error.(*jsonrpc.Error); ok {

@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -59,7 +61,7 @@ type router struct {
 	// lists are being fetched again: the catalogue is about to change.
 	relisting atomic.Int32
 	// tasks maps the task ids clients see to the tasks upstream (tasks.go).
-	tasks taskTable
+	tasks tasks.Table
 }
 
 // upstreamSet is the configured upstreams, in config order. It is immutable:
@@ -381,8 +383,8 @@ func (r *router) resourceUpdated(params json.RawMessage, uri string) {
 	}
 	r.mu.Unlock()
 	for _, s := range targets {
-		if id, ok := s.subscription(""); ok {
-			s.notify(id, "notifications/resources/updated", s.tagSubscription(params, id))
+		if id, ok := s.bridging.Subscription(""); ok {
+			s.notify(id, "notifications/resources/updated", bridge.Tag(params, id))
 			continue
 		}
 		s.notify(noID, "notifications/resources/updated", params)
@@ -410,7 +412,7 @@ func (s routing) list(req *jsonrpc.Request, k listKind) {
 		return
 	}
 	if s.modern.Load() {
-		if page, err = s.cacheHintsFor(k).apply(page); err != nil {
+		if page, err = (bridgeOps{s.g}).hintsFor(k).Apply(page); err != nil {
 			s.replyError(req.ID, jsonrpc.CodeInternalError, "%s: adding caching hints: %v", req.Method, err)
 			return
 		}
@@ -434,15 +436,15 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 		notFound{s.session}.answer(req, k, name, mayWait)
 		return
 	}
-	if state, ok := bridgeState(s.session, req.Params); ok {
-		if k == kindTools && s.resumeApproval(req, it, state) {
-			return
-		}
-		name := it.name // a prompt: its upstream name (bridge.go, callName)
+	if state, ok := bridge.Sealed(req.Params); ok && s.modern.Load() {
+		t := bridge.Target{Name: it.name} // a prompt: its upstream name (bridgingCall.Name)
 		if k == kindTools {
-			name = it.exposed
+			t.Name, t.Approved = it.exposed, func(req *jsonrpc.Request, answer json.RawMessage) { s.toolCallAnswered(req, it, answer) }
 		}
-		s.resumeBridge(req, name, state)
+		if it.up != nil {
+			t.Server = it.up.name
+		}
+		s.g.bridge.Resume(bridgeSession{s.session}, req, t, state)
 		return
 	}
 	if k == kindTools {
@@ -496,7 +498,7 @@ func (s routing) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok b
 		return "", nil, false
 	}
 	if u = s.catalogue().resource(uri); u == nil {
-		s.resourceNotFound(req.ID, uri)
+		s.write(s.ctx, bridge.ResourceNotFound(req.ID, uri))
 		return "", nil, false
 	}
 	return uri, u, true
@@ -508,8 +510,8 @@ func (s routing) forwardURI(req *jsonrpc.Request) {
 	if !ok {
 		return
 	}
-	if state, ok := bridgeState(s.session, req.Params); ok {
-		s.resumeBridge(req, uri, state)
+	if state, ok := bridge.Sealed(req.Params); ok && s.modern.Load() {
+		s.g.bridge.Resume(bridgeSession{s.session}, req, bridge.Target{Name: uri}, state)
 		return
 	}
 	info := forwardInfo{kind: kindResources, upName: uri}
@@ -528,7 +530,7 @@ func (s routing) subscribe(req *jsonrpc.Request) {
 		return
 	}
 	if u.speaks2026() {
-		go s.subscribe2026(req, u, uri)
+		go u.subscribe2026(s.session, req, uri)
 		return
 	}
 	s.forward(req, u, req.Params, forwardInfo{})
@@ -546,7 +548,7 @@ func (s routing) unsubscribe(req *jsonrpc.Request) {
 		return
 	}
 	if u.speaks2026() {
-		go s.unsubscribe2026(req, u, uri)
+		go u.unsubscribe2026(s.session, req, uri)
 		return
 	}
 	s.forward(req, u, req.Params, forwardInfo{})
@@ -773,12 +775,12 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/resources/updated":
 		uri, _ := wire.String(n.Params, "uri")
 		if l.owner == nil {
-			g.route.resourceUpdated(withoutSubscriptionID(n.Params), uri)
+			g.route.resourceUpdated(bridge.WithoutSubscriptionID(n.Params), uri)
 		} else if g.route.subscribedTo(l.owner, uri) {
-			l.owner.notify(noID, n.Method, withoutSubscriptionID(n.Params))
+			l.owner.notify(noID, n.Method, bridge.WithoutSubscriptionID(n.Params))
 		}
 	case "notifications/subscriptions/acknowledged":
-		l.resourcesAcknowledged(n.Params)
+		l.resListens.Acknowledged(n.Params)
 	case "notifications/tools/list_changed":
 		go g.route.relist(l, []listKind{kindTools})
 	case "notifications/prompts/list_changed":
@@ -786,7 +788,7 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/resources/list_changed":
 		go g.route.relist(l, []listKind{kindResources, kindTemplates})
 	case "notifications/tasks/status", "notifications/tasks":
-		l.taskNotification(n)
+		g.route.tasks.Notification(taskOps{g}, l.taskKey(), n, l.u.log)
 	case "notifications/cancelled":
 		id, ok := requestID(n.Params)
 		if !ok {

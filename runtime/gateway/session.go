@@ -15,6 +15,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -42,11 +43,10 @@ type session struct {
 	cancel context.CancelFunc
 
 	initialized atomic.Bool
-	modern      atomic.Bool // a request followed revision 2026-07-28 (modern.go)
+	modern      atomic.Bool // a request followed revision 2026-07-28 (runtime/bridge)
 	lastActive  atomic.Int64
 	logLevel    atomic.Int32 // index into logLevels; -1: not set
 	caps        struct{ sampling, elicitation, elicitationURL, roots bool }
-	relayed     atomic.Pointer[json.RawMessage] // client capabilities declared upstream for this client (modern.go)
 
 	nextOut   atomic.Int64
 	client    policy.Client // who is calling, as policy modules see it
@@ -54,15 +54,13 @@ type session struct {
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
 	// fleet is the fleet's state of the session (runtime/fleet).
 	fleet fleet.SessionState
+	bridging bridge.State // 2026-07-28 state and the capabilities relayed upstream (runtime/bridge)
 
-	mu        sync.Mutex
-	view      *sessionView                     // policy-filtered tools list, when a module filters
-	declared  json.RawMessage                  // 2026-07-28: the request's _meta clientCapabilities
-	reads     map[jsonrpc.ID]struct{}          // 2026-07-28 resources/read in flight: their results get caching hints
-	listening *listening                       // 2026-07-28: the open subscriptions/listen, if any
-	inflight  map[jsonrpc.ID]inflight          // downstream id → upstream call
-	out       map[int64]chan *jsonrpc.Response // our requests to the client (made on first use)
-	closed    bool
+	mu       sync.Mutex
+	view     *sessionView                     // policy-filtered tools list, when a module filters
+	inflight map[jsonrpc.ID]inflight          // downstream id → upstream call
+	out      map[int64]chan *jsonrpc.Response // our requests to the client (made on first use)
+	closed   bool
 }
 
 // inflight locates a forwarded call upstream.
@@ -137,7 +135,7 @@ func (s *session) close() {
 	s.cancel()
 	s.conn.Close()
 	s.g.removeSession(s)
-	s.g.route.tasks.forgetSession(s)
+	s.g.route.tasks.ForgetSession(taskSession{s})
 }
 
 // reply answers the client's request id.
@@ -154,7 +152,7 @@ func (s *session) write(ctx context.Context, msg jsonrpc.Message) {
 		return
 	}
 	if s.modern.Load() {
-		msg = s.modernResult(msg)
+		msg = s.g.bridge.Result(&s.bridging, msg)
 	}
 	if err := s.conn.Write(ctx, msg); err != nil {
 		s.g.log.Debug("writing to client", "err", err)
@@ -174,8 +172,8 @@ func (s *session) notify(rel jsonrpc.ID, method string, params json.RawMessage) 
 func (s *session) listChanged(method string) {
 	if s.initialized.Load() {
 		s.notify(noID, method, nil)
-	} else if id, ok := s.subscription(method); ok {
-		s.notify(id, method, s.tagSubscription(nil, id))
+	} else if id, ok := s.bridging.Subscription(method); ok {
+		s.notify(id, method, bridge.Tag(nil, id))
 	}
 }
 
@@ -259,9 +257,9 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 		delete(s.out, id)
 		s.mu.Unlock()
 		reason := "cancelled by the server"
-		if errors.Is(context.Cause(ctx), errCallCancelled) {
+		if errors.Is(context.Cause(ctx), bridge.ErrCallCancelled) {
 			// The client cancelled the call this request belongs to (a
-			// bridged round, bridge_rounds.go) and no longer reads that
+			// bridged round, runtime/bridge) and no longer reads that
 			// call's stream: tell it on the session's own.
 			rel, reason = noID, "the request it belongs to ended"
 		}
@@ -335,7 +333,7 @@ func supportedVersion(requested string) string {
 
 func (s *session) handleCall(req *jsonrpc.Request) {
 	s.g.metrics.Request(req.Method)
-	if version, ok := requestVersion(req); ok && !s.modernRequest(req, version) {
+	if version, ok := bridge.RequestVersion(req); ok && !s.g.bridge.Begin(bridgeSession{s}, req, version) {
 		return
 	}
 	if s.fleet.Remote() && s.g.fleet.ToOwner(fleetSession{s}, req) {
@@ -369,7 +367,7 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 	case "logging/setLevel":
 		go s.setLevel(req)
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
-		s.taskRequest(req)
+		s.g.route.tasks.Request(taskOps{s.g}, taskSession{s}, req)
 	default:
 		s.replyError(req.ID, jsonrpc.CodeMethodNotFound, "method not found: %s", req.Method)
 	}
@@ -396,7 +394,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	s.caps.elicitation = p.Capabilities.Elicitation != nil
 	_, s.caps.elicitationURL, _ = wire.Field(p.Capabilities.Elicitation, "url")
 	s.caps.roots = p.Capabilities.Roots != nil
-	s.setRelayed(req.Params, "capabilities")
+	s.bridging.SetRelayed(req.Params, "capabilities")
 	version := supportedVersion(p.ProtocolVersion)
 	res := struct {
 		ProtocolVersion string         `json:"protocolVersion"`
@@ -405,9 +403,9 @@ func (s *session) initialize(req *jsonrpc.Request) {
 		Instructions    string         `json:"instructions,omitempty"`
 	}{
 		ProtocolVersion: version,
-		Capabilities:    s.g.capabilities(version),
+		Capabilities:    bridgeOps{s.g}.Capabilities(version),
 		ServerInfo:      serverInfo(),
-		Instructions:    s.g.instructions(),
+		Instructions:    bridgeOps{s.g}.Instructions(),
 	}
 	b, _ := json.Marshal(res)
 	s.initialized.Store(true)

@@ -39,10 +39,8 @@ func approval(next Handler) Handler {
 		switch {
 		case tc.answer != nil:
 			err = approvalAnswer(tc, tc.answer)
-		case s.lacksCapability(tc, "elicitation"):
-			return nil, nil
 		case s.modern.Load():
-			s.askApproval(tc) // input_required; the retry comes back with the answer
+			s.askApproval(tc) // input_required (or -32021 without elicitation); the retry comes back with the answer
 			return nil, nil
 		default:
 			err = approve(tc)

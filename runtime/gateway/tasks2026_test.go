@@ -16,6 +16,8 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 )
 
 // extUpstream serves a go-sdk server (2026-07-28, stateless) that offers
@@ -36,7 +38,7 @@ type extUpstream struct {
 
 func startExtUpstream(t *testing.T) (*extUpstream, string) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "ext", Version: "1"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{extTasks: map[string]any{}}}})
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{tasks.Extension: map[string]any{}}}})
 	for _, name := range []string{"greet", "slow"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sync " + name}}}, nil, nil
@@ -82,7 +84,7 @@ func (up *extUpstream) answer(method string, params json.RawMessage) (result, re
 		meta, _, _ := wire.Field(params, "_meta")
 		caps, _, _ := wire.Field(meta, metaClientCapabilities)
 		_, v1, _ := wire.Field(params, "task")
-		if name, _ := wire.String(params, "name"); name != "slow" || !v1 && !declaresTasks(caps) {
+		if name, _ := wire.String(params, "name"); name != "slow" || !v1 && !tasks.DeclaresExtension(caps) {
 			return "", "", false
 		}
 		up.n++
@@ -126,7 +128,7 @@ func modernCall(t *testing.T, url, key, method, params string, declare bool) (re
 	t.Helper()
 	caps := `{}`
 	if declare {
-		caps = `{"extensions":{"` + extTasks + `":{}}}`
+		caps = `{"extensions":{"` + tasks.Extension + `":{}}}`
 	}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps +
 		`,"io.modelcontextprotocol/clientInfo":{"name":"modern","version":"1"}}`
@@ -175,8 +177,8 @@ func TestTasksExtension2026(t *testing.T) {
 
 	disc, _ := modernCall(t, url, alice, "server/discover", `{}`, true)
 	caps := decodeInto[struct{ Capabilities map[string]json.RawMessage }](t, disc).Capabilities
-	if _, ok, _ := wire.Field(caps["extensions"], extTasks); !ok || caps["tasks"] != nil {
-		t.Errorf("server/discover capabilities: %s; want extensions[%s] and no tasks", disc, extTasks)
+	if _, ok, _ := wire.Field(caps["extensions"], tasks.Extension); !ok || caps["tasks"] != nil {
+		t.Errorf("server/discover capabilities: %s; want extensions[%s] and no tasks", disc, tasks.Extension)
 	}
 	res, code := modernCall(t, url, alice, "tools/call", `{"name":"slow","arguments":{}}`, true)
 	created := decodeInto[struct{ ResultType, TaskID string }](t, res)
@@ -191,8 +193,8 @@ func TestTasksExtension2026(t *testing.T) {
 		if _, code := modernCall(t, url, bob, m, id, true); code != -32602 {
 			t.Errorf("bob's %s of alice's task: code %d, want -32602", m, code)
 		}
-		if _, code := modernCall(t, url, alice, m, id, false); code != codeMissingCapability {
-			t.Errorf("%s without declaring the extension: code %d, want %d", m, code, codeMissingCapability)
+		if _, code := modernCall(t, url, alice, m, id, false); code != bridge.CodeMissingCapability {
+			t.Errorf("%s without declaring the extension: code %d, want %d", m, code, bridge.CodeMissingCapability)
 		}
 	}
 	for _, m := range []string{"tasks/list", "tasks/result"} {
@@ -214,7 +216,7 @@ func TestTasksExtension2026(t *testing.T) {
 	h.Set("MCP-Protocol-Version", "2026-07-28")
 	h.Set("Mcp-Method", "tasks/get")
 	h.Set("Mcp-Name", "edge-not-this-one")
-	body := `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"` + created.TaskID + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"` + extTasks + `":{}}}}}}`
+	body := `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"` + created.TaskID + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"` + tasks.Extension + `":{}}}}}}`
 	if resp := rawPost(t, url, h, body); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("tasks/get with an Mcp-Name header naming another task: HTTP %d, want 400 (HeaderMismatch)", resp.StatusCode)
 	}
@@ -257,7 +259,7 @@ func TestTasksCapabilityFollowsUpstreams(t *testing.T) {
 			}
 			disc, _ := modernCall(t, url, "", "server/discover", `{}`, true)
 			caps = decodeInto[struct{ Capabilities map[string]json.RawMessage }](t, disc).Capabilities
-			_, ext, _ := wire.Field(caps["extensions"], extTasks)
+			_, ext, _ := wire.Field(caps["extensions"], tasks.Extension)
 			if ext != tc.v2026ok || caps["tasks"] != nil {
 				t.Errorf("server/discover capabilities %s: extension offered %v, want %v; no tasks slot", disc, ext, tc.v2026ok)
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 )
 
 // rpc sends one request over c's session and returns its result or error.
@@ -160,7 +161,7 @@ func TestTasksThroughGateway(t *testing.T) {
 			}
 			if rel := decodeInto[struct {
 				Meta map[string]taskStatus `json:"_meta"`
-			}](t, res).Meta[metaRelatedTask]; rel.TaskID != "" && rel.TaskID != idA {
+			}](t, res).Meta[tasks.MetaRelatedTask]; rel.TaskID != "" && rel.TaskID != idA {
 				t.Errorf("tasks/result relates to task %q, want the gateway id %s", rel.TaskID, idA)
 			}
 			if got := decodeInto[taskStatus](t, must(t)(b.rpc("tasks/get", `{"taskId":"`+idB+`"}`))); got.Status != "cancelled" {
@@ -253,58 +254,6 @@ func must(t *testing.T) func(json.RawMessage, *jsonrpc.Error) json.RawMessage {
 		}
 		return res
 	}
-}
-
-// TestTaskIDRewrites: the task id is found and replaced where each shape
-// of task result carries it, and nothing else changes.
-func TestTaskIDRewrites(t *testing.T) {
-	for _, tc := range []struct {
-		name, in, want string
-		created        bool // createdTask finds "up" in it
-	}{
-		{"2025-11-25 CreateTaskResult", `{"task":{"taskId":"up","status":"working","ttl":60000},"x":1}`,
-			`{"task":{"taskId":"gw","status":"working","ttl":60000},"x":1}`, true},
-		{"extension CreateTaskResult", `{"resultType":"task","taskId":"up","status":"working","ttlMs":null}`,
-			`{"resultType":"task","taskId":"gw","status":"working","ttlMs":null}`, true},
-		{"tool result naming a taskId", `{"content":[{"type":"text","text":"\"taskId\""}],"taskId":"up"}`,
-			`{"content":[{"type":"text","text":"\"taskId\""}],"taskId":"gw"}`, false},
-		{"related-task _meta", `{"content":[],"_meta":{"a":1,"io.modelcontextprotocol/related-task":{"taskId":"up"}}}`,
-			`{"content":[],"_meta":{"a":1,"io.modelcontextprotocol/related-task":{"taskId":"gw"}}}`, false},
-		{"another task's id", `{"taskId":"other","status":"working"}`, `{"taskId":"other","status":"working"}`, false},
-		{"not an object", `[1,2]`, `[1,2]`, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := string(rewriteTaskID(json.RawMessage(tc.in), "up", "gw")); got != tc.want {
-				t.Errorf("rewriteTaskID:\n got %s\nwant %s", got, tc.want)
-			}
-			upID, _, ok := createdTask(json.RawMessage(tc.in))
-			if ok != tc.created || ok && upID != "up" {
-				t.Errorf("createdTask = %q, %v; want created %v", upID, ok, tc.created)
-			}
-		})
-	}
-}
-
-// FuzzTaskResult feeds untrusted upstream results to the task decoders:
-// they never panic, a rewrite keeps valid JSON valid, and an id found is
-// the one the rewrite replaces.
-func FuzzTaskResult(f *testing.F) {
-	for _, s := range []string{`{"task":{"taskId":"a","ttl":1}}`, `{"resultType":"task","taskId":"a","ttlMs":5}`,
-		`{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"a"}}}`, `{"task":[]}`, `{"taskId":1}`, `null`, ``} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		upID, _, ok := createdTask(data)
-		out := rewriteTaskID(data, upID, "gw")
-		if wire.Valid(data) && !wire.Valid(out) {
-			t.Fatalf("rewrite of valid %q is invalid: %q", data, out)
-		}
-		if ok {
-			if id, _, _ := createdTask(out); id != "gw" {
-				t.Fatalf("after the rewrite of %q the task id is %q", data, id)
-			}
-		}
-	})
 }
 
 // notes collects the task status notifications of a session's GET stream
@@ -426,7 +375,7 @@ func (c *rawClient) resultAnswering(id, answer string) (string, error) {
 		}
 		switch {
 		case m.Method == "elicitation/create":
-			if got := m.Params.Meta[metaRelatedTask].TaskID; got != id {
+			if got := m.Params.Meta[tasks.MetaRelatedTask].TaskID; got != id {
 				return "", fmt.Errorf("an elicitation related to task %q reached the owner of %s", got, id)
 			}
 			answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"accept","content":{"interpretation":%q}}}`, m.ID, answer)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 )
 
 // taskFixture is a server of the tasks extension (SEP-2663) with the
@@ -42,7 +43,7 @@ type fixtureTask struct {
 
 func (f *taskFixture) handler() http.Handler {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "tasks-fixture", Version: "1"}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{extTasks: map[string]any{}}}})
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Extensions: map[string]any{tasks.Extension: map[string]any{}}}})
 	for _, name := range []string{"slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " ran synchronously"}}}, nil, nil
@@ -79,13 +80,13 @@ func (f *taskFixture) handler() http.Handler {
 	})
 }
 
-const fixtureMissingExt = `{"code":-32021,"message":"this needs the tasks extension","data":{"requiredCapabilities":{"extensions":{"` + extTasks + `":{}}}}}`
+const fixtureMissingExt = `{"code":-32021,"message":"this needs the tasks extension","data":{"requiredCapabilities":{"extensions":{"` + tasks.Extension + `":{}}}}}`
 
 // answer answers the task surface: ok false leaves the request to go-sdk.
 func (f *taskFixture) answer(h http.Header, method string, params json.RawMessage) (status int, res, rerr string, ok bool) {
 	meta, _, _ := wire.Field(params, "_meta")
 	caps, _, _ := wire.Field(meta, metaClientCapabilities)
-	declared := declaresTasks(caps)
+	declared := tasks.DeclaresExtension(caps)
 	switch method {
 	case "tools/call":
 		name, _ := wire.String(params, "name")

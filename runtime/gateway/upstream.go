@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
@@ -89,7 +90,7 @@ type upstream struct {
 
 	refreshMu sync.Mutex // serializes catalogue refreshes of this upstream
 
-	hints [numKinds]atomic.Pointer[listHint] // the caching hints of its lists (cachehints.go)
+	hints [numKinds]atomic.Pointer[bridge.ListHint] // the caching hints of its lists (runtime/bridge)
 	// hintRefresh is set while a refresh for an expired hint runs.
 	hintRefresh atomic.Bool
 }

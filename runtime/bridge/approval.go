@@ -1,4 +1,4 @@
-package gateway
+package bridge
 
 import (
 	"bytes"
@@ -13,14 +13,14 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 )
 
-// This file asks a 2026-07-28 client for a call's approval. Such a client
-// cannot be sent a request, so the call is answered with input_required:
-// one elicitation (the approval form of approval.go) and a requestState
-// the gateway sealed, naming the call, the identity and a digest of the
-// arguments. The client's retry carries the person's answer; it goes
-// through the whole chain again and the approval stage decides by that
-// answer (audited as for a 2025 client). Nothing waits on the gateway
-// meanwhile, so the retry may reach any replica of a fleet.
+// A 2026-07-28 client asked for a call's approval. Such a client cannot be
+// sent a request, so the call is answered with input_required: one
+// elicitation (the gateway's approval form) and a requestState the gateway
+// sealed, naming the call, the identity and a digest of the arguments. The
+// client's retry carries the person's answer; it goes through the whole
+// chain again and the approval stage decides by that answer (audited as
+// for a 2025 client). Nothing waits on the gateway meanwhile, so the retry
+// may reach any replica of a fleet.
 
 // approvalKey is the key of the approval in inputRequests and
 // inputResponses.
@@ -30,43 +30,47 @@ const approvalKey = "edge-mcp-approval"
 // input_required round.
 var roundFields = []string{"requestState", "inputResponses"}
 
-// askApproval answers tc with input_required asking for its approval.
-func (s *session) askApproval(tc *toolCall) {
-	inner, err := innerRound(tc.params)
+// Approval is a tools/call held for a person's approval.
+type Approval struct {
+	Server string          // the upstream
+	Tool   string          // the exposed tool
+	Args   json.RawMessage // the call's arguments
+	Params json.RawMessage // the call's params
+	Form   json.RawMessage // the elicitation/create params asking the person
+	// Within is how long the person has.
+	Within time.Duration
+}
+
+// AskApproval answers the tools/call req of s with input_required asking
+// for its approval.
+func (b *Bridge) AskApproval(s Session, req *jsonrpc.Request, a Approval) {
+	inner, err := innerRound(a.Params)
 	if err != nil {
-		s.replyError(tc.req.ID, jsonrpc.CodeInvalidParams, "edge-mcp: %v", err)
+		replyError(s, req.ID, jsonrpc.CodeInvalidParams, "edge-mcp: %v", err)
 		return
 	}
-	st := sealedState{Server: tc.it.up.name, Method: tc.req.Method, Name: tc.it.exposed, Identity: s.id.Name,
-		Expires: time.Now().Add(approvalTimeout).UnixMilli(), Approve: argsDigest(tc.args), Inner: inner}
-	state, err := s.g.bridge.seal(st)
+	st := sealedState{Server: a.Server, Method: req.Method, Name: a.Tool, Identity: s.Identity().Name,
+		Expires: time.Now().Add(a.Within).UnixMilli(), Approve: argsDigest(a.Args), Inner: inner}
+	state, err := b.seal(st)
 	if err != nil {
-		s.replyError(tc.req.ID, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
+		replyError(s, req.ID, jsonrpc.CodeInternalError, "edge-mcp: %v", err)
 		return
-	}
-	type inputRequest struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
 	}
 	res, _ := json.Marshal(struct {
 		ResultType    string                  `json:"resultType"`
 		InputRequests map[string]inputRequest `json:"inputRequests"`
 		RequestState  string                  `json:"requestState"`
-	}{"input_required", map[string]inputRequest{approvalKey: {"elicitation/create", approvalParams(tc)}}, state})
-	s.reply(tc.req.ID, res)
+	}{"input_required", map[string]inputRequest{approvalKey: {"elicitation/create", a.Form}}, state})
+	reply(s, req.ID, res)
 }
 
-// resumeApproval continues a tools/call of it whose requestState asked for
-// its approval, and reports whether state was such a state (else the
-// retry belongs to bridge.go).
-func (s *session) resumeApproval(req *jsonrpc.Request, it *item, state string) bool {
-	st, err := s.g.bridge.open(state)
-	if err != nil || st.Approve == "" {
-		return false
-	}
+// resumeApproval continues the tools/call req of t whose requestState st
+// asked for its approval.
+func (b *Bridge) resumeApproval(s Session, req *jsonrpc.Request, t Target, st sealedState) {
+	var err error
 	args, _, _ := wire.Field(req.Params, "arguments")
 	switch {
-	case st.Method != req.Method || st.Name != it.exposed || st.Server != it.up.name || st.Identity != s.id.Name:
+	case st.Method != req.Method || st.Name != t.Name || st.Server != t.Server || st.Identity != s.Identity().Name:
 		err = errors.New("requestState belongs to another call")
 	case argsDigest(args) != st.Approve:
 		err = errors.New("requestState belongs to another call: the arguments differ from those approved")
@@ -83,11 +87,10 @@ func (s *session) resumeApproval(req *jsonrpc.Request, it *item, state string) b
 		params, err = restoreRound(req.Params, st.Inner)
 	}
 	if err != nil {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "edge-mcp: %v", err)
-		return true
+		replyError(s, req.ID, jsonrpc.CodeInvalidParams, "edge-mcp: %v", err)
+		return
 	}
-	s.toolCallAnswered(&jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params}, it, answer)
-	return true
+	t.Approved(&jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params}, answer)
 }
 
 // innerRound keeps the round members of params (an upstream's

@@ -1,7 +1,8 @@
-package gateway
+package bridge
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
@@ -37,8 +38,14 @@ func FuzzInputRequired(f *testing.F) {
 		if len(ir.RequestState) > 0 && string(ir.RequestState) != "null" && (!ok || !jsonEqual(state, ir.RequestState)) {
 			t.Fatalf("requestState %s became %s", ir.RequestState, state)
 		}
-		if tok, err := setProgressToken(out, 7); err == nil && !json.Valid(tok) {
+		if tok, err := SetProgressToken(out, 7); err == nil && !json.Valid(tok) {
 			t.Fatalf("params with the progress token %q are not JSON", tok)
 		}
 	})
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }

@@ -1,7 +1,6 @@
-package gateway
+package bridge
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -36,81 +35,54 @@ type listening struct {
 }
 
 // listen serves subscriptions/listen.
-func (s *session) listen(req *jsonrpc.Request) {
+func listen(s Session, req *jsonrpc.Request) {
 	var p struct {
 		Notifications *listenRequest `json:"notifications"`
 	}
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.Notifications == nil {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "subscriptions/listen: params.notifications must be an object")
+		replyError(s, req.ID, jsonrpc.CodeInvalidParams, "subscriptions/listen: params.notifications must be an object")
 		return
 	}
 	want := p.Notifications
 	ack := listenRequest{ToolsListChanged: want.ToolsListChanged, PromptsListChanged: want.PromptsListChanged,
 		ResourcesListChanged: want.ResourcesListChanged}
-	ack.ResourceSubscriptions = s.subscribeAll(want.ResourceSubscriptions)
+	ack.ResourceSubscriptions = s.SubscribeAll(want.ResourceSubscriptions)
 	l := &listening{id: req.ID, changed: map[string]bool{
-		listKinds[kindTools].changed:     ack.ToolsListChanged,
-		listKinds[kindPrompts].changed:   ack.PromptsListChanged,
-		listKinds[kindResources].changed: ack.ResourcesListChanged,
+		"notifications/tools/list_changed":     ack.ToolsListChanged,
+		"notifications/prompts/list_changed":   ack.PromptsListChanged,
+		"notifications/resources/list_changed": ack.ResourcesListChanged,
 	}}
-	s.mu.Lock()
-	s.listening = l
-	s.mu.Unlock()
+	st := s.State()
+	st.mu.Lock()
+	st.listening = l
+	st.mu.Unlock()
 	params, err := json.Marshal(struct {
 		Meta          map[string]any `json:"_meta"`
 		Notifications listenRequest  `json:"notifications"`
 	}{map[string]any{metaSubscriptionID: req.ID.Raw()}, ack})
 	if err != nil {
-		s.replyError(req.ID, jsonrpc.CodeInternalError, "subscriptions/listen: encoding the acknowledgement: %v", err)
+		replyError(s, req.ID, jsonrpc.CodeInternalError, "subscriptions/listen: encoding the acknowledgement: %v", err)
 		return
 	}
-	s.notify(req.ID, "notifications/subscriptions/acknowledged", params)
+	notify(s, req.ID, "notifications/subscriptions/acknowledged", params)
 }
 
-// subscribeAll subscribes the session to the resources it may follow and
-// returns their URIs: those of shared upstreams that accept the
-// subscription.
-func (s *session) subscribeAll(uris []string) []string {
-	var ok []string
-	for _, uri := range uris {
-		u := s.catalogue().resource(uri)
-		if u == nil || u.perClient() {
-			continue
-		}
-		if s.g.route.subscribe(s, uri) {
-			l := u.current()
-			var err error
-			if l != nil {
-				ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
-				err = l.subscribeResource(ctx, uri)
-				cancel()
-			}
-			if l == nil || err != nil {
-				s.g.route.unsubscribe(s, uri)
-				continue
-			}
-		}
-		ok = append(ok, uri)
-	}
-	return ok
-}
-
-// subscription returns the id of the session's subscriptions/listen when
+// Subscription returns the id of the session's subscriptions/listen when
 // it asked for method (a list_changed; "" for resources/updated, which the
 // router sends only to subscribers).
-func (s *session) subscription(method string) (jsonrpc.ID, bool) {
-	s.mu.Lock()
-	l := s.listening
-	s.mu.Unlock()
+func (st *State) Subscription(method string) (jsonrpc.ID, bool) {
+	st.mu.Lock()
+	l := st.listening
+	st.mu.Unlock()
 	if l == nil || (method != "" && !l.changed[method]) {
 		return jsonrpc.ID{}, false
 	}
 	return l.id, true
 }
 
-// tagSubscription adds the subscription id of a 2026-07-28 listener to a
-// notification's params; other sessions' params pass unchanged.
-func (s *session) tagSubscription(params json.RawMessage, id jsonrpc.ID) json.RawMessage {
+// Tag adds the subscription id of a 2026-07-28 listener to a
+// notification's params.
+func Tag(params json.RawMessage, id jsonrpc.ID) json.RawMessage {
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
@@ -123,6 +95,29 @@ func (s *session) tagSubscription(params json.RawMessage, id jsonrpc.ID) json.Ra
 		meta = json.RawMessage(`{}`)
 	}
 	if meta, err = wire.SetField(meta, metaSubscriptionID, rawID); err != nil {
+		return params
+	}
+	out, err := wire.SetField(params, "_meta", meta)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// WithoutSubscriptionID drops the upstream's _meta subscriptionId from a
+// notification of its listen: it names that connection's request, not
+// anything of the client's (a 2026-07-28 listener gets its own id in its
+// place). Other params pass unchanged.
+func WithoutSubscriptionID(params json.RawMessage) json.RawMessage {
+	meta, ok, err := wire.Field(params, "_meta")
+	if err != nil || !ok {
+		return params
+	}
+	if _, ok, _ := wire.Field(meta, metaSubscriptionID); !ok {
+		return params
+	}
+	meta, err = wire.DeleteField(meta, metaSubscriptionID)
+	if err != nil {
 		return params
 	}
 	out, err := wire.SetField(params, "_meta", meta)

@@ -1,4 +1,4 @@
-package gateway
+package bridge
 
 import (
 	"bytes"
@@ -31,9 +31,9 @@ type headerSchema struct {
 // mcpHeaderKey is the annotation's key; a schema without it costs a scan.
 var mcpHeaderKey = []byte(`"x-mcp-header"`)
 
-// derivedParamHeaders returns the Mcp-Param-* headers of a tools/call of a
+// DerivedParamHeaders returns the Mcp-Param-* headers of a tools/call of a
 // tool with that inputSchema and these params, or nil.
-func derivedParamHeaders(schema, params json.RawMessage) transports.ParamHeaders {
+func DerivedParamHeaders(schema, params json.RawMessage) transports.ParamHeaders {
 	if !bytes.Contains(schema, mcpHeaderKey) {
 		return nil
 	}
