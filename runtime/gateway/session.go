@@ -53,7 +53,7 @@ type session struct {
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
 	// fleet is the fleet's state of the session (runtime/fleet).
-	fleet fleet.SessionState
+	fleet    fleet.SessionState
 	bridging bridge.State // 2026-07-28 state and the capabilities relayed upstream (runtime/bridge)
 
 	mu       sync.Mutex
