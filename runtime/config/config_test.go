@@ -406,7 +406,7 @@ func TestLoadConfigExample(t *testing.T) {
 		},
 		Interceptors: []InterceptorEntry{
 			{Server: "pii", Names: []string{"pii/*"}, Tools: []string{"*"}, Servers: []string{"docs"}, Mode: "audit", FailOpen: ptr(true), TimeoutMS: 200},
-			{Module: "redact"},
+			{Module: "redact", Tools: []string{"*"}, Servers: []string{"docs", "legacy"}, FailOpen: ptr(false), TimeoutMS: 50},
 		},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -75,14 +75,30 @@ func (c *Config) InterceptorChain() []InterceptorEntry {
 }
 
 // ModuleEntry is the entry of a policy no entry names: all of the
-// module's interceptors, its scope, on_error and timeout.
+// module's interceptors, with the policy's scope, on_error, timeout and
+// mode.
 func ModuleEntry(p spec.Spec) InterceptorEntry {
-	e := InterceptorEntry{Module: p.Name, Implicit: true, Tools: p.Tools, Servers: p.Servers, TimeoutMS: p.TimeoutMS}
-	if p.OnError != "" {
+	return withPolicy(InterceptorEntry{Module: p.Name, Implicit: true}, p)
+}
+
+// withPolicy fills what a module entry does not say from its policy:
+// tools, servers, fail_open (on_error "allow"), timeout_ms and mode
+// (shadow: audit).
+func withPolicy(e InterceptorEntry, p spec.Spec) InterceptorEntry {
+	if e.Tools == nil {
+		e.Tools = p.Tools
+	}
+	if e.Servers == nil {
+		e.Servers = p.Servers
+	}
+	if e.FailOpen == nil && p.OnError != "" {
 		open := p.OnError == "allow"
 		e.FailOpen = &open
 	}
-	if p.Mode == spec.ModeShadow {
+	if e.TimeoutMS == 0 {
+		e.TimeoutMS = p.TimeoutMS
+	}
+	if e.Mode == "" && p.Mode == spec.ModeShadow {
 		e.Mode = "audit"
 	}
 	return e
@@ -206,9 +222,9 @@ func (d *decoder) finishInterceptors(doc *document) *Error {
 		}
 		doc.cfg.InterceptorServers = append(doc.cfg.InterceptorServers, sc)
 	}
-	policies := map[string]bool{}
+	policies := map[string]spec.Spec{}
 	for _, p := range doc.cfg.Policies {
-		policies[p.Name] = true
+		policies[p.Name] = p
 	}
 	entries := doc.cfg.Interceptors
 	doc.cfg.Interceptors = nil
@@ -223,8 +239,12 @@ func (d *decoder) finishInterceptors(doc *document) *Error {
 				continue
 			}
 		}
-		if e.Module != "" && !policies[e.Module] {
-			return d.fail(path+".module", "policy %s is not defined in policies (an entry names a policy; the policy names the module file)", configQuote(e.Module))
+		if e.Module != "" {
+			p, ok := policies[e.Module]
+			if !ok {
+				return d.fail(path+".module", "policy %s is not defined in policies (an entry names a policy; the policy names the module file)", configQuote(e.Module))
+			}
+			e = withPolicy(e, p)
 		}
 		if e.Mode == "enforce" {
 			e.Mode = "active"

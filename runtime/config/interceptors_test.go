@@ -24,11 +24,13 @@ func TestParseInterceptors(t *testing.T) {
 	  },
 	  "policies": [
 	    {"name": "redact", "module": "redact.wasm"},
-	    {"name": "guard", "module": "/abs/guard.wasm", "tools": ["write_*"], "on_error": "allow", "timeout_ms": 30, "mode": "shadow"}
+	    {"name": "guard", "module": "/abs/guard.wasm", "tools": ["write_*"], "on_error": "allow", "timeout_ms": 30, "mode": "shadow"},
+	    {"name": "audit", "module": "audit.wasm", "servers": ["github"], "on_error": "deny", "timeout_ms": 40}
 	  ],
 	  "interceptors": [
 	    {"server": "pii", "names": ["pii/*"], "tools": ["*"], "servers": ["github"], "mode": "audit", "fail_open": true, "priority": -5, "timeout_ms": 250},
 	    {"module": "redact", "names": ["*redact*"], "mode": "enforce"},
+	    {"module": "guard", "tools": ["read_*"]},
 	    {"server": "off", "names": ["*"]}
 	  ]
 	}`
@@ -63,17 +65,20 @@ func TestParseInterceptors(t *testing.T) {
 	want := []InterceptorEntry{
 		{Server: "pii", Names: []string{"pii/*"}, Tools: []string{"*"}, Servers: []string{"github"}, Mode: "audit", FailOpen: &open, Priority: &prio, TimeoutMS: 250},
 		{Module: "redact", Names: []string{"*redact*"}, Mode: "active"},
+		{Module: "guard", Tools: []string{"read_*"}, FailOpen: &open, TimeoutMS: 30, Mode: "audit"},
 	}
 	if !reflect.DeepEqual(cfg.Interceptors, want) {
 		t.Errorf("entries\n got %+v\nwant %+v (the inactive server's entry left out)", cfg.Interceptors, want)
 	}
+	// guard's entry said tools only: the rest came from the policy. The
+	// chain appends the policy no entry names.
 	chain := cfg.InterceptorChain()
-	if len(chain) != 3 {
-		t.Fatalf("chain has %d entries, want the two written and guard: %+v", len(chain), chain)
+	if len(chain) != 4 {
+		t.Fatalf("chain has %d entries, want the three written and audit: %+v", len(chain), chain)
 	}
-	g := chain[2]
-	if g.Module != "guard" || !g.Implicit || g.FailOpen == nil || !*g.FailOpen || g.TimeoutMS != 30 || g.Mode != "audit" || !reflect.DeepEqual(g.Tools, []string{"write_*"}) {
-		t.Errorf("guard's implicit entry %+v", g)
+	a := chain[3]
+	if a.Module != "audit" || !a.Implicit || a.FailOpen == nil || *a.FailOpen || a.TimeoutMS != 40 || a.Mode != "" || !reflect.DeepEqual(a.Servers, []string{"github"}) {
+		t.Errorf("audit's implicit entry %+v", a)
 	}
 }
 
