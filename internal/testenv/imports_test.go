@@ -28,6 +28,7 @@ var importRules = []struct {
 	{"runtime/config", []string{"policy/spec", "internal/..."}},
 	{"runtime/oauth", []string{"runtime/config", "runtime/cluster", "internal/..."}},
 	{"runtime/interceptors", []string{"policy/...", "internal/..."}},
+	{"runtime/interceptchain", []string{"runtime/config", "runtime/interceptors", "policy/...", "transports", "internal/..."}},
 	{"policy/spec", nil},
 	{"policy/...", []string{"policy/...", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/...", "guest/jsonscan"}},
