@@ -133,6 +133,38 @@ func HeaderClient(hc *http.Client, header http.Header) *http.Client {
 	return &c
 }
 
+// lasting is a transport whose connection outlives the ctx of Connect
+// (go-sdk's SSE client ties its event stream to that ctx) while Connect
+// still gives up at ctx's end: the connection has a context of its own,
+// cancelled when it is closed or when Connect gives up.
+type lasting struct{ mcp.Transport }
+
+type lastingConn struct {
+	mcp.Connection
+	cancel context.CancelFunc
+}
+
+func (c lastingConn) Close() error {
+	err := c.Connection.Close()
+	c.cancel()
+	return err
+}
+
+func (l lasting) Connect(ctx context.Context) (mcp.Connection, error) {
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err := l.Transport.Connect(life)
+	if !stop() || err != nil {
+		cancel()
+		if err == nil {
+			_ = conn.Close()
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	return lastingConn{conn, cancel}, nil
+}
+
 // Dial connects to the interceptor server named name.
 func Dial(ctx context.Context, name string, opts ServerOptions) (*Client, error) {
 	if opts.MaxResultBytes <= 0 {
@@ -156,7 +188,7 @@ func Dial(ctx context.Context, name string, opts ServerOptions) (*Client, error)
 	c.dial = func(ctx context.Context) (*mcp.ClientSession, error) {
 		var tr mcp.Transport = &mcp.StreamableClientTransport{Endpoint: opts.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
 		if opts.Transport != nil {
-			tr = opts.Transport
+			tr = lasting{opts.Transport}
 		}
 		cs, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
