@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/edge-mcp/edge-mcp/internal/icfixture"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
 )
 
 // modules holds the shipped security modules' binaries and the engine that
@@ -59,7 +59,7 @@ func validatorFunc(d intercept.Descriptor, fn func(json.RawMessage) *intercept.R
 // bind returns the interceptor for a fixture behavior (ADAPTER.md's
 // table). The security behaviors are the shipped Wasm modules, bound to
 // the fixture's name and hooks; closers collects what the session closes.
-func (m *modules) bind(ctx context.Context, fi icfixture.Interceptor, closers *[]func()) (intercept.Interceptor, error) {
+func (m *modules) bind(ctx context.Context, fi conformance.Interceptor, closers *[]func()) (intercept.Interceptor, error) {
 	d, err := fi.Descriptor()
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (m *modules) bind(ctx context.Context, fi icfixture.Interceptor, closers *[
 }
 
 // registry binds every fixture interceptor and registers them in order.
-func (m *modules) registry(ctx context.Context, fis []icfixture.Interceptor) (*intercept.Registry, []func(), error) {
+func (m *modules) registry(ctx context.Context, fis []conformance.Interceptor) (*intercept.Registry, []func(), error) {
 	var closers []func()
 	var ics []intercept.Interceptor
 	for _, fi := range fis {
@@ -154,10 +154,10 @@ type local struct {
 }
 
 // NewSession binds the fixture's interceptors in process.
-func (l *local) NewSession(ctx context.Context, fis []icfixture.Interceptor) (icfixture.Session, error) {
+func (l *local) NewSession(ctx context.Context, fis []conformance.Interceptor) (conformance.Session, error) {
 	reg, closers, err := l.mods.registry(ctx, fis)
 	if err != nil {
 		return nil, err
 	}
-	return icfixture.NewLocal(reg.Interceptors(), closers, l.log)
+	return conformance.NewLocal(reg.Interceptors(), closers, l.log)
 }

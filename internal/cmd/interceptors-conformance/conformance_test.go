@@ -15,7 +15,7 @@ func TestConformance(t *testing.T) {
 	for _, remote := range []bool{false, true} {
 		name := map[bool]string{false: "in-process", true: "remote"}[remote]
 		t.Run(name, func(t *testing.T) {
-			r, err := conformance(context.Background(), "", remote, nil)
+			r, err := replayFixtures(context.Background(), "", remote, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/edge-mcp/edge-mcp/internal/icfixture"
+	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -36,7 +36,7 @@ func main() {
 }
 
 func run(ctx context.Context, dir string, remote bool) error {
-	r, err := conformance(ctx, dir, remote, slog.New(slog.DiscardHandler))
+	r, err := replayFixtures(ctx, dir, remote, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -49,34 +49,34 @@ func run(ctx context.Context, dir string, remote bool) error {
 	return nil
 }
 
-// conformance replays every fixture under dir in process or remotely.
-func conformance(ctx context.Context, dir string, remote bool, log *slog.Logger) (icfixture.Report, error) {
+// replayFixtures replays every fixture under dir in process or remotely.
+func replayFixtures(ctx context.Context, dir string, remote bool, log *slog.Logger) (conformance.Report, error) {
 	if dir == "" {
 		root, err := wasmtest.ModuleRoot()
 		if err != nil {
-			return icfixture.Report{}, err
+			return conformance.Report{}, err
 		}
 		dir = filepath.Join(root, "testdata", "interceptors-conformance")
 	}
-	fixtures, err := icfixture.Load(dir)
+	fixtures, err := conformance.Load(dir)
 	if err != nil {
-		return icfixture.Report{}, err
+		return conformance.Report{}, err
 	}
 	mods, err := loadModules(ctx)
 	if err != nil {
-		return icfixture.Report{}, err
+		return conformance.Report{}, err
 	}
 	defer mods.eng.Close(ctx)
-	var h icfixture.Host = &local{mods: mods, log: log}
+	var h conformance.Host = &local{mods: mods, log: log}
 	if remote {
 		rh, err := newRemote(ctx, mods, log)
 		if err != nil {
-			return icfixture.Report{}, err
+			return conformance.Report{}, err
 		}
 		defer rh.close()
 		h = rh
 	}
-	return icfixture.ReplayAll(ctx, h, fixtures), nil
+	return conformance.ReplayAll(ctx, h, fixtures), nil
 }
 
 // loadModules builds the security modules and starts an engine.

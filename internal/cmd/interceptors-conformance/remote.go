@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/edge-mcp/edge-mcp/internal/icfixture"
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
 	"github.com/edge-mcp/edge-mcp/runtime/interceptors"
 )
 
@@ -53,7 +53,7 @@ func serve(reg *intercept.Registry) (string, func(), error) {
 	return "http://" + ln.Addr().String() + "/mcp", func() { _ = hs.Close() }, nil
 }
 
-func (r *remoteHost) NewSession(ctx context.Context, fis []icfixture.Interceptor) (icfixture.Session, error) {
+func (r *remoteHost) NewSession(ctx context.Context, fis []conformance.Interceptor) (conformance.Session, error) {
 	reg, closers, err := r.mods.registry(ctx, fis)
 	if err != nil {
 		return nil, err
@@ -112,5 +112,5 @@ func (s *remoteSession) Invoke(ctx context.Context, params json.RawMessage) (jso
 }
 
 func (s *remoteSession) Apply(ctx context.Context, event, phase string, payload json.RawMessage, sid string) (bool, json.RawMessage, error) {
-	return icfixture.ApplyChain(ctx, s.chain, event, phase, payload, sid)
+	return conformance.ApplyChain(ctx, s.chain, event, phase, payload, sid)
 }

@@ -1,10 +1,10 @@
-// Package icfixture reads and replays the SEP-2624 conformance fixtures
+// Package conformance reads and replays the SEP-2624 conformance fixtures
 // (testdata/interceptors-conformance, ADAPTER.md): a fixture binds its
 // interceptors to implementations through a Host; its steps list, invoke
 // and apply events through a Session, and results compare as RFC 8785
 // canonical JSON after the fixture's volatile keys are scrubbed. Used by
 // the conformance replay and by edge-mcp interceptors test.
-package icfixture
+package conformance
 
 import (
 	"context"

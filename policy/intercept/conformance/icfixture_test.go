@@ -1,4 +1,4 @@
-package icfixture
+package conformance
 
 import (
 	"strings"
