@@ -354,3 +354,26 @@ func (s *Set) Servers() []ServerStatus {
 	}
 	return out
 }
+
+// Lookup finds an interceptor by name among the modules' and the reached
+// servers' (selected or not), and names its source ("module NAME",
+// "server NAME").
+func (s *Set) Lookup(name string) (intercept.Interceptor, string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.entries {
+		for _, ic := range s.modules[e.Module] {
+			if ic.Describe().Name == name {
+				return ic, e.Source(), true
+			}
+		}
+	}
+	for _, sv := range s.servers {
+		for _, ic := range sv.ics {
+			if ic.Describe().Name == name {
+				return ic, "server " + sv.cfg.Name, true
+			}
+		}
+	}
+	return nil, "", false
+}
