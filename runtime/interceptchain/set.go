@@ -149,7 +149,9 @@ func (s *Set) Start(ctx context.Context) error {
 		return err
 	}
 	life, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
 	s.cancel = cancel
+	s.mu.Unlock()
 	for _, sv := range s.servers {
 		s.wg.Add(1)
 		go func() {
@@ -301,10 +303,11 @@ func (s *Set) rebuildLogged() {
 // rebuild builds the chain again when what it is made of changed.
 func (s *Set) rebuild() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	changed, err := s.build()
-	if err == nil && changed && s.opts.OnChange != nil && s.cancel != nil {
-		s.opts.OnChange(s.chain.Load())
+	started := s.cancel != nil
+	s.mu.Unlock()
+	if err == nil && changed && started && s.opts.OnChange != nil {
+		s.opts.OnChange(s.chain.Load()) // unlocked: it may ask the Set anything
 	}
 	return err
 }
