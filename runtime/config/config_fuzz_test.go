@@ -30,7 +30,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
 		`[1, 2]`,
 		``,
-		`{"interceptorServers": {"pii": {"url": "http://127.0.0.1:1/mcp", "bearer_token": "t"}, "off": {"active": false}}, "interceptors": [{"server": "pii", "names": ["pii/*"], "mode": "audit", "fail_open": true, "priority": -3, "timeout_ms": 50}, {"server": "off"}]}`,
+		`{"interceptorServers": {"pii": {"url": "http://127.0.0.1:1/mcp", "bearer_token": "t"}, "off": {"active": false}}, "interceptors": [{"server": "pii", "names": ["pii/*"], "mode": "audit", "fail_open": true, "priority": -3, "timeout_ms": 50, "config": {"k": "$${X}", "n": [1, 2]}}, {"server": "off"}]}`,
 		`{"interceptors": [{"server": "x", "module": "y"}, {"names": [""]}]}`,
 	}
 	for _, s := range seeds {
@@ -238,11 +238,24 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		b.WriteByte('}')
 	}
 	if cfg.Interceptors != nil {
-		m, err := json.Marshal(cfg.Interceptors)
-		if err != nil {
-			t.Fatal(err)
+		b.WriteString(`,"interceptors":[`)
+		for i, e := range cfg.Interceptors {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			raw := e.Config // not expanded: written as it is
+			e.Config = nil
+			m, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m = []byte(strings.ReplaceAll(string(m), "$", "$$"))
+			if raw != nil {
+				m = append(append(append(m[:len(m)-1:len(m)-1], `,"config":`...), raw...), '}')
+			}
+			b.Write(m)
 		}
-		fmt.Fprintf(&b, `,"interceptors":%s`, strings.ReplaceAll(string(m), "$", "$$"))
+		b.WriteByte(']')
 	}
 	b.WriteString(`,"mcpServers":{`)
 	active := map[string]bool{}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -40,6 +42,10 @@ type InterceptorEntry struct {
 	// TimeoutMS bounds one invocation (a module entry: the policy's
 	// timeout_ms); 0: the chain's default.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// Config is sent with every invocation of the selected interceptors
+	// (the SEP's "config", checked by their configSchema), compacted JSON
+	// object, not expanded; nil: none.
+	Config json.RawMessage `json:"config,omitempty"`
 	// Implicit marks an entry InterceptorChain made for a policy no entry
 	// names.
 	Implicit bool `json:"-"`
@@ -158,8 +164,26 @@ var interceptorKeys = []key{
 		doc: "`true`: an interceptor that fails, times out or was never reached lets the event through; `false`: the event is refused naming it"},
 	{name: "interceptors[].priority", def: "the interceptor's", field: ient(func(e *InterceptorEntry) **int { return &e.Priority }), check: checkPriority,
 		doc: "a mutator's `priorityHint` in both phases: lower runs first"},
+	{name: "interceptors[].config", typ: "object", decode: decodeEntryConfig,
+		doc: "sent as `config` with every invocation of the selected interceptors (their `configSchema` says what they accept); `${VAR}` is not expanded inside"},
 	{name: "interceptors[].timeout_ms", def: "2000 (module: `timeout_ms`)", field: ient(func(e *InterceptorEntry) *int { return &e.TimeoutMS }), check: between(0, spec.MaxTimeoutMS),
 		doc: "deadline of one invocation, in milliseconds"},
+}
+
+// decodeEntryConfig reads an entry's config: a JSON object, kept
+// compacted.
+func decodeEntryConfig(d *decoder, path string, parent any) *Error {
+	var raw json.RawMessage
+	if err := d.dec.Decode(&raw); err != nil {
+		return d.fail(path, "invalid JSON: %v", err)
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return d.fail(path, "must be an object, got %s", configQuote(string(raw)))
+	}
+	var c bytes.Buffer
+	_ = json.Compact(&c, raw) // valid: it was just decoded
+	parent.(*InterceptorEntry).Config = c.Bytes()
+	return nil
 }
 
 // checkGlob checks one glob of an interceptors entry.

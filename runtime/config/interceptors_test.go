@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -28,7 +29,7 @@ func TestParseInterceptors(t *testing.T) {
 	    {"name": "audit", "module": "audit.wasm", "servers": ["github"], "on_error": "deny", "timeout_ms": 40}
 	  ],
 	  "interceptors": [
-	    {"server": "pii", "names": ["pii/*"], "tools": ["*"], "servers": ["github"], "mode": "audit", "fail_open": true, "priority": -5, "timeout_ms": 250},
+	    {"server": "pii", "names": ["pii/*"], "tools": ["*"], "servers": ["github"], "mode": "audit", "fail_open": true, "priority": -5, "timeout_ms": 250, "config": {"entities": [ "email" ], "k": "${NOT_EXPANDED}"}},
 	    {"module": "redact", "names": ["*redact*"], "mode": "enforce"},
 	    {"module": "guard", "tools": ["read_*"]},
 	    {"server": "off", "names": ["*"]}
@@ -63,7 +64,8 @@ func TestParseInterceptors(t *testing.T) {
 	}
 	open, prio := true, -5
 	want := []InterceptorEntry{
-		{Server: "pii", Names: []string{"pii/*"}, Tools: []string{"*"}, Servers: []string{"github"}, Mode: "audit", FailOpen: &open, Priority: &prio, TimeoutMS: 250},
+		{Server: "pii", Names: []string{"pii/*"}, Tools: []string{"*"}, Servers: []string{"github"}, Mode: "audit", FailOpen: &open, Priority: &prio, TimeoutMS: 250,
+			Config: json.RawMessage(`{"entities":["email"],"k":"${NOT_EXPANDED}"}`)},
 		{Module: "redact", Names: []string{"*redact*"}, Mode: "active"},
 		{Module: "guard", Tools: []string{"read_*"}, FailOpen: &open, TimeoutMS: 30, Mode: "audit"},
 	}
@@ -100,6 +102,8 @@ func TestParseInterceptorsRejects(t *testing.T) {
 		{"priority beyond 32 bits", `{` + srv + `, "interceptors": [{"server": "pii", "priority": 3000000000}]}`, "interceptors[0].priority", "32-bit whole number"},
 		{"timeout too long", `{` + srv + `, "interceptors": [{"server": "pii", "timeout_ms": 60001}]}`, "interceptors[0].timeout_ms", "from 0 to 60000"},
 		{"unknown entry key", `{` + srv + `, "interceptors": [{"server": "pii", "failOpen": true}]}`, "interceptors[0].failOpen", "unknown key"},
+		{"config not an object", `{` + srv + `, "interceptors": [{"server": "pii", "config": [1]}]}`, "interceptors[0].config", "must be an object"},
+		{"config bad JSON", `{` + srv + `, "interceptors": [{"server": "pii", "config": {"a" 1}}]}`, "interceptors[0].config", "invalid JSON"},
 		{"entries an object", `{"interceptors": {"server": "pii"}}`, "interceptors", "must be an array of objects"},
 		{"server without url", `{"interceptorServers": {"pii": {"type": "sse"}}}`, "interceptorServers.pii.url", "is required"},
 		{"server with url and command", `{"interceptorServers": {"pii": {"url": "https://p", "command": "p"}}}`, "interceptorServers.pii", `has both "url" and "command"`},

@@ -84,7 +84,7 @@ func (s *Set) build() (changed bool, err error) {
 
 // member is an entry's overrides and scope as a chain member.
 func member(e config.InterceptorEntry) (intercept.Member, error) {
-	m := intercept.Member{Tools: e.Tools, Servers: e.Servers, FailOpen: e.FailOpen, Timeout: time.Duration(e.TimeoutMS) * time.Millisecond}
+	m := intercept.Member{Tools: e.Tools, Servers: e.Servers, FailOpen: e.FailOpen, Timeout: time.Duration(e.TimeoutMS) * time.Millisecond, Config: e.Config}
 	if e.Mode != "" {
 		mode, err := intercept.ParseMode(e.Mode)
 		if err != nil {

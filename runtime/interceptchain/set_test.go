@@ -265,3 +265,23 @@ func TestSetModules(t *testing.T) {
 		t.Errorf("module entries without a source: %v", err)
 	}
 }
+
+// TestSetEntryConfig: an entry's config reaches the remote interceptor
+// with every invocation.
+func TestSetEntryConfig(t *testing.T) {
+	seen := make(chan string, 1)
+	probe := &intercept.Func{Desc: intercept.Descriptor{Name: "cfg/probe", Type: intercept.Validation, Hooks: onCall},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			seen <- string(inv.Config)
+			return intercept.Pass(), nil
+		}}
+	url, _ := serve(t, "127.0.0.1:0", probe)
+	s := start(t, parse(t, fmt.Sprintf(`{"interceptorServers": {"p": {"url": %q}},
+	  "interceptors": [{"server": "p", "config": {"entities": ["email", "iban"], "min_score": 0.8}}]}`, url)), Options{})
+	if _, err := call(s, "gh", "t", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != `{"entities":["email","iban"],"min_score":0.8}` {
+		t.Errorf("config %s", got)
+	}
+}
