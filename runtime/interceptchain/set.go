@@ -125,7 +125,7 @@ func NewSet(cfg *config.Config, opts Options) (*Set, error) {
 // Close, not ctx.
 func (s *Set) Start(ctx context.Context) error {
 	for _, e := range s.entries {
-		if e.Module == "" || s.modules[e.Module] != nil {
+		if _, done := s.modules[e.Module]; e.Module == "" || done {
 			continue
 		}
 		ics, err := s.opts.Modules(ctx, e.Module)
@@ -133,7 +133,7 @@ func (s *Set) Start(ctx context.Context) error {
 			return fmt.Errorf("interceptors of policy %q: %w", e.Module, err)
 		}
 		s.mu.Lock()
-		s.modules[e.Module] = ics
+		s.modules[e.Module] = ics // even none: read once
 		s.mu.Unlock()
 	}
 	var wg sync.WaitGroup

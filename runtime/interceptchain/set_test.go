@@ -234,7 +234,11 @@ func TestSetRelists(t *testing.T) {
 // overrides; a policy no entry names follows.
 func TestSetModules(t *testing.T) {
 	ctx := context.Background()
-	eng, err := policy.NewEngine(ctx, policy.EngineConfig{})
+	cache, err := wasmtest.CompileCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.NewEngine(ctx, policy.EngineConfig{CacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
