@@ -289,3 +289,20 @@ func TestSetEntryConfig(t *testing.T) {
 		t.Errorf("config %s", got)
 	}
 }
+
+// TestSetRelistsAfterReconnect: a call that finds the server restarted
+// dials again, and the new session's list replaces the old one without
+// waiting for the timer.
+func TestSetRelistsAfterReconnect(t *testing.T) {
+	addr := freeAddr(t)
+	_, stop := serve(t, addr, denyIf("v1/check", "X"))
+	cfg := parse(t, fmt.Sprintf(`{"interceptorServers": {"p": {"url": "http://%s/mcp"}}, "interceptors": [{"server": "p"}]}`, addr))
+	s := start(t, cfg, Options{Relist: time.Hour})
+	stop()
+	serve(t, addr, denyIf("v2/check", "Y"))
+	time.Sleep(1100 * time.Millisecond) // the client dials again at most once a second
+	if _, err := call(s, "any", "t", `{}`); err == nil {
+		t.Error("the old interceptor, unknown to the new server, passed")
+	}
+	waitFor(t, "the list after the reconnect", func() bool { return slices.Equal(names(s.Chain()), []string{"v2/check"}) })
+}
