@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -216,9 +217,29 @@ func TestSetRelists(t *testing.T) {
 	if _, err := call(s, "any", "t", `"X"`); err != nil {
 		t.Errorf("audit mode blocked: %v", err)
 	}
+	// Calls keep coming while the server restarts and the chain is
+	// rebuilt: each gets one answer from the chain it started with.
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				_, _ = call(s, "any", "t", `"X"`)
+			}
+		}()
+	}
 	stop()
 	serve(t, addr, denyIf("v2/check", "Y"))
 	waitFor(t, "the new list", func() bool { return slices.Equal(names(s.Chain()), []string{"v2/check"}) })
+	close(done)
+	wg.Wait()
 	select {
 	case c := <-changes:
 		if c == nil {
