@@ -62,6 +62,8 @@ func commands() []*command {
 			example: "edge-mcp pins ls", subs: pinsCommands()},
 		{name: "auth", summary: "authorize the gateway at upstream servers that want OAuth: login, status, logout",
 			example: "edge-mcp auth login github --config gw.json", subs: authCommands()},
+		{name: "interceptors", summary: "list a config's SEP-2624 interceptors; run a conformance fixture against one (no gateway needed)",
+			example: "edge-mcp interceptors ls --config gw.json", subs: interceptorCommands()},
 		{name: "version", summary: "print the version", example: "edge-mcp version"},
 	}
 }

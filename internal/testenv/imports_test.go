@@ -33,6 +33,7 @@ var importRules = []struct {
 	{"runtime/oauth", []string{"runtime/config", "runtime/cluster", "internal/..."}},
 	{"runtime/interceptors", []string{"policy/...", "internal/..."}},
 	{"runtime/tasks", []string{"transports", "internal/..."}},
+	{"runtime/interceptchain", []string{"runtime/config", "runtime/interceptors", "policy/...", "transports", "internal/..."}},
 	{"policy/spec", nil},
 	{"policy/...", []string{"policy/...", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"transports", []string{"internal/...", "guest/jsonscan"}},

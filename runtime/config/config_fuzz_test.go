@@ -30,6 +30,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
 		`[1, 2]`,
 		``,
+		`{"interceptorServers": {"pii": {"url": "http://127.0.0.1:1/mcp", "bearer_token": "t"}, "off": {"active": false}}, "interceptors": [{"server": "pii", "names": ["pii/*"], "mode": "audit", "fail_open": true, "priority": -3, "timeout_ms": 50, "config": {"k": "$${X}", "n": [1, 2]}}, {"server": "off"}]}`,
+		`{"interceptors": [{"server": "x", "module": "y"}, {"names": [""]}]}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -153,13 +155,7 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		}
 		b.WriteByte('}')
 	}
-	b.WriteString(`,"mcpServers":{`)
-	active := map[string]bool{}
-	for i, s := range cfg.Servers {
-		active[s.Name] = true
-		if i > 0 {
-			b.WriteByte(',')
-		}
+	writeServer := func(s Server) {
 		fmt.Fprintf(&b, `%s:{"timeout":%s`, key(s.Name), seconds(s.Timeout))
 		if !s.TypeInferred {
 			fmt.Fprintf(&b, `,"type":%s`, str(s.Type))
@@ -230,6 +226,45 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 			fmt.Fprintf(&b, `,"prefix":%s`, str(s.Prefix))
 		}
 		b.WriteByte('}')
+	}
+	if cfg.InterceptorServers != nil {
+		b.WriteString(`,"interceptorServers":{`)
+		for i, s := range cfg.InterceptorServers {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeServer(s)
+		}
+		b.WriteByte('}')
+	}
+	if cfg.Interceptors != nil {
+		b.WriteString(`,"interceptors":[`)
+		for i, e := range cfg.Interceptors {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			raw := e.Config // not expanded: written as it is
+			e.Config = nil
+			m, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m = []byte(strings.ReplaceAll(string(m), "$", "$$"))
+			if raw != nil {
+				m = append(append(append(m[:len(m)-1:len(m)-1], `,"config":`...), raw...), '}')
+			}
+			b.Write(m)
+		}
+		b.WriteByte(']')
+	}
+	b.WriteString(`,"mcpServers":{`)
+	active := map[string]bool{}
+	for i, s := range cfg.Servers {
+		active[s.Name] = true
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeServer(s)
 	}
 	for _, m := range []map[string]string{cfg.Reserved.Tools, cfg.Reserved.Prompts} {
 		for _, srv := range m {

@@ -399,6 +399,15 @@ func TestLoadConfigExample(t *testing.T) {
 				Description: "A hosted server that wants OAuth: the mcpServers form of other clients works unchanged; run `edge-mcp auth login tracker` once."},
 		},
 		OAuth: OAuthSettings{KeyFile: "/var/lib/edge-mcp/oauth.key", PendingWait: 30 * time.Second, RedirectURL: "https://gateway.example.com/oauth/callback"},
+		InterceptorServers: []Server{
+			{Name: "pii", Type: "streamable-http", URL: "https://pii.internal/mcp", BearerToken: "pii-token",
+				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true,
+				Description: "A SEP-2624 interceptor server: a PII model too big for Wasm, beside the gateway."},
+		},
+		Interceptors: []InterceptorEntry{
+			{Server: "pii", Names: []string{"pii/*"}, Tools: []string{"*"}, Servers: []string{"docs"}, Mode: "audit", FailOpen: ptr(true), TimeoutMS: 200},
+			{Module: "redact", Tools: []string{"*"}, Servers: []string{"docs", "legacy"}, FailOpen: ptr(false), TimeoutMS: 50},
+		},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("example config mismatch\n got: %+v\nwant: %+v", cfg, want)

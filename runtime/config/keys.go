@@ -77,7 +77,11 @@ var keys = []key{
 	{name: "protocol_2026", def: "true", field: in(func(c *Config) **bool { return &c.Protocol2026 }),
 		doc: "serve MCP 2026-07-28 (stateless) on `/mcp` beside the 2025 revisions; `false`: 2026 clients fall back to 2025 (a 2025 upstream's sampling, elicitation and roots requests reach a 2026 client as `input_required` results during its tools/call, and are refused otherwise)"},
 	{name: "policies", typ: "[object]", decode: decodePolicies,
-		doc: "Wasm policy modules, applied in order (see [Policy modules](policies.md))"},
+		doc: "Wasm policy modules, applied in order (see [Policy modules](policies.md)); an `interceptors` entry may place one in the interceptor chain"},
+	{name: "interceptorServers", typ: "object", def: "`{}`", decode: decodeInterceptorServers,
+		doc: "SEP-2624 interceptor servers, by name, in the shape of `mcpServers` (see [Interceptors](interceptors.md#configuration))"},
+	{name: "interceptors", field: in(func(c *Config) *[]InterceptorEntry { return &c.Interceptors }), check: checkInterceptorEntry,
+		doc: "the interceptor chain's entries in order, each selecting the interceptors of a server or a policy module; policies no entry names follow in `policies` order"},
 	{name: "admin", field: in(func(c *Config) *Admin { return &c.Admin }), check: checkAdmin,
 		doc: "admin API and module store (see [Operating modules](policies.md#operating-policy-modules))"},
 	{name: "auth", field: in(func(c *Config) *Auth { return &c.Auth }), check: checkAuth,
@@ -113,7 +117,7 @@ var (
 )
 
 func init() {
-	keysBelow, keysByName = indexKeys(keys, serverKeys, sectionKeys)
+	keysBelow, keysByName = indexKeys(keys, serverKeys, sectionKeys, interceptorServerKeys, interceptorKeys)
 	configTopKeys, configServerKeys, configReservedKeys = keyNames(""), keyNames("mcpServers.*"), keyNames("reserved")
 }
 

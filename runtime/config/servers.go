@@ -48,6 +48,8 @@ type document struct {
 	cfg      *Config
 	servers  []*configRawServer
 	reserved reservations
+	// icServers are the interceptorServers entries, raw like servers.
+	icServers []*configRawServer
 }
 
 // reservations are reserved.tools and reserved.prompts, unexpanded.
@@ -110,6 +112,9 @@ func (d *decoder) parse() (*Config, *Error) {
 			return nil, d.fail(configJoin(rs.path, "oauth.grant"), `"token_exchange" needs "auth": {"mode": "jwt"}: the downstream JWT is the subject token`)
 		}
 		doc.cfg.Servers = append(doc.cfg.Servers, sc)
+	}
+	if cerr := d.finishInterceptors(doc); cerr != nil {
+		return nil, cerr
 	}
 	var cerr *Error
 	if doc.cfg.Reserved.Tools, cerr = d.reserve(doc.reserved.tools, known); cerr != nil {

@@ -37,6 +37,13 @@ type Config struct {
 	// Policies are the Wasm policy attachments ("policies"), applied in
 	// order; module paths are resolved against the config file's folder.
 	Policies []spec.Spec
+	// InterceptorServers are the active SEP-2624 interceptor servers
+	// ("interceptorServers"), in file order, shaped like Servers.
+	InterceptorServers []Server
+	// Interceptors are the interceptor chain's entries ("interceptors")
+	// as written, less those of inactive servers; InterceptorChain adds
+	// the policies no entry names.
+	Interceptors []InterceptorEntry
 	// LogLevel is "debug", "info", "warn" or "error" ("log_level"), default
 	// "info".
 	LogLevel string

@@ -45,6 +45,15 @@ type ServerOptions struct {
 	MaxInterceptors int
 	// Logger receives the go-sdk client's log; nil discards.
 	Logger *slog.Logger
+	// Transport, when set, carries the session instead of streamable HTTP
+	// at URL (legacy SSE, WebSocket, stdio); it is connected again on a
+	// redial, so it must be reusable. Header and HTTPClient are then the
+	// transport's business.
+	Transport mcp.Transport
+	// OnReconnect, when set, is called after a call found the session
+	// gone and dialed a new one (the server may list other interceptors
+	// now).
+	OnReconnect func()
 }
 
 // Client is a connection to one interceptor server. A call that finds
@@ -106,6 +115,56 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
+// HeaderClient returns hc (http.DefaultClient when nil) adding header to
+// every request; hc itself when header is empty.
+func HeaderClient(hc *http.Client, header http.Header) *http.Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	if len(header) == 0 {
+		return hc
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c := *hc
+	c.Transport = &headerTransport{base: base, header: header}
+	return &c
+}
+
+// lasting is a transport whose connection outlives the ctx of Connect
+// (go-sdk's SSE client ties its event stream to that ctx) while Connect
+// still gives up at ctx's end: the connection has a context of its own,
+// cancelled when it is closed or when Connect gives up.
+type lasting struct{ mcp.Transport }
+
+type lastingConn struct {
+	mcp.Connection
+	cancel context.CancelFunc
+}
+
+func (c lastingConn) Close() error {
+	err := c.Connection.Close()
+	c.cancel()
+	return err
+}
+
+func (l lasting) Connect(ctx context.Context) (mcp.Connection, error) {
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err := l.Transport.Connect(life)
+	if !stop() || err != nil {
+		cancel()
+		if err == nil {
+			_ = conn.Close()
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	return lastingConn{conn, cancel}, nil
+}
+
 // Dial connects to the interceptor server named name.
 func Dial(ctx context.Context, name string, opts ServerOptions) (*Client, error) {
 	if opts.MaxResultBytes <= 0 {
@@ -114,19 +173,7 @@ func Dial(ctx context.Context, name string, opts ServerOptions) (*Client, error)
 	if opts.MaxInterceptors <= 0 {
 		opts.MaxInterceptors = DefaultMaxInterceptors
 	}
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	if len(opts.Header) > 0 {
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		c := *hc
-		c.Transport = &headerTransport{base: base, header: opts.Header}
-		hc = &c
-	}
+	hc := HeaderClient(opts.HTTPClient, opts.Header)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -139,7 +186,10 @@ func Dial(ctx context.Context, name string, opts ServerOptions) (*Client, error)
 	}
 	c := &Client{name: name, opts: opts}
 	c.dial = func(ctx context.Context) (*mcp.ClientSession, error) {
-		tr := &mcp.StreamableClientTransport{Endpoint: opts.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
+		var tr mcp.Transport = &mcp.StreamableClientTransport{Endpoint: opts.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
+		if opts.Transport != nil {
+			tr = lasting{opts.Transport}
+		}
 		cs, err := client.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			return nil, fmt.Errorf("connecting to interceptor server %q: %w", name, err)
@@ -178,6 +228,9 @@ func (c *Client) redial(ctx context.Context, old *mcp.ClientSession) (*mcp.Clien
 	}
 	_ = old.Close()
 	c.cs = cs
+	if c.opts.OnReconnect != nil {
+		go c.opts.OnReconnect()
+	}
 	return cs, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
 )
 
 // modules holds the shipped security modules' binaries and the engine that
@@ -35,24 +36,6 @@ func (m *modules) load(ctx context.Context, name string, wasm []byte) (*policy.M
 	return mod, ics[0], nil
 }
 
-// descriptor turns a fixture interceptor into its descriptor.
-func descriptor(fi fixtureInterceptor) (intercept.Descriptor, error) {
-	mode, err := intercept.ParseMode(fi.Mode)
-	if err != nil {
-		return intercept.Descriptor{}, err
-	}
-	d := intercept.Descriptor{Name: fi.Name, Type: intercept.Type(fi.Type), Mode: mode, FailOpen: fi.FailOpen}
-	switch fi.Phases {
-	case "both":
-		d.Hooks = []intercept.Hook{{Events: fi.Events, Phase: intercept.Request}, {Events: fi.Events, Phase: intercept.Response}}
-	case "request", "response":
-		d.Hooks = []intercept.Hook{{Events: fi.Events, Phase: intercept.Phase(fi.Phases)}}
-	default:
-		return d, fmt.Errorf("interceptor %q: phases %q", fi.Name, fi.Phases)
-	}
-	return d, nil
-}
-
 func note(payload json.RawMessage) (string, bool) {
 	var p struct {
 		Arguments map[string]json.RawMessage `json:"arguments"`
@@ -76,8 +59,8 @@ func validatorFunc(d intercept.Descriptor, fn func(json.RawMessage) *intercept.R
 // bind returns the interceptor for a fixture behavior (ADAPTER.md's
 // table). The security behaviors are the shipped Wasm modules, bound to
 // the fixture's name and hooks; closers collects what the session closes.
-func (m *modules) bind(ctx context.Context, fi fixtureInterceptor, closers *[]func()) (intercept.Interceptor, error) {
-	d, err := descriptor(fi)
+func (m *modules) bind(ctx context.Context, fi conformance.Interceptor, closers *[]func()) (intercept.Interceptor, error) {
+	d, err := fi.Descriptor()
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +122,7 @@ func (m *modules) bind(ctx context.Context, fi fixtureInterceptor, closers *[]fu
 }
 
 // registry binds every fixture interceptor and registers them in order.
-func (m *modules) registry(ctx context.Context, fis []fixtureInterceptor) (*intercept.Registry, []func(), error) {
+func (m *modules) registry(ctx context.Context, fis []conformance.Interceptor) (*intercept.Registry, []func(), error) {
 	var closers []func()
 	var ics []intercept.Interceptor
 	for _, fi := range fis {
@@ -170,73 +153,11 @@ type local struct {
 	log  *slog.Logger
 }
 
-type localSession struct {
-	reg     *intercept.Registry
-	chain   *intercept.Chain
-	closers []func()
-}
-
-func (l *local) newSession(ctx context.Context, fis []fixtureInterceptor) (session, error) {
+// NewSession binds the fixture's interceptors in process.
+func (l *local) NewSession(ctx context.Context, fis []conformance.Interceptor) (conformance.Session, error) {
 	reg, closers, err := l.mods.registry(ctx, fis)
 	if err != nil {
 		return nil, err
 	}
-	var members []intercept.Member
-	for _, ic := range reg.Interceptors() {
-		members = append(members, intercept.Member{Interceptor: ic})
-	}
-	chain, err := intercept.NewChain(intercept.Options{Logger: l.log}, members...)
-	if err != nil {
-		closeAll(closers)
-		return nil, err
-	}
-	return &localSession{reg: reg, chain: chain, closers: closers}, nil
-}
-
-func (s *localSession) close() { closeAll(s.closers) }
-
-func (s *localSession) list(_ context.Context, event string) (json.RawMessage, error) {
-	return json.Marshal(s.reg.List(event))
-}
-
-func (s *localSession) invoke(ctx context.Context, params json.RawMessage) (json.RawMessage, int64, error) {
-	inv, err := intercept.ParseInvocation(params)
-	if err != nil {
-		return nil, intercept.CodeInvalidParams, nil
-	}
-	res, err := s.reg.Invoke(ctx, inv)
-	var rpc *intercept.RPCError
-	if errors.As(err, &rpc) {
-		return nil, rpc.Code, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	b, err := json.Marshal(res)
-	return b, 0, err
-}
-
-func (s *localSession) apply(ctx context.Context, event, phase string, payload json.RawMessage, sid string) (bool, json.RawMessage, error) {
-	return applyChain(ctx, s.chain, event, phase, payload, sid)
-}
-
-// applyChain runs one event through a chain: allow iff it completed.
-func applyChain(ctx context.Context, c *intercept.Chain, event, phase string, payload json.RawMessage, sid string) (bool, json.RawMessage, error) {
-	ph, err := intercept.ParsePhase(phase)
-	if err != nil {
-		return false, nil, err
-	}
-	ev := intercept.Event{Event: event, Phase: ph, Payload: payload}
-	if sid != "" {
-		ev.Context = &intercept.Context{SessionID: sid}
-	}
-	out, err := c.Run(ctx, ev)
-	var refusal *intercept.Refusal
-	if errors.As(err, &refusal) {
-		return false, nil, nil
-	}
-	if err != nil {
-		return false, nil, err
-	}
-	return true, out.Payload, nil
+	return conformance.NewLocal(reg.Interceptors(), closers, l.log)
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -35,47 +36,47 @@ func main() {
 }
 
 func run(ctx context.Context, dir string, remote bool) error {
-	r, err := conformance(ctx, dir, remote, slog.New(slog.DiscardHandler))
+	r, err := replayFixtures(ctx, dir, remote, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	for _, l := range r.lines {
+	for _, l := range r.Lines {
 		fmt.Println(l)
 	}
-	if r.failed > 0 {
-		return fmt.Errorf("%d fixtures failed", r.failed)
+	if r.Failed > 0 {
+		return fmt.Errorf("%d fixtures failed", r.Failed)
 	}
 	return nil
 }
 
-// conformance replays every fixture under dir in process or remotely.
-func conformance(ctx context.Context, dir string, remote bool, log *slog.Logger) (report, error) {
+// replayFixtures replays every fixture under dir in process or remotely.
+func replayFixtures(ctx context.Context, dir string, remote bool, log *slog.Logger) (conformance.Report, error) {
 	if dir == "" {
 		root, err := wasmtest.ModuleRoot()
 		if err != nil {
-			return report{}, err
+			return conformance.Report{}, err
 		}
 		dir = filepath.Join(root, "testdata", "interceptors-conformance")
 	}
-	fixtures, err := loadFixtures(dir)
+	fixtures, err := conformance.Load(dir)
 	if err != nil {
-		return report{}, err
+		return conformance.Report{}, err
 	}
 	mods, err := loadModules(ctx)
 	if err != nil {
-		return report{}, err
+		return conformance.Report{}, err
 	}
 	defer mods.eng.Close(ctx)
-	var h host = &local{mods: mods, log: log}
+	var h conformance.Host = &local{mods: mods, log: log}
 	if remote {
 		rh, err := newRemote(ctx, mods, log)
 		if err != nil {
-			return report{}, err
+			return conformance.Report{}, err
 		}
 		defer rh.close()
 		h = rh
 	}
-	return replayAll(ctx, h, fixtures), nil
+	return conformance.ReplayAll(ctx, h, fixtures), nil
 }
 
 // loadModules builds the security modules and starts an engine.

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
 	"github.com/edge-mcp/edge-mcp/runtime/interceptors"
 )
 
@@ -52,7 +53,7 @@ func serve(reg *intercept.Registry) (string, func(), error) {
 	return "http://" + ln.Addr().String() + "/mcp", func() { _ = hs.Close() }, nil
 }
 
-func (r *remoteHost) newSession(ctx context.Context, fis []fixtureInterceptor) (session, error) {
+func (r *remoteHost) NewSession(ctx context.Context, fis []conformance.Interceptor) (conformance.Session, error) {
 	reg, closers, err := r.mods.registry(ctx, fis)
 	if err != nil {
 		return nil, err
@@ -60,13 +61,13 @@ func (r *remoteHost) newSession(ctx context.Context, fis []fixtureInterceptor) (
 	s := &remoteSession{closers: closers}
 	url, stop, err := serve(reg)
 	if err != nil {
-		s.close()
+		s.Close()
 		return nil, err
 	}
 	s.closers = append(s.closers, stop)
 	s.client, err = interceptors.Dial(ctx, "conformance", interceptors.ServerOptions{URL: url})
 	if err != nil {
-		s.close()
+		s.Close()
 		return nil, err
 	}
 	ics, skipped, err := s.client.Interceptors(ctx)
@@ -74,7 +75,7 @@ func (r *remoteHost) newSession(ctx context.Context, fis []fixtureInterceptor) (
 		err = fmt.Errorf("descriptors skipped: %v", errors.Join(skipped...))
 	}
 	if err != nil {
-		s.close()
+		s.Close()
 		return nil, err
 	}
 	var members []intercept.Member
@@ -82,13 +83,13 @@ func (r *remoteHost) newSession(ctx context.Context, fis []fixtureInterceptor) (
 		members = append(members, intercept.Member{Interceptor: ic})
 	}
 	if s.chain, err = intercept.NewChain(intercept.Options{Logger: r.log}, members...); err != nil {
-		s.close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *remoteSession) close() {
+func (s *remoteSession) Close() {
 	if s.client != nil {
 		_ = s.client.Close()
 	}
@@ -97,11 +98,11 @@ func (s *remoteSession) close() {
 	}
 }
 
-func (s *remoteSession) list(ctx context.Context, event string) (json.RawMessage, error) {
+func (s *remoteSession) List(ctx context.Context, event string) (json.RawMessage, error) {
 	return s.client.List(ctx, event)
 }
 
-func (s *remoteSession) invoke(ctx context.Context, params json.RawMessage) (json.RawMessage, int64, error) {
+func (s *remoteSession) Invoke(ctx context.Context, params json.RawMessage) (json.RawMessage, int64, error) {
 	res, err := s.client.Invoke(ctx, params)
 	var rpc *intercept.RPCError
 	if errors.As(err, &rpc) {
@@ -110,6 +111,6 @@ func (s *remoteSession) invoke(ctx context.Context, params json.RawMessage) (jso
 	return res, 0, err
 }
 
-func (s *remoteSession) apply(ctx context.Context, event, phase string, payload json.RawMessage, sid string) (bool, json.RawMessage, error) {
-	return applyChain(ctx, s.chain, event, phase, payload, sid)
+func (s *remoteSession) Apply(ctx context.Context, event, phase string, payload json.RawMessage, sid string) (bool, json.RawMessage, error) {
+	return conformance.ApplyChain(ctx, s.chain, event, phase, payload, sid)
 }

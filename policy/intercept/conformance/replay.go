@@ -1,4 +1,10 @@
-package main
+// Package conformance reads and replays the SEP-2624 conformance fixtures
+// (testdata/interceptors-conformance, ADAPTER.md): a fixture binds its
+// interceptors to implementations through a Host; its steps list, invoke
+// and apply events through a Session, and results compare as RFC 8785
+// canonical JSON after the fixture's volatile keys are scrubbed. Used by
+// the conformance replay and by edge-mcp interceptors test.
+package conformance
 
 import (
 	"context"
@@ -11,18 +17,18 @@ import (
 	"strings"
 )
 
-// fixture is one conformance fixture (schema/fixture.schema.json).
-type fixture struct {
-	ID           string               `json:"id"`
-	Kind         string               `json:"kind"`
-	Requirement  string               `json:"requirement"`
-	Description  string               `json:"description"`
-	Interceptors []fixtureInterceptor `json:"interceptors"`
-	Steps        []step               `json:"steps"`
-	Volatile     []string             `json:"volatile"`
+// Fixture is one conformance fixture (schema/fixture.schema.json).
+type Fixture struct {
+	ID           string        `json:"id"`
+	Kind         string        `json:"kind"`
+	Requirement  string        `json:"requirement"`
+	Description  string        `json:"description"`
+	Interceptors []Interceptor `json:"interceptors"`
+	Steps        []Step        `json:"steps"`
+	Volatile     []string      `json:"volatile"`
 }
 
-type fixtureInterceptor struct {
+type Interceptor struct {
 	Name     string   `json:"name"`
 	Type     string   `json:"type"`
 	Behavior string   `json:"behavior"`
@@ -32,7 +38,7 @@ type fixtureInterceptor struct {
 	FailOpen bool     `json:"failOpen"`
 }
 
-type step struct {
+type Step struct {
 	Op      string          `json:"op"`
 	Event   *string         `json:"event"`
 	Phase   string          `json:"phase"`
@@ -41,10 +47,10 @@ type step struct {
 	Context *struct {
 		SessionID string `json:"sessionId"`
 	} `json:"context"`
-	Expect expect `json:"expect"`
+	Expect Expect `json:"expect"`
 }
 
-type expect struct {
+type Expect struct {
 	Canonical             *string  `json:"canonical"`
 	ErrorCode             *int64   `json:"errorCode"`
 	Decision              string   `json:"decision"`
@@ -57,9 +63,9 @@ type expect struct {
 // upstream ids have them).
 var fixtureID = regexp.MustCompile(`^(protocol|behavior)/[a-z0-9_-]+$`)
 
-// parseFixture reads and checks one fixture.
-func parseFixture(b []byte) (*fixture, error) {
-	var f fixture
+// Parse reads and checks one fixture.
+func Parse(b []byte) (*Fixture, error) {
+	var f Fixture
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
@@ -90,8 +96,8 @@ func parseFixture(b []byte) (*fixture, error) {
 	return &f, nil
 }
 
-// loadFixtures reads every fixture under dir/fixtures, sorted by id.
-func loadFixtures(dir string) ([]*fixture, error) {
+// Load reads every fixture under dir/fixtures, sorted by id.
+func Load(dir string) ([]*Fixture, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "fixtures", "*", "*.json"))
 	if err != nil {
 		return nil, err
@@ -99,44 +105,44 @@ func loadFixtures(dir string) ([]*fixture, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("no fixtures under %s", filepath.Join(dir, "fixtures"))
 	}
-	var out []*fixture
+	var out []*Fixture
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
-		f, err := parseFixture(b)
+		f, err := Parse(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		out = append(out, f)
 	}
-	slices.SortFunc(out, func(a, b *fixture) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b *Fixture) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
-// session is the adapter contract of ADAPTER.md over one set of
+// Session is the adapter contract of ADAPTER.md over one set of
 // interceptors.
-type session interface {
-	list(ctx context.Context, event string) (json.RawMessage, error)
-	// invoke returns the result or, for a JSON-RPC error, its code.
-	invoke(ctx context.Context, params json.RawMessage) (json.RawMessage, int64, error)
-	apply(ctx context.Context, event, phase string, payload json.RawMessage, sessionID string) (allow bool, final json.RawMessage, err error)
-	close()
+type Session interface {
+	List(ctx context.Context, event string) (json.RawMessage, error)
+	// Invoke returns the result or, for a JSON-RPC error, its code.
+	Invoke(ctx context.Context, params json.RawMessage) (json.RawMessage, int64, error)
+	Apply(ctx context.Context, event, phase string, payload json.RawMessage, sessionID string) (allow bool, final json.RawMessage, err error)
+	Close()
 }
 
-// host creates sessions: in process or out of process.
-type host interface {
-	newSession(ctx context.Context, ics []fixtureInterceptor) (session, error)
+// Host creates sessions: in process or out of process.
+type Host interface {
+	NewSession(ctx context.Context, ics []Interceptor) (Session, error)
 }
 
-// replay runs one fixture and returns nil when every step passes.
-func replay(ctx context.Context, h host, f *fixture) error {
-	s, err := h.newSession(ctx, f.Interceptors)
+// Replay runs one fixture and returns nil when every step passes.
+func Replay(ctx context.Context, h Host, f *Fixture) error {
+	s, err := h.NewSession(ctx, f.Interceptors)
 	if err != nil {
 		return fmt.Errorf("creating the session: %w", err)
 	}
-	defer s.close()
+	defer s.Close()
 	for i, st := range f.Steps {
 		if err := runStep(ctx, s, f, st); err != nil {
 			return fmt.Errorf("step %d (%s): %w", i+1, st.Op, err)
@@ -145,20 +151,20 @@ func replay(ctx context.Context, h host, f *fixture) error {
 	return nil
 }
 
-func runStep(ctx context.Context, s session, f *fixture, st step) error {
+func runStep(ctx context.Context, s Session, f *Fixture, st Step) error {
 	switch st.Op {
 	case "list":
 		ev := ""
 		if st.Event != nil {
 			ev = *st.Event
 		}
-		res, err := s.list(ctx, ev)
+		res, err := s.List(ctx, ev)
 		if err != nil {
 			return err
 		}
 		return compare(res, f.Volatile, *st.Expect.Canonical)
 	case "invoke":
-		res, code, err := s.invoke(ctx, st.Params)
+		res, code, err := s.Invoke(ctx, st.Params)
 		if err != nil {
 			return err
 		}
@@ -177,7 +183,7 @@ func runStep(ctx context.Context, s session, f *fixture, st step) error {
 	if st.Context != nil {
 		sid = st.Context.SessionID
 	}
-	allow, final, err := s.apply(ctx, *st.Event, st.Phase, st.Payload, sid)
+	allow, final, err := s.Apply(ctx, *st.Event, st.Phase, st.Payload, sid)
 	if err != nil {
 		return err
 	}
@@ -190,11 +196,11 @@ func runStep(ctx context.Context, s session, f *fixture, st step) error {
 	return checkPayload(final, st.Expect)
 }
 
-func checkPayload(final json.RawMessage, e expect) error {
+func checkPayload(final json.RawMessage, e Expect) error {
 	if e.FinalPayloadCanonical == nil && len(e.Forbids) == 0 && len(e.Requires) == 0 {
 		return nil
 	}
-	got, err := canonical(final)
+	got, err := Canonical(final)
 	if err != nil {
 		return err
 	}
@@ -215,11 +221,11 @@ func checkPayload(final json.RawMessage, e expect) error {
 }
 
 func compare(actual json.RawMessage, volatile []string, want string) error {
-	scrubbed, err := scrub(actual, volatile)
+	scrubbed, err := Scrub(actual, volatile)
 	if err != nil {
 		return fmt.Errorf("result %.200s: %w", actual, err)
 	}
-	got, err := canonical(scrubbed)
+	got, err := Canonical(scrubbed)
 	if err != nil {
 		return err
 	}
@@ -230,23 +236,23 @@ func compare(actual json.RawMessage, volatile []string, want string) error {
 }
 
 // Report is the outcome of a replay of every fixture.
-type report struct {
-	lines          []string
-	passed, failed int
+type Report struct {
+	Lines          []string
+	Passed, Failed int
 }
 
-// replayAll replays every fixture, one line each.
-func replayAll(ctx context.Context, h host, fixtures []*fixture) report {
-	var r report
+// ReplayAll replays every fixture, one line each.
+func ReplayAll(ctx context.Context, h Host, fixtures []*Fixture) Report {
+	var r Report
 	for _, f := range fixtures {
-		if err := replay(ctx, h, f); err != nil {
-			r.failed++
-			r.lines = append(r.lines, fmt.Sprintf("FAIL %s: %v", f.ID, err))
+		if err := Replay(ctx, h, f); err != nil {
+			r.Failed++
+			r.Lines = append(r.Lines, fmt.Sprintf("FAIL %s: %v", f.ID, err))
 			continue
 		}
-		r.passed++
-		r.lines = append(r.lines, "ok   "+f.ID)
+		r.Passed++
+		r.Lines = append(r.Lines, "ok   "+f.ID)
 	}
-	r.lines = append(r.lines, fmt.Sprintf("%d passed, %d failed", r.passed, r.failed))
+	r.Lines = append(r.Lines, fmt.Sprintf("%d passed, %d failed", r.Passed, r.Failed))
 	return r
 }

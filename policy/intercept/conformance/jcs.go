@@ -1,4 +1,4 @@
-package main
+package conformance
 
 import (
 	"bytes"
@@ -11,10 +11,10 @@ import (
 	"unicode/utf16"
 )
 
-// canonical returns the RFC 8785 (JCS) form of a JSON document: object
+// Canonical returns the RFC 8785 (JCS) form of a JSON document: object
 // members sorted by their UTF-16 code units, no white space, minimal string
 // escapes, numbers as ECMAScript prints them.
-func canonical(doc []byte) (string, error) {
+func Canonical(doc []byte) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any
@@ -122,9 +122,9 @@ func writeString(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
-// scrub removes the members named in keys from every object of doc,
+// Scrub removes the members named in keys from every object of doc,
 // recursively.
-func scrub(doc []byte, keys []string) ([]byte, error) {
+func Scrub(doc []byte, keys []string) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any

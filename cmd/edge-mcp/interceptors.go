@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
+)
+
+// This file is edge-mcp interceptors: the SEP-2624 interceptors a config
+// (or one module) provides, listed or run against a conformance fixture,
+// without a gateway.
+
+func interceptorCommands() []*command {
+	return []*command{
+		{name: "interceptors ls", define: interceptorsLsFlags,
+			summary: "list the interceptors of a config's policy modules and interceptor servers: name, source, type, events, mode, fail-open, in the chain (no gateway needed)",
+			example: "edge-mcp interceptors ls --config gw.json"},
+		{name: "interceptors test", args: "NAME", nargs: 1, define: interceptorsTestFlags,
+			summary: "run one conformance fixture against interceptor NAME of a module, or of a config's modules and interceptor servers",
+			example: "edge-mcp interceptors test security/cross-boundary-guard --module guard.wasm --fixture relaybleed.json"},
+	}
+}
+
+// icSource is where interceptors come from: a config's chain, or one
+// module file.
+type icSource struct {
+	config, module string
+	timeout        time.Duration
+	// oneInstance runs each module in one instance that is never
+	// recycled, so that per-session state (cross-boundary-guard's) lasts
+	// a fixture's steps, as in the conformance replay.
+	oneInstance bool
+}
+
+func (o *icSource) define(fs *flag.FlagSet, withModule bool) {
+	fs.StringVar(&o.config, "config", "", "the gateway's config file: its policies' modules and its interceptor servers")
+	if withModule {
+		fs.StringVar(&o.module, "module", "", "a module file (.wasm) instead of --config")
+	}
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long compiling the modules and reaching the interceptor servers may take")
+}
+
+// loaded is what an icSource opened; close releases it.
+type loaded struct {
+	cfg     *config.Config
+	set     *interceptchain.Set
+	modules map[string][]intercept.Interceptor // by policy name (or the module file's)
+	close   func()
+}
+
+func (o *icSource) open(ctx context.Context, stderr io.Writer) (*loaded, error) {
+	if (o.config == "") == (o.module == "") {
+		return nil, usagef("give --config FILE or --module FILE.wasm")
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	eng, err := policy.NewEngine(ctx, policy.EngineConfig{})
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{modules: map[string][]intercept.Interceptor{}}
+	var closers []func()
+	l.close = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	closers = append(closers, func() { _ = eng.Close(context.Background()) })
+	load := func(ctx context.Context, name, path string, opts policy.ModuleOptions) ([]intercept.Interceptor, error) {
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if o.oneInstance {
+			opts.PoolSize, opts.RecycleAfterCalls = 1, -1
+		}
+		m, err := eng.Load(ctx, name, wasm, opts)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() { _ = m.Close() })
+		ics, err := interceptchain.ModuleInterceptors(ctx, m)
+		l.modules[name] = ics
+		return ics, err
+	}
+	if o.module != "" {
+		name := strings.TrimSuffix(filepath.Base(o.module), ".wasm")
+		if _, err := load(ctx, name, o.module, policy.ModuleOptions{}); err != nil {
+			l.close()
+			return nil, fmt.Errorf("%s: %w", o.module, err)
+		}
+		return l, nil
+	}
+	if l.cfg, err = config.Load(o.config); err != nil {
+		l.close()
+		return nil, err
+	}
+	policies := map[string]policy.Spec{}
+	for _, p := range l.cfg.Policies {
+		policies[p.Name] = p
+	}
+	modules := func(ctx context.Context, name string) ([]intercept.Interceptor, error) {
+		sp := policies[name]
+		if id, uploaded := config.UploadedModule(sp.Module); uploaded {
+			return nil, fmt.Errorf("module %q is in a gateway's module store; this command reads module files", id)
+		}
+		opts, err := policy.SpecOptions(&sp)
+		if err != nil {
+			return nil, err
+		}
+		return load(ctx, name, sp.Module, opts)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if l.set, err = interceptchain.NewSet(l.cfg, interceptchain.Options{Logger: log, Modules: modules, Relist: time.Hour}); err == nil {
+		err = l.set.Start(ctx)
+	}
+	if err != nil {
+		l.close()
+		return nil, err
+	}
+	closers = append(closers, func() { _ = l.set.Close() })
+	return l, nil
+}
+
+// lookup finds an interceptor by name and says where it is from.
+func (l *loaded) lookup(name string) (intercept.Interceptor, string, bool) {
+	if l.set != nil {
+		return l.set.Lookup(name)
+	}
+	for mod, ics := range l.modules {
+		for _, ic := range ics {
+			if ic.Describe().Name == name {
+				return ic, "module " + mod, true
+			}
+		}
+	}
+	return nil, "", false
+}
+
+func interceptorsLsFlags(fs *flag.FlagSet) runFunc {
+	var o icSource
+	o.define(fs, true)
+	return func(ctx context.Context, _ []string, s streams) error {
+		l, err := o.open(ctx, s.stderr)
+		if err != nil {
+			return err
+		}
+		defer l.close()
+		return l.print(s.stdout)
+	}
+}
+
+// print writes one row per interceptor: the modules', the reached
+// servers', then the stand-ins of servers never reached; then what went
+// wrong with the servers.
+func (l *loaded) print(w io.Writer) error {
+	inChain := map[string]intercept.Descriptor{}
+	if l.set != nil {
+		for _, d := range l.set.Chain().Descriptors() {
+			inChain[d.Name] = d
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSOURCE\tTYPE\tEVENTS\tMODE\tFAIL-OPEN\tCHAIN")
+	row := func(d intercept.Descriptor, source string) {
+		chain := "no"
+		if e, ok := inChain[d.Name]; ok {
+			d, chain = e, "yes"
+			delete(inChain, d.Name)
+		}
+		if l.set == nil {
+			chain = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", d.Name, source, d.Type, events(d), d.Mode, d.FailOpen, chain)
+	}
+	var notes []string
+	if l.cfg != nil {
+		for _, p := range l.cfg.Policies {
+			for _, ic := range l.modules[p.Name] {
+				row(ic.Describe(), "module "+p.Name)
+			}
+		}
+		for _, st := range l.set.Servers() {
+			for _, d := range st.Interceptors {
+				row(d, "server "+st.Name)
+			}
+			if !st.Reached {
+				notes = append(notes, fmt.Sprintf("server %s: not reached: %s", st.Name, st.Err))
+			}
+			for _, sk := range st.Skipped {
+				notes = append(notes, fmt.Sprintf("server %s: skipped: %s", st.Name, sk))
+			}
+		}
+		for _, d := range l.set.Chain().Descriptors() {
+			if _, left := inChain[d.Name]; left { // a stand-in
+				row(d, "server "+strings.SplitN(strings.TrimPrefix(d.Name, "interceptorServers."), "#", 2)[0]+" (not reached)")
+			}
+		}
+	} else {
+		for name, ics := range l.modules {
+			for _, ic := range ics {
+				row(ic.Describe(), "module "+name)
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+	return nil
+}
+
+// events writes a descriptor's hooks as EVENT,EVENT:PHASE, a hook of
+// both phases as :both.
+func events(d intercept.Descriptor) string {
+	var parts []string
+	for i := 0; i < len(d.Hooks); i++ {
+		h := d.Hooks[i]
+		ph := string(h.Phase)
+		if i+1 < len(d.Hooks) && h.Phase == intercept.Request && d.Hooks[i+1].Phase == intercept.Response && strings.Join(d.Hooks[i+1].Events, ",") == strings.Join(h.Events, ",") {
+			ph = "both"
+			i++
+		}
+		parts = append(parts, strings.Join(h.Events, ",")+":"+ph)
+	}
+	return strings.Join(parts, " ")
+}
+
+func interceptorsTestFlags(fs *flag.FlagSet) runFunc {
+	o := icSource{oneInstance: true}
+	var fixture string
+	o.define(fs, true)
+	fs.StringVar(&fixture, "fixture", "", "a fixture of the SEP-2624 conformance format (testdata/interceptors-conformance/fixtures) (required)")
+	return func(ctx context.Context, pos []string, s streams) error {
+		if fixture == "" {
+			return usagef("edge-mcp interceptors test: --fixture is required; run 'edge-mcp interceptors test --help'")
+		}
+		raw, err := os.ReadFile(fixture)
+		if err != nil {
+			return err
+		}
+		f, err := conformance.Parse(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fixture, err)
+		}
+		l, err := o.open(ctx, s.stderr)
+		if err != nil {
+			return err
+		}
+		defer l.close()
+		if _, _, ok := l.lookup(pos[0]); !ok {
+			return fmt.Errorf("no interceptor %q (edge-mcp interceptors ls lists them)", pos[0])
+		}
+		if err := conformance.Replay(ctx, fixtureHost{l: l, name: pos[0]}, f); err != nil {
+			fmt.Fprintf(s.stdout, "FAIL %s: %v\n", f.ID, err)
+			return fmt.Errorf("fixture %s failed", f.ID)
+		}
+		fmt.Fprintf(s.stdout, "ok   %s\n", f.ID)
+		return nil
+	}
+}
+
+// fixtureHost binds a fixture's interceptors: the only one, or the one
+// named name, to interceptor name; any other to the interceptor of its
+// own name, under the fixture's descriptor (hooks, mode, failOpen).
+type fixtureHost struct {
+	l    *loaded
+	name string
+}
+
+func (h fixtureHost) NewSession(_ context.Context, fis []conformance.Interceptor) (conformance.Session, error) {
+	var ics []intercept.Interceptor
+	for _, fi := range fis {
+		target := fi.Name
+		if len(fis) == 1 || fi.Name == h.name {
+			target = h.name
+		}
+		ic, _, ok := h.l.lookup(target)
+		if !ok {
+			return nil, fmt.Errorf("the fixture's interceptor %q (behavior %q) is not among those given; only the conformance replay binds behaviors", fi.Name, fi.Behavior)
+		}
+		d, err := fi.Descriptor()
+		if err != nil {
+			return nil, err
+		}
+		bound, err := intercept.Bind(ic, d)
+		if err != nil {
+			return nil, err
+		}
+		ics = append(ics, bound)
+	}
+	if len(ics) == 0 {
+		return nil, errors.New("the fixture names no interceptors")
+	}
+	return conformance.NewLocal(ics, nil, nil)
+}
