@@ -238,3 +238,15 @@ func sign(ctx context.Context, ref Ref, signed string, key *ecdsa.PrivateKey, o 
 	layer.Annotations = map[string]string{annotationSignature: base64.StdEncoding.EncodeToString(sig)}
 	return pushManifest(ctx, repo, ocispec.MediaTypeImageConfig, []byte("{}"), []blob{{layer, payload}}, signatureTag(d))
 }
+
+// IDs returns the key IDs of the set, in order.
+func (k *Keys) IDs() []string {
+	if k == nil {
+		return nil
+	}
+	ids := make([]string, len(k.keys))
+	for i, pk := range k.keys {
+		ids[i] = pk.id
+	}
+	return ids
+}
