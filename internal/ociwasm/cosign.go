@@ -132,10 +132,17 @@ func (k *Keys) verify(ctx context.Context, repo *remote.Repository, ref Ref, des
 	if len(k.keys) == 0 {
 		return "", fmt.Errorf("%w: a signature is required and no cosign key is configured", ErrBadSignature)
 	}
+	id, reasons, err := k.verifyBundles(ctx, repo, desc)
+	if id != "" || err != nil {
+		return id, err
+	}
 	tag := signatureTag(desc.Digest)
 	sdesc, rc, err := repo.FetchReference(ctx, tag)
 	if errors.Is(err, errdef.ErrNotFound) {
-		return "", fmt.Errorf("%w: a signature is required and the registry has none (no tag %s)", ErrUnsigned, tag)
+		if len(reasons) > 0 {
+			return "", fmt.Errorf("%w: %s", ErrBadSignature, strings.Join(reasons, "; "))
+		}
+		return "", fmt.Errorf("%w: a signature is required and the registry has none (no Sigstore bundle referring to %s, no tag %s)", ErrUnsigned, desc.Digest, tag)
 	}
 	if err != nil {
 		return "", fmt.Errorf("fetching signatures %s: %w", tag, err)
@@ -149,7 +156,6 @@ func (k *Keys) verify(ctx context.Context, repo *remote.Repository, ref Ref, des
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return "", fmt.Errorf("%w: signatures %s: %v", ErrBadSignature, tag, err)
 	}
-	var reasons []string
 	for _, l := range m.Layers {
 		id, err := k.verifyLayer(ctx, repo, l, desc.Digest.String())
 		if err == nil {
