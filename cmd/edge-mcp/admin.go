@@ -117,7 +117,7 @@ func moduleCommands() []*command {
 			summary: "upload a module: verified and stored; it runs once a policy attaches it (with oci://REF: push it to a registry instead)",
 			example: "edge-mcp module push redact.wasm --name redact --sign key.pem --vectors vectors.json"},
 		{name: "module pull", args: "oci://REF", nargs: 1, define: modulePullFlags,
-			summary: "pull a module from an OCI registry, verify its digest (and cosign signature), then upload it (or --out FILE)",
+			summary: "pull a module from an OCI registry, verify its digest (and cosign signature or Sigstore bundle), then upload it (or --out FILE)",
 			example: "edge-mcp module pull oci://ghcr.io/acme/redact:v1 --key cosign.pub --name redact"},
 		{name: "module ls", define: adminOnly(moduleList),
 			summary: "list uploaded modules: digest, ABI, health, calls, where attached, versions kept",

@@ -44,7 +44,7 @@ func modulePullFlags(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&o.signKey, "sign", "", "ed25519 private key to sign the upload with, for a gateway with admin.require_signed")
 	o.compress = true
 	out := fs.String("out", "", "write the verified module to this file instead of uploading it")
-	keys := fs.String("key", "", "cosign public key file (PEM): require a signature of the manifest by it")
+	keys := fs.String("key", "", "cosign public key file (PEM): require a signature of the manifest by it (cosign .sig tag or Sigstore bundle)")
 	maxBytes := fs.Int64("max-bytes", config.DefaultMaxModuleBytes, "largest module accepted; a larger layer is refused before it is downloaded")
 	return func(ctx context.Context, args []string, s streams) error {
 		ro := reg()
