@@ -15,10 +15,12 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,5 +307,31 @@ func TestPlainHTTP(t *testing.T) {
 				t.Fatalf("plainHTTP = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestTooLargeNotDownloaded: a layer the manifest declares larger than the
+// cap is refused without a single request for it.
+func TestTooLargeNotDownloaded(t *testing.T) {
+	var blobGets atomic.Int32
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			blobGets.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ref := mustRef(t, "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/p/big:v1")
+	ctx := context.Background()
+	if _, err := Push(ctx, bytes.Repeat([]byte{7}, 1<<20), ref, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Pull(ctx, ref, Options{MaxBytes: 64 << 10})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "1048576 bytes, more than max_module_bytes 65536") {
+		t.Fatalf("pull: %v, want too large", err)
+	}
+	if n := blobGets.Load(); n != 0 {
+		t.Fatalf("%d blob downloads for a refused layer, want 0", n)
 	}
 }
