@@ -88,6 +88,14 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 	return name, v, nil
 }
 
+// Satisfies reports whether v was pulled from a source that satisfies the
+// oci:// reference (see Resolve): a fleet replica can use a version
+// another one pulled instead of pulling it again.
+func (v Version) Satisfies(reference string) bool {
+	ref, err := ociwasm.ParseRef(reference)
+	return err == nil && sameSource(v.Source, ref)
+}
+
 // sameSource reports whether a version pulled from source satisfies ref:
 // same registry and repository, the same tag when ref has one, the same
 // digest when ref pins one.

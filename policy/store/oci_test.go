@@ -58,6 +58,15 @@ func TestResolvePullPolicy(t *testing.T) {
 	if v.Source != first.String() || v.Digest != Digest(mod(1)) || v.UploadedBy != "oci" {
 		t.Fatalf("version %+v: want source %s, digest of module 1", v, first)
 	}
+	for r, want := range map[string]bool{
+		ref: true, first.String(): true, "oci://" + host + "/policies/redact@" + first.Digest: true,
+		"oci://" + host + "/policies/redact:v2": false, "oci://" + host + "/policies/other:v1": false,
+		"oci://" + host + "/policies/redact@sha256:" + strings.Repeat("0", 64): false, "redact": false,
+	} {
+		if v.Satisfies(r) != want {
+			t.Errorf("version from %s satisfies %s: %v, want %v", v.Source, r, !want, want)
+		}
+	}
 	ociPush(t, mod(2), ref) // the tag moves
 	if _, v, err = s.Resolve(ctx, ref, OCIOptions{}); err != nil || v.Digest != Digest(mod(1)) {
 		t.Fatalf("if_not_present: %+v, %v: want the stored module 1", v, err)
