@@ -114,6 +114,7 @@ func TestPullLayouts(t *testing.T) {
 		{"image-plugin", func(r Ref) {
 			pushLayout(t, r, ocispec.MediaTypeImageConfig, layer(ocispec.MediaTypeImageLayerGzip, tarLayer(t, "./plugin.wasm", module)))
 		}},
+		{"docker-image-plugin", func(r Ref) { pushDockerImage(t, r, tarLayer(t, "plugin.wasm", module)) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -333,5 +334,26 @@ func TestTooLargeNotDownloaded(t *testing.T) {
 	}
 	if n := blobGets.Load(); n != 0 {
 		t.Fatalf("%d blob downloads for a refused layer, want 0", n)
+	}
+}
+
+// pushDockerImage pushes a Docker schema 2 image of one layer.
+func pushDockerImage(t *testing.T, ref Ref, tgz []byte) {
+	t.Helper()
+	ctx := context.Background()
+	repo, err := Options{}.repository(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := layer("application/vnd.docker.container.image.v1+json", []byte(`{"architecture":"amd64","os":"linux"}`))
+	l := layer("application/vnd.docker.image.rootfs.diff.tar.gzip", tgz)
+	for _, b := range []blob{cfg, l} {
+		if err := pushBlob(ctx, repo, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaTypeDockerV2, "config": cfg.desc, "layers": []any{l.desc}})
+	if err := repo.PushReference(ctx, content.NewDescriptorFromBytes(mediaTypeDockerV2, raw), bytes.NewReader(raw), ref.Tag); err != nil {
+		t.Fatal(err)
 	}
 }
