@@ -357,3 +357,22 @@ func pushDockerImage(t *testing.T, ref Ref, tgz []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestImageLayerBomb: an image layer that inflates far beyond the cap
+// without plugin.wasm is refused once the bound is read.
+func TestImageLayerBomb(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	zeros := make([]byte, 1<<20)
+	tw.WriteHeader(&tar.Header{Name: "filler", Mode: 0o644, Size: 8 << 20, Typeflag: tar.TypeReg})
+	for range 8 {
+		tw.Write(zeros)
+	}
+	tw.Close()
+	zw.Close()
+	_, err := extractPlugin(buf.Bytes(), ocispec.MediaTypeImageLayerGzip, 64<<10)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "inflates beyond") {
+		t.Fatalf("extract: %v, want too large", err)
+	}
+}

@@ -34,6 +34,9 @@ const (
 	mediaTypeDockerV2     = "application/vnd.docker.distribution.manifest.v2+json"
 	// pluginFile is the file a single-layer image holds the module in.
 	pluginFile = "plugin.wasm"
+	// maxInflate bounds an image layer's tar stream, as a multiple of the
+	// module size cap.
+	maxInflate = 4
 )
 
 // imageLayerTypes are the layer media types of a container image that
@@ -225,9 +228,19 @@ func extractPlugin(layer []byte, mediaType string, max int64) ([]byte, error) {
 		defer zr.Close()
 		r = zr
 	}
-	tr := tar.NewReader(r)
+	// The whole image is read through to find plugin.wasm: bound what it
+	// inflates to, so a gzip bomb costs no more than a bounded read.
+	limit := max * maxInflate
+	lr := &io.LimitedReader{R: r, N: limit}
+	tr := tar.NewReader(lr)
 	for {
+		if lr.N <= 0 {
+			return nil, fmt.Errorf("%w: the image layer inflates beyond %d bytes without %s", ErrTooLarge, limit, pluginFile)
+		}
 		h, err := tr.Next()
+		if lr.N <= 0 {
+			return nil, fmt.Errorf("%w: the image layer inflates beyond %d bytes without %s", ErrTooLarge, limit, pluginFile)
+		}
 		if err == io.EOF {
 			return nil, fmt.Errorf("%w: the image holds no %s", ErrMediaType, pluginFile)
 		}
