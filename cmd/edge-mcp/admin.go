@@ -25,6 +25,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 )
 
@@ -112,9 +113,12 @@ func moduleCommands() []*command {
 		{name: "module new", args: "NAME", nargs: 1, define: moduleNewFlags,
 			summary: "write a ready-to-build policy project: the SDK inside it, test vectors, a build script (no network)",
 			example: "edge-mcp module new hello && cd hello && ./build.sh"},
-		{name: "module push", args: "FILE.wasm", nargs: 1, define: modulePushFlags,
-			summary: "upload a module: verified and stored; it runs once a policy attaches it",
+		{name: "module push", args: "FILE.wasm [oci://REF]", nargs: -1, define: modulePushFlags,
+			summary: "upload a module: verified and stored; it runs once a policy attaches it (with oci://REF: push it to a registry instead)",
 			example: "edge-mcp module push redact.wasm --name redact --sign key.pem --vectors vectors.json"},
+		{name: "module pull", args: "oci://REF", nargs: 1, define: modulePullFlags,
+			summary: "pull a module from an OCI registry, verify its digest (and cosign signature or Sigstore bundle), then upload it (or --out FILE)",
+			example: "edge-mcp module pull oci://ghcr.io/acme/redact:v1 --key cosign.pub --name redact"},
 		{name: "module ls", define: adminOnly(moduleList),
 			summary: "list uploaded modules: digest, ABI, health, calls, where attached, versions kept",
 			example: "edge-mcp module ls --admin http://127.0.0.1:9090"},
@@ -182,7 +186,15 @@ func modulePushFlags(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&o.vectors, "vectors", "", "JSON file of test vectors the module must pass before it is stored")
 	fs.StringVar(&o.signKey, "sign", "", "ed25519 private key (PEM PKCS#8, or base64 of the 64-byte key) to sign the module with")
 	fs.BoolVar(&o.compress, "compress", true, "send the module zstd-compressed")
+	reg := registryFlags(fs)
+	cosignKey := fs.String("cosign-key", "", "with oci://REF: an unencrypted PEM ECDSA P-256 private key to sign the pushed manifest with, as cosign sign --key does")
 	return func(ctx context.Context, args []string, s streams) error {
+		switch {
+		case len(args) == 2 && ociwasm.IsRef(args[1]):
+			return moduleRegistryPush(ctx, args[0], args[1], *cosignKey, reg(), s.stdout)
+		case len(args) != 1:
+			return usagef("usage: edge-mcp module push FILE.wasm [oci://REF] [flags]; run 'edge-mcp module push --help'")
+		}
 		return modulePush(ctx, client(), args[0], o, s.stdout)
 	}
 }
@@ -196,14 +208,20 @@ type pushOptions struct {
 // attaches it (with the command that does), or as the policies that
 // already attach its name.
 func modulePush(ctx context.Context, c *adminClient, file string, o pushOptions, stdout io.Writer) error {
-	name, vectorsFile, signKey, compress := o.name, o.vectors, o.signKey, o.compress
 	wasm, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(file), ".wasm")
+	if o.name == "" {
+		o.name = strings.TrimSuffix(filepath.Base(file), ".wasm")
 	}
+	return uploadModule(ctx, c, file, wasm, o, stdout)
+}
+
+// uploadModule uploads wasm, read from what (a file, a reference), as
+// o.name.
+func uploadModule(ctx context.Context, c *adminClient, what string, wasm []byte, o pushOptions, stdout io.Writer) error {
+	name, vectorsFile, signKey, compress := o.name, o.vectors, o.signKey, o.compress
 	sum := sha256.Sum256(wasm)
 	h := http.Header{}
 	h.Set("Content-Type", "application/wasm")
@@ -237,14 +255,14 @@ func modulePush(ctx context.Context, c *adminClient, file string, o pushOptions,
 		return err
 	}
 	if err := check(code, raw); err != nil {
-		return fmt.Errorf("pushing %s as %q: %w", file, name, err)
+		return fmt.Errorf("pushing %s as %q: %w", what, name, err)
 	}
 	var info struct {
 		Name, Digest string
 		AttachedAs   []string `json:"attached_as"`
 	}
 	json.Unmarshal(raw, &info)
-	fmt.Fprintf(stdout, "pushed %s as %s (%s): stored", file, info.Name, info.Digest)
+	fmt.Fprintf(stdout, "pushed %s as %s (%s): stored", what, info.Name, info.Digest)
 	if len(info.AttachedAs) > 0 {
 		fmt.Fprintf(stdout, "; now running as policy %s\n", strings.Join(info.AttachedAs, ", "))
 		return nil

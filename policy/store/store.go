@@ -94,6 +94,9 @@ type Version struct {
 	UploadedBy string `json:"uploaded_by,omitempty"`
 	// SignedBy is the KeyID of the key whose signature was verified.
 	SignedBy string `json:"signed_by,omitempty"`
+	// Source is the oci:// reference the version was pulled from, pinned
+	// to the manifest digest its tag resolved to; empty for uploads.
+	Source string `json:"source,omitempty"`
 	// ActivatedAt is when the version last became active; set by the
 	// store.
 	ActivatedAt time.Time `json:"activated_at,omitzero"`

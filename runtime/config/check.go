@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 )
 
 // This file holds the checks the key table and the server finishing use:
@@ -177,6 +179,22 @@ func checkAdmin(v any) (at, reason string) {
 	}
 	if a.RequireSigned && len(a.TrustedKeys) == 0 {
 		return "require_signed", "is true but admin.trusted_keys is empty: no upload could ever be accepted"
+	}
+	return "", ""
+}
+
+// checkSignatureRule checks one admin.require_signature entry: a prefix
+// and keys that parse.
+func checkSignatureRule(v any) (at, reason string) {
+	r := v.(*SignatureRule)
+	if strings.TrimSpace(r.Prefix) == "" || strings.Contains(r.Prefix, "://") {
+		return "prefix", `is required: a registry host ("ghcr.io"), or a repository prefix ("ghcr.io/acme/"), without oci://`
+	}
+	if len(r.CosignKeys) == 0 {
+		return "cosign_keys", "is empty: no module under the prefix could ever be accepted"
+	}
+	if _, err := ociwasm.ParseKeys(r.CosignKeys...); err != nil {
+		return "cosign_keys", err.Error()
 	}
 	return "", ""
 }

@@ -7,6 +7,9 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 )
 
 // Error is returned for invalid configs. It names the file, the dotted
@@ -61,13 +64,18 @@ func Parse(path string, data []byte) (*Config, error) {
 }
 
 // UploadedModule reports whether a policy's module names an uploaded module
-// (a plain name) rather than a file (a path, or a name ending in .wasm).
+// (a plain name) rather than a file (a path, or a name ending in .wasm)
+// or an oci:// reference (OCIModule).
 func UploadedModule(module string) (string, bool) {
 	if module == "" || strings.ContainsAny(module, `/\`) || strings.HasSuffix(module, ".wasm") {
 		return "", false
 	}
 	return module, true
 }
+
+// OCIModule reports whether a policy's module is an oci:// reference to
+// pull from a registry (policy/store's Resolve).
+func OCIModule(module string) bool { return ociwasm.IsRef(module) }
 
 // LoopbackAddr reports whether a listen address binds only to loopback.
 func LoopbackAddr(addr string) bool {
@@ -80,4 +88,36 @@ func LoopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// RegistryOptions are the options of pulling the oci:// module reference:
+// plain-HTTP registries, credentials, the size cap and timeout, and the
+// cosign keys of the longest admin.require_signature prefix that covers
+// the reference (none: no signature is required).
+func (a *Admin) RegistryOptions(reference string) (ociwasm.Options, error) {
+	ref, err := ociwasm.ParseRef(reference)
+	if err != nil {
+		return ociwasm.Options{}, err
+	}
+	o := ociwasm.Options{
+		MaxBytes: a.MaxModuleBytes, Insecure: a.InsecureRegistries, DockerConfig: a.DockerConfig,
+		Timeout: time.Duration(a.PullTimeout * float64(time.Second)),
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultMaxModuleBytes
+	}
+	name := ref.Registry + "/" + ref.Repository
+	best := -1
+	for i, r := range a.RequireSignature {
+		p := strings.TrimSuffix(r.Prefix, "/")
+		if (name == p || strings.HasPrefix(name, p+"/")) && (best < 0 || len(p) > len(strings.TrimSuffix(a.RequireSignature[best].Prefix, "/"))) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		if o.Keys, err = ociwasm.ParseKeys(a.RequireSignature[best].CosignKeys...); err != nil {
+			return ociwasm.Options{}, fmt.Errorf("admin.require_signature[%d]: %w", best, err)
+		}
+	}
+	return o, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/policy/spec"
 )
 
@@ -194,6 +195,12 @@ func decodePolicies(d *decoder, path string, parent any) *Error {
 			var c bytes.Buffer
 			json.Compact(&c, sp.Config) // valid: it was just decoded
 			sp.Config = c.Bytes()
+		}
+		if ociwasm.IsRef(sp.Module) {
+			if _, err := ociwasm.ParseRef(sp.Module); err != nil {
+				return d.fail(ipath+".module", "%v", err)
+			}
+			continue
 		}
 		if _, uploaded := UploadedModule(sp.Module); !uploaded && !filepath.IsAbs(sp.Module) && d.file != "" {
 			sp.Module = filepath.Join(filepath.Dir(d.file), sp.Module)

@@ -239,6 +239,26 @@ type Admin struct {
 	KeepVersions int `json:"keep_versions,omitempty"`
 	// WatchConfig reloads the config file when it changes (default true).
 	WatchConfig *bool `json:"watch_config,omitempty"`
+	// InsecureRegistries are OCI registries reached over plain HTTP;
+	// loopback registries always are.
+	InsecureRegistries []string `json:"insecure_registries,omitempty"`
+	// DockerConfig is the Docker config.json with registry credentials;
+	// empty: $DOCKER_CONFIG/config.json or ~/.docker/config.json.
+	DockerConfig string `json:"docker_config,omitempty"`
+	// PullPolicy is "if_not_present" (default) or "always".
+	PullPolicy string `json:"pull_policy,omitempty"`
+	// PullTimeout bounds one pull, in seconds; 0: 30.
+	PullTimeout float64 `json:"pull_timeout,omitempty"`
+	// RequireSignature lists the registries and repositories whose
+	// modules must be signed.
+	RequireSignature []SignatureRule `json:"require_signature,omitempty"`
+}
+
+// SignatureRule requires a cosign signature of the oci:// modules under
+// Prefix by one of CosignKeys.
+type SignatureRule struct {
+	Prefix     string   `json:"prefix"`
+	CosignKeys []string `json:"cosign_keys"`
 }
 
 // DefaultMaxModuleBytes caps uploaded modules unless the config says

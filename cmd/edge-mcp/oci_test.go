@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/edge-mcp/edge-mcp/internal/testenv"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
+)
+
+// writeCosignPair writes an unencrypted P-256 key pair as key.pem and
+// key.pub under dir.
+func writeCosignPair(t *testing.T, dir, name string) (priv, pub string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p8, _ := x509.MarshalPKCS8PrivateKey(k)
+	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	priv, pub = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".pub")
+	os.WriteFile(priv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}), 0o600)
+	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	return priv, pub
+}
+
+// TestModuleRegistry pushes a module to a registry signed, pulls it back
+// verified (to a file and into a running gateway), and refuses one
+// signed by another key without writing anything.
+func TestModuleRegistry(t *testing.T) {
+	dir := t.TempDir()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/policies/redact:v1"
+	priv, pub := writeCosignPair(t, dir, "cosign")
+	_, otherPub := writeCosignPair(t, dir, "other")
+	wasm := wasmtest.Example(t, "redact-secrets")
+	file := filepath.Join(dir, "redact.wasm")
+	os.WriteFile(file, wasm, 0o600)
+
+	out, err := runCLI(t, "module", "push", file, ref, "--cosign-key", priv)
+	if err != nil || !strings.Contains(out, ref+"@sha256:") || !strings.Contains(out, "signed") {
+		t.Fatalf("push to the registry: %v\n%s", err, out)
+	}
+	got := filepath.Join(dir, "got.wasm")
+	if out, err = runCLI(t, "module", "pull", ref, "--key", pub, "--out", got); err != nil || !strings.Contains(out, "signed by cosign key") {
+		t.Fatalf("pull: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(got); !bytes.Equal(b, wasm) {
+		t.Fatalf("pulled %d bytes, pushed %d", len(b), len(wasm))
+	}
+	refused := filepath.Join(dir, "refused.wasm")
+	out, err = runCLI(t, "module", "pull", ref, "--key", otherPub, "--out", refused)
+	if err == nil || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "not trusted") {
+		t.Fatalf("pull with another key: %v\n%s: want a refusal naming %s", err, out, ref)
+	}
+	if _, err := os.Stat(refused); !os.IsNotExist(err) {
+		t.Fatalf("a refused pull wrote %s", refused)
+	}
+
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfgPath := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfgPath, []byte(`{"mcpServers": {}}`), 0o600)
+	startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--admin", adminAddr, "--state-dir", filepath.Join(dir, "state"))
+	admin := "http://" + adminAddr
+	if out, err = runCLI(t, "module", "pull", ref, "--key", pub, "--admin", admin); err != nil || !strings.Contains(out, "as redact") {
+		t.Fatalf("pull into the gateway: %v\n%s", err, out)
+	}
+	if out, err = runCLI(t, "module", "ls", "--admin", admin); err != nil || !strings.Contains(out, "redact") {
+		t.Fatalf("module ls after the pull: %v\n%s", err, out)
+	}
+}
