@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edge-mcp/edge-mcp/guest/abi"
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 )
@@ -141,7 +142,7 @@ func TestModuleCommands(t *testing.T) {
 	}
 
 	out, err = runCLI(t, "module", "ls", "--admin", admin)
-	if err != nil || !regexp.MustCompile(`(?m)^guard\s+sha256:\S+\s+\d+\s+1\.0\s.*\btrue\b.*\bguard\b`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(fmt.Sprintf(`(?m)^guard\s+sha256:\S+\s+\d+\s+%d\.%d\s.*\btrue\b.*\bguard\b`, abi.Major, abi.Minor)).MatchString(out) {
 		t.Fatalf("ls: %v\n%s", err, out)
 	}
 	// A second version, then roll back to the first.
