@@ -350,6 +350,11 @@ func (s *StreamableServer) serveGET(w http.ResponseWriter, r *http.Request) {
 		sess.serveResumedCall(w, r, from)
 		return
 	}
+	if from != nil && from.foreign != "" {
+		if fr, ok := s.fleet.(FleetResumer); ok && fr.ResumeElsewhere(w, r, sess.id, from.foreign) {
+			return
+		}
+	}
 	sess.serveStandalone(w, r, from)
 }
 

@@ -100,6 +100,9 @@ func (g *Gateway) startFleetSessions(node *cluster.Node) error {
 	if err := fs.startCancels(); err != nil {
 		return err
 	}
+	if err := fs.startResumes(); err != nil { // fleet_session_resume.go
+		return err
+	}
 	if err := fs.startRetries(); err != nil { // bridge_fleet.go
 		return err
 	}
