@@ -1,7 +1,9 @@
 package transports
 
 import (
+	"context"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -30,6 +32,49 @@ type StreamableFleet interface {
 	Standalone(id string, open bool)
 	// Deleted says that the client deleted session id (HTTP DELETE).
 	Deleted(id string)
+}
+
+// FleetResumer is implemented by a [StreamableFleet] that serves a GET
+// whose Last-Event-ID names an event of another replica: a client resuming
+// a POST stream (its request's answer is still to come there) after a
+// non-sticky balancer sent the GET here.
+type FleetResumer interface {
+	// ResumeElsewhere serves r, a GET of session id whose Last-Event-ID
+	// lastEventID is another replica's, when that id names one of that
+	// replica's POST streams, and reports whether it did; false leaves r
+	// to this server (the session's GET stream, starting fresh).
+	ResumeElsewhere(w http.ResponseWriter, r *http.Request, id, lastEventID string) bool
+}
+
+// ServeResumed serves on w the resumption of one of session id's POST
+// streams from lastEventID, an event id this server issued, for a fleet
+// replica that relays it to the client ([FleetResumer]): the events after
+// it, then the stream's live messages until the response, or until ctx
+// ends (the rest is kept for the next resumption). done reports that
+// nothing more will come on the stream. A stream whose POST has not yet
+// ended here gets 409 and done false: ask again.
+func (s *StreamableServer) ServeResumed(ctx context.Context, w http.ResponseWriter, id, lastEventID string) (done bool) {
+	sess := s.lookup(id)
+	if sess == nil {
+		writeJSONRPCError(w, http.StatusNotFound, jsonrpc.ID{}, codeServerError, "session not found", nil)
+		return true
+	}
+	ev, mine := strings.CutPrefix(lastEventID, s.eventPrefix)
+	stream, seq, ok := parseEventID(ev)
+	if !mine || !ok || stream == 0 || sess.store == nil {
+		writeJSONRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeServerError, "not a POST stream of this server", nil)
+		return true
+	}
+	sess.enter()
+	defer sess.leave()
+	from := &resumePoint{stream: stream, seq: seq}
+	sess.mu.Lock()
+	if stream >= sess.nextNum || seq > sess.seq {
+		from.fresh = true
+	}
+	sess.mu.Unlock()
+	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	return sess.serveResumedCall(w, r, from)
 }
 
 // adopt opens a session under an id this server did not issue, when the

@@ -34,6 +34,9 @@ type resumePoint struct {
 	// fresh is set when the id is not one this session issued: the stream
 	// starts fresh.
 	fresh bool
+	// foreign is the Last-Event-ID when it carries another replica's
+	// prefix (fresh is then set too).
+	foreign string
 }
 
 // primes reports whether the event streams of request r (carrying req, or
@@ -162,7 +165,7 @@ func (sess *streamableSession) resumePointOf(w http.ResponseWriter, r *http.Requ
 	id, mine := strings.CutPrefix(v[0], sess.srv.eventPrefix)
 	if !mine {
 		// Another fleet replica's event: its events are not here.
-		return &resumePoint{fresh: true}, true
+		return &resumePoint{fresh: true, foreign: v[0]}, true
 	}
 	stream, seq, ok := parseEventID(id)
 	if !ok {
@@ -181,20 +184,21 @@ func (sess *streamableSession) resumePointOf(w http.ResponseWriter, r *http.Requ
 
 // serveResumedCall serves a GET resuming POST stream from.stream: the missed
 // events, then, when its request is still pending, the rest of the stream
-// up to the response.
-func (sess *streamableSession) serveResumedCall(w http.ResponseWriter, r *http.Request, from *resumePoint) {
+// up to the response. It reports whether the stream is over (nothing more
+// will come on it: its response was written, or it is gone).
+func (sess *streamableSession) serveResumedCall(w http.ResponseWriter, r *http.Request, from *resumePoint) bool {
 	sess.mu.Lock()
 	if sess.closed {
 		sess.mu.Unlock()
 		writeJSONRPCError(w, sess.closedStatus(), jsonrpc.ID{}, codeServerError, "session terminated", nil)
-		return
+		return true
 	}
 	st := sess.detached[from.stream]
 	if st == nil && sess.liveCallLocked(from.stream) {
 		sess.mu.Unlock()
 		writeJSONRPCError(w, http.StatusConflict, jsonrpc.ID{}, codeServerError,
 			"that stream is still open", nil)
-		return
+		return false
 	}
 	delete(sess.detached, from.stream)
 	replay, gap := sess.replayLocked(from.stream, from)
@@ -211,19 +215,21 @@ func (sess *streamableSession) serveResumedCall(w http.ResponseWriter, r *http.R
 		end = sess.pump(r.Context(), &o, st)
 	}
 	o.finish()
-	if st != nil {
-		sess.releaseResumed(st, end)
+	if st == nil {
+		return true
 	}
+	return !sess.releaseResumed(st, end)
 }
 
 // releaseResumed keeps a resumed POST stream for the next GET when its
-// client left again before the response, and recycles it otherwise.
-func (sess *streamableSession) releaseResumed(st *responseStream, end streamEnd) {
+// client left again before the response, and recycles it otherwise; it
+// reports whether it kept it.
+func (sess *streamableSession) releaseResumed(st *responseStream, end streamEnd) bool {
 	sess.mu.Lock()
 	if end == streamEndClient && !sess.closed && !st.failed && (len(st.q) > 0 || !st.final) {
 		sess.detached[st.num] = st
 		sess.mu.Unlock()
-		return
+		return true
 	}
 	if sess.calls[st.id] == st {
 		delete(sess.calls, st.id)
@@ -234,6 +240,7 @@ func (sess *streamableSession) releaseResumed(st *responseStream, end streamEnd)
 	if cancel {
 		sess.cancelUpstream(id)
 	}
+	return false
 }
 
 // liveCallLocked reports whether POST stream num has a handler.

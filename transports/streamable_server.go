@@ -98,7 +98,8 @@ type StreamableServerOptions struct {
 // specification's "Resumability and Redelivery" describes. A malformed
 // Last-Event-ID gets 400. When events the client missed are no longer stored
 // (the store is bounded), or the id is not one of this session's, the
-// stream starts fresh: it first carries notifications/tools/list_changed,
+// stream starts fresh (but an id of another fleet replica goes first to
+// the Fleet's [FleetResumer], which relays that replica's POST stream): it first carries notifications/tools/list_changed,
 // prompts/list_changed and resources/list_changed, so that the client
 // re-lists, then whatever of the stream is still stored. Event streams of
 // clients that announce protocol 2025-11-25 start with a priming event (an
@@ -349,6 +350,11 @@ func (s *StreamableServer) serveGET(w http.ResponseWriter, r *http.Request) {
 	if from != nil && from.stream != 0 {
 		sess.serveResumedCall(w, r, from)
 		return
+	}
+	if from != nil && from.foreign != "" {
+		if fr, ok := s.fleet.(FleetResumer); ok && fr.ResumeElsewhere(w, r, sess.id, from.foreign) {
+			return
+		}
 	}
 	sess.serveStandalone(w, r, from)
 }

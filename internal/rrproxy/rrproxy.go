@@ -20,8 +20,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync/atomic"
-
-	"github.com/edge-mcp/edge-mcp/internal/h1"
 )
 
 // maxSkipBody bounds the request body the proxy keeps to send it again to
@@ -69,9 +67,7 @@ func New(backends ...string) (*Proxy, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 256
 	p.rp = &httputil.ReverseProxy{
-		// h1 forwards a request and reads its answer on the request's own
-		// goroutine (plain HTTP backends), as a lean load balancer would.
-		Transport:     &h1.Transport{Fallback: tr, MaxIdlePerHost: 256},
+		Transport:     tr,
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			a := pr.In.Context().Value(attemptKey{}).(*attempt)

@@ -171,6 +171,9 @@ func (f *Fleet) startSessions(ctx context.Context, node *cluster.Node, h Host) e
 	if err := fs.startCancels(); err != nil {
 		return err
 	}
+	if err := fs.startResumes(); err != nil { // session_resume.go
+		return err
+	}
 	if _, err := node.Subscribe(node.Subject("getopen"), "a GET stream announcement", fs.onGetOpen); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", node.Subject("getopen"), err)
 	}
