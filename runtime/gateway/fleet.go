@@ -14,8 +14,6 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/limits"
 	"github.com/edge-mcp/edge-mcp/internal/pinning"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
-	"github.com/edge-mcp/edge-mcp/policy"
-	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
@@ -31,7 +29,7 @@ import (
 func fleetHost(g *Gateway) fleet.Host {
 	return fleet.Host{
 		Config: g.config, Version: Version, Streams: g.http, Peers: fleetPeers{},
-		Policies: fleetPolicies{&g.pol}, Pins: fleetPins{g}, Audit: g.audit,
+		Policies: &g.pol, Pins: fleetPins{g}, Audit: g.audit,
 		CheckSignature: func(wasm []byte, sig string) error {
 			_, err := checkSignature(g.config(), wasm, sig)
 			return err
@@ -52,10 +50,6 @@ func fleetHost(g *Gateway) fleet.Host {
 		},
 	}
 }
-
-// fleetControl is the fleet's control plane, which the admin API's
-// changes go through in a fleet (policies.fleet).
-type fleetControl = fleet.Control
 
 // fleetSessions is the fleet as bridged calls' retries use it
 // (bridge_fleet.go); nil until the fleet is joined.
@@ -127,31 +121,6 @@ func (fleetPeers) Adopted(id auth.Identity, c *cluster.SessionClaims) any {
 }
 
 func (fleetPeers) Version(requested string) string { return supportedVersion(requested) }
-
-// fleetPolicies are the gateway's policies as the fleet's control plane
-// changes them.
-type fleetPolicies struct{ p *policies }
-
-func (f fleetPolicies) Lock()                    { f.p.mu.Lock() }
-func (f fleetPolicies) Unlock()                  { f.p.mu.Unlock() }
-func (f fleetPolicies) Store() *store.Store      { return f.p.store }
-func (f fleetPolicies) UseStore(st *store.Store) { f.p.store = st }
-func (f fleetPolicies) Attach(c *fleet.Control)  { f.p.fleet = c }
-func (f fleetPolicies) Closed() bool             { return f.p.closed }
-func (f fleetPolicies) Rebuild(ctx context.Context, atts []policy.Spec, pre fleet.Preloaded) error {
-	mods, _ := pre.(preloadedModules)
-	if err := f.p.rebuildLocked(ctx, atts, mods); err != nil {
-		closeAll(mods)
-		return err
-	}
-	closeUnused(f.p, mods)
-	return nil
-}
-
-// preloadedModules are modules the admin API compiled ahead of a change.
-type preloadedModules map[moduleKey]*policy.Module
-
-func (m preloadedModules) Close() { closeAll(m) }
 
 // fleetPins are the gateway's tool pins as the fleet's decisions change
 // them.

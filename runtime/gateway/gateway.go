@@ -27,6 +27,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/schema"
 	"github.com/edge-mcp/edge-mcp/internal/telemetry"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -78,7 +79,7 @@ type Gateway struct {
 	events *eventBus
 	// senders write forwarded requests upstream.
 	senders *workers
-	pol     policies
+	pol     policyset.Set
 	guard   atomic.Pointer[guard] // admission settings of the running config
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
@@ -181,13 +182,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	shareLimits(g.fleet, gd, cfg)
 	g.guard.Store(gd)
-	if err := g.openPolicies(cfg); err != nil {
+	if err := openPolicies(g, cfg); err != nil {
 		gd.close()
 		obs.close()
 		return nil, err
 	}
 	g.events.Observe = policyEvents{g}.observe
-	g.events.Wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
+	g.events.Wants = func() bool { return g.pol.Hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
 		Logger:          g.log,
@@ -322,7 +323,7 @@ func (g *Gateway) Close() error {
 	g.fleet.Close()
 	g.senders.close()
 	g.oauth.Close()
-	err = errors.Join(err, g.pol.close())
+	err = errors.Join(err, g.pol.Close())
 	g.guard.Load().close()
 	return errors.Join(err, observers{auditLog: g.auditLog, tracer: g.tracer}.close())
 }

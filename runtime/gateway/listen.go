@@ -172,7 +172,7 @@ type PolicyStatus struct {
 // PolicyStatus reports every attached policy module, in chain order.
 func (g *Gateway) PolicyStatus() []PolicyStatus {
 	var out []PolicyStatus
-	for _, st := range g.pol.stats() {
+	for _, st := range g.pol.Stats() {
 		out = append(out, PolicyStatus{Name: st.Name, Digest: st.Digest, ABIVersion: st.ABIVersion, Healthy: st.Healthy,
 			Calls: st.Calls, Failures: st.Failures, Instances: st.Instances, LastError: st.LastError})
 	}

@@ -110,14 +110,14 @@ func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 	if !gd.toolAllowed(who, it.up.name, it.exposed) {
 		return "hidden by the access list"
 	}
-	if !s.g.pol.hooks().Has(policy.HookToolsList) {
+	if !s.g.pol.Hooks().Has(policy.HookToolsList) {
 		return ""
 	}
-	pg := s.g.pol.acquire()
+	pg := s.g.pol.Acquire()
 	if pg == nil {
 		return ""
 	}
-	defer s.g.pol.release(pg)
+	defer s.g.pol.Release(pg)
 	out, failed, err := viewBuilder{s.session}.runToolsList(pg, []*item{it})
 	switch {
 	case err != nil || failed:

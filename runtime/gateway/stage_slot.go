@@ -31,7 +31,7 @@ func concurrencySlot(next Handler) Handler {
 			}
 			return nil, tc.failed(metrics.OutcomeUnavailable, jsonrpc.CodeInternalError, reason)
 		}
-		tc.scope.slot = rel
+		tc.scope.Slot = rel
 		return next(tc)
 	}
 }

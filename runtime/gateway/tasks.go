@@ -388,11 +388,11 @@ func (s *session) taskRequest(req *jsonrpc.Request) {
 	if req.Method == "tasks/result" || req.Method == "tasks/get" {
 		// The tool's result arrives here: it passes the tool's result
 		// policies as a tools/call result would (filterResult).
-		sc = s.g.pol.scope(kindTools, e.key.u.name, e.tool)
-		if pg := sc.pg; pg != nil && resultPolicy(pg.chain, kindTools, e.key.u.name, e.tool) {
+		sc = policyScope(&s.g.pol, kindTools, e.key.u.name, e.tool)
+		if pg := sc.Gen; pg != nil && resultPolicy(pg.Chain(), kindTools, e.key.u.name, e.tool) {
 			info.pg, info.args = pg, e.args
 		}
-		info.waited = sc.held()
+		info.waited = sc.Held()
 	}
 	s.forwardScoped(sc, req, e.key.u, params, info)
 }
