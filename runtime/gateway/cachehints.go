@@ -71,7 +71,7 @@ func (s *session) cacheHints() cacheHints {
 		h.ttlMs = ttlRelisting
 	}
 	gd := s.g.guard.Load()
-	if gd.auth != nil || gd.access != nil || gd.anyDeferred || s.g.pol.Current().Hooks().Has(policy.HookToolsList) {
+	if gd.Auth != nil || gd.Access != nil || gd.AnyDeferred || s.g.pol.Current().Hooks().Has(policy.HookToolsList) {
 		h.scope = "private"
 	}
 	return h

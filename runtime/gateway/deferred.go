@@ -107,8 +107,8 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 // (stage_ratelimit.go).
 func (s *session) invokeRateLimited(it *item) *rateLimited {
 	gd := s.g.guard.Load()
-	if s.transport != transportStreamable || !gd.limited() {
+	if s.transport != transportStreamable || !gd.Limited() {
 		return nil
 	}
-	return gd.allowTool(s.id.Name, it.up.name, it.exposed)
+	return gd.AllowTool(s.id.Name, it.up.name, it.exposed)
 }

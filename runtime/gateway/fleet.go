@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
-	"github.com/edge-mcp/edge-mcp/internal/limits"
 	"github.com/edge-mcp/edge-mcp/internal/pinning"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/admission"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
@@ -63,32 +62,6 @@ type fleetSessions struct {
 // replica's answer.
 const ownerMargin = 5 * time.Second
 
-// rateLimiter is one rate limit of the guard: this replica's own
-// (limits.RateLimiter) or the fleet's (fleet.Limiter).
-type rateLimiter interface {
-	// Allow takes a token of key's bucket, or says how long until there is one.
-	Allow(key string) (ok bool, retryAfter time.Duration)
-}
-
-// localRate is r limited by this replica alone; nil when r sets no limit.
-func localRate(r *config.Rate) rateLimiter {
-	if r == nil {
-		return nil
-	}
-	if l := limits.NewRateLimiter(r.RPS, r.Burst); l != nil {
-		return l
-	}
-	return nil
-}
-
-// allow asks l, where nil allows everything.
-func allow(l rateLimiter, key string) (bool, time.Duration) {
-	if l == nil {
-		return true, 0
-	}
-	return l.Allow(key)
-}
-
 // shareLimits makes gd's rate limits the fleet's, whose names are the
 // same on every replica of a fleet that runs the same config (nil f:
 // none).
@@ -96,11 +69,7 @@ func shareLimits(f *fleet.Fleet, gd *guard, cfg *config.Config) {
 	if f == nil {
 		return
 	}
-	gd.clientRate = f.Rate("client", cfg.Limits.ClientRate)
-	gd.toolRate = f.Rate("tool", cfg.Limits.ToolRate)
-	for i, r := range cfg.ToolRules {
-		gd.ruleRates[i] = f.Rate("rule"+strconv.Itoa(i), r.Rate)
-	}
+	gd.ShareRates(cfg, func(name string, r *config.Rate) admission.RateLimiter { return f.Rate(name, r) })
 }
 
 // fleetPeers are the gateway's transport peers, for session tokens.

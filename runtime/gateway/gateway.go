@@ -183,7 +183,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	shareLimits(g.fleet, gd, cfg)
 	g.guard.Store(gd)
 	if err := openPolicies(g, cfg); err != nil {
-		gd.close()
+		gd.Close()
 		obs.close()
 		return nil, err
 	}
@@ -324,7 +324,7 @@ func (g *Gateway) Close() error {
 	g.senders.close()
 	g.oauth.Close()
 	err = errors.Join(err, g.pol.Close())
-	g.guard.Load().close()
+	g.guard.Load().Close()
 	return errors.Join(err, observers{auditLog: g.auditLog, tracer: g.tracer}.close())
 }
 

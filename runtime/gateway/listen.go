@@ -39,7 +39,7 @@ func (g *Gateway) Handler() http.Handler {
 		mux.Handle("GET /metrics", g.metrics.Handler())
 	}
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a := g.guard.Load().auth; a != nil {
+		if a := g.guard.Load().Auth; a != nil {
 			a.MetadataHandler().ServeHTTP(w, r)
 			return
 		}
@@ -206,7 +206,7 @@ func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
 // configuration (as /mcp), when it has one.
 func (g *Gateway) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := g.guard.Load().auth
+		a := g.guard.Load().Auth
 		if a == nil {
 			next.ServeHTTP(w, r)
 			return

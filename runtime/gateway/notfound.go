@@ -102,12 +102,12 @@ func (s notFound) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
 func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 	who := s.id.Name
 	if k != kindTools {
-		if !gd.serverAllowed(who, it.up.name) {
+		if !gd.ServerAllowed(who, it.up.name) {
 			return "hidden by the access list"
 		}
 		return ""
 	}
-	if !gd.toolAllowed(who, it.up.name, it.exposed) {
+	if !gd.ToolAllowed(who, it.up.name, it.exposed) {
 		return "hidden by the access list"
 	}
 	if !s.g.pol.Hooks().Has(policy.HookToolsList) {

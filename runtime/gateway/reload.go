@@ -112,7 +112,7 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 		// A module that fails to load rejects the reload.
 		pg, err := g.pol.BuildLocked(ctx, cfg.Policies)
 		if err != nil {
-			gd.close()
+			gd.Close()
 			return nil, &config.Error{File: cfg.Path, Key: "policies", Reason: err.Error()}
 		}
 		plan.pol, plan.res.Policies = pg, true
@@ -195,7 +195,7 @@ func (plan *reloadPlan) prepareUpstreams() error {
 func (plan *reloadPlan) commit() {
 	g := plan.g
 	g.cfgp.Store(plan.cfg)
-	g.guard.Swap(plan.guard).close()
+	g.guard.Swap(plan.guard).Close()
 	if plan.res.Policies {
 		g.pol.CommitLocked(plan.cfg.Policies, plan.pol)
 	}

@@ -23,7 +23,7 @@ func forwardCall(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %v", tc.req.Method, err)}
 		}
 	}
-	info := forwardInfo{tool: tc.it.exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.timeout, start: tc.start, waited: tc.scope.Held()}
+	info := forwardInfo{tool: tc.it.exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.Timeout, start: tc.start, waited: tc.scope.Held()}
 	if s.g.auditLog != nil {
 		info.args = tc.args
 	}

@@ -14,8 +14,8 @@ func holdScope(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		s, it := tc.s, tc.it
 		tc.scope = policyScope(&s.g.pol, kindTools, it.up.name, it.name)
-		tc.approval = tc.ts.approval
-		if !tc.scope.Held() && !tc.approval && tc.gd.concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) {
+		tc.approval = tc.ts.Approval
+		if !tc.scope.Held() && !tc.approval && tc.gd.Concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) {
 			return next(tc)
 		}
 		go func() {

@@ -17,7 +17,7 @@ import (
 // call has been answered.
 func concurrencySlot(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
-		conc := tc.gd.concurrency(tc.target.name)
+		conc := tc.gd.Concurrency(tc.target.name)
 		if conc == nil {
 			return next(tc)
 		}

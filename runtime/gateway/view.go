@@ -39,7 +39,7 @@ func (s *session) catalogue() *catalogue {
 	cat := s.g.route.catalogue()
 	gd := s.g.guard.Load()
 	pg := s.g.pol.Current()
-	if gd.access == nil && !gd.anyDeferred && !pg.Hooks().Has(policy.HookToolsList) {
+	if gd.Access == nil && !gd.AnyDeferred && !pg.Hooks().Has(policy.HookToolsList) {
 		return cat
 	}
 	s.mu.Lock()
@@ -75,9 +75,9 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 	for k := range numKinds {
 		vc.index[k] = make(map[string]*item, len(cat.lists[k]))
 		for _, it := range cat.lists[k] {
-			allowed := gd.serverAllowed(who, it.up.name)
+			allowed := gd.ServerAllowed(who, it.up.name)
 			if k == kindTools {
-				allowed = gd.toolAllowed(who, it.up.name, it.exposed)
+				allowed = gd.ToolAllowed(who, it.up.name, it.exposed)
 			}
 			if allowed {
 				vc.lists[k] = append(vc.lists[k], it)
@@ -93,7 +93,7 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 			continue
 		}
 		vc.index[kindTools][it.exposed] = it
-		if gd.anyDeferred && gd.settings(it.up.name, it.exposed).deferred {
+		if gd.AnyDeferred && gd.Settings(it.up.name, it.exposed).Deferred {
 			deferred = append(deferred, it)
 		} else {
 			listed = append(listed, it)
