@@ -27,6 +27,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/schema"
 	"github.com/edge-mcp/edge-mcp/internal/telemetry"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/dial"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -139,7 +140,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Health.Misses <= 0 {
 		opts.Health.Misses = 3
 	}
-	g := &Gateway{budget: upstreamBudget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
+	g := &Gateway{budget: dial.Budget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
 		opts: opts, log: opts.Logger, events: newEventBus(opts.Logger), senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
