@@ -29,7 +29,7 @@ const (
 // tool_invoke when anything is deferred, else none. The items have no
 // upstream (up is nil); toolCallAnswered answers them through local,
 // before the pipeline.
-func (g *Gateway) metaTools(s *session, deferred []*item) []*item {
+func metaTools(deferred []*item) []*item {
 	if len(deferred) == 0 {
 		return nil
 	}
@@ -91,7 +91,7 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 		params, _ = wire.SetField(params, "_meta", meta)
 	}
 	call := &jsonrpc.Request{ID: req.ID, Method: "tools/call", Params: params}
-	if rl := s.invokeRateLimited(it); rl != nil {
+	if rl := invokeRateLimited(s, it); rl != nil {
 		tc := &toolCall{s: s, req: call, it: it, start: time.Now(), args: targs}
 		tc.respond(nil, tc.rateLimited(rl))
 		return
@@ -105,7 +105,7 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 // was charged to tool_invoke (the client's own limit included), not to the
 // tool it names. Other transports take every limit in the pipeline
 // (stage_ratelimit.go).
-func (s *session) invokeRateLimited(it *item) *rateLimited {
+func invokeRateLimited(s *session, it *item) *rateLimited {
 	gd := s.g.guard.Load()
 	if s.transport != transportStreamable || !gd.Limited() {
 		return nil

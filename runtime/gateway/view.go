@@ -99,7 +99,7 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 			listed = append(listed, it)
 		}
 	}
-	for _, it := range s.g.metaTools(s.session, deferred) {
+	for _, it := range metaTools(deferred) {
 		if _, taken := vc.index[kindTools][it.exposed]; !taken {
 			vc.index[kindTools][it.exposed] = it
 			listed = append(listed, it)
