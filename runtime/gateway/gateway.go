@@ -28,6 +28,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/telemetry"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
+	"github.com/edge-mcp/edge-mcp/runtime/observe"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -171,21 +172,21 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.route = newRouter(g.log, opts.PageSize, set, reservedOf(cfg))
 	g.route.pin = pinGate{g}.offer
-	obs, err := openObservers(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
+	obs, err := observe.Open(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
 	if err != nil {
 		return nil, err
 	}
-	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.metrics, obs.auditLog, obs.tracer, obs.validator, obs.pins
+	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.Metrics, obs.AuditLog, obs.Tracer, obs.Validator, obs.Pins
 	gd, err := newGuard(context.Background(), cfg, opts)
 	if err != nil {
-		obs.close()
+		obs.Close()
 		return nil, err
 	}
 	shareLimits(g.fleet, gd, cfg)
 	g.guard.Store(gd)
 	if err := openPolicies(g, cfg); err != nil {
 		gd.Close()
-		obs.close()
+		obs.Close()
 		return nil, err
 	}
 	g.events.Observe = policyEvents{g}.observe
@@ -326,7 +327,7 @@ func (g *Gateway) Close() error {
 	g.oauth.Close()
 	err = errors.Join(err, g.pol.Close())
 	g.guard.Load().Close()
-	return errors.Join(err, observers{auditLog: g.auditLog, tracer: g.tracer}.close())
+	return errors.Join(err, observe.Observers{AuditLog: g.auditLog, Tracer: g.tracer}.Close())
 }
 
 // accept is called by the server transports for every new client session.
