@@ -21,10 +21,16 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/tasks", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
 	{"runtime/bridge", []string{"transports", "internal/..."}},
 	{"runtime/fleet", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy/...", "transports", "internal/..."}},
+	{"runtime/policyset", []string{"runtime/config", "runtime/admin", "runtime/fleet", "policy/...", "internal/..."}},
+	{"runtime/toolsearch", []string{"internal/..."}},
+	{"runtime/admission", []string{"runtime/config", "internal/..."}},
+	{"runtime/dial", []string{"runtime/config", "runtime/oauth", "transports"}},
+	{"runtime/listing", []string{"internal/..."}},
+	{"runtime/observe", []string{"runtime/config", "internal/..."}},
 	{"runtime/openaiapi", []string{"transports", "internal/..."}},
 	{"runtime/events", nil},
 	{"runtime/demo", []string{"runtime/config", "transports"}},

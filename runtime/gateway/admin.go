@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/edge-mcp/edge-mcp/policy"
-	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 )
 
 // This file connects the admin API (package admin, which owns the HTTP
 // side and the checks of each operation) to the gateway: policyHost gives
 // admin.PolicyOps the policy generations, the module store and the fleet
-// (policyChange, modules.go, carries out a change); adminOps does the rest
+// (runtime/policyset carries out a change); adminOps does the rest
 // (reload here, tool-pin decisions in pins.go, OAuth in oauth.go).
 
 // The admin API's types, under the names callers of package gateway know.
@@ -29,7 +28,7 @@ type (
 // tokens of the running config (and EDGE_MCP_ADMIN_TOKEN).
 func (g *Gateway) AdminHandler() http.Handler {
 	return admin.New(admin.Options{
-		Ops:    adminAPI{admin.NewPolicyOps(policyHost{g}), adminOps{g}},
+		Ops:    adminAPI{admin.NewPolicyOps(policyHost{&g.pol, g}), adminOps{g}},
 		Tokens: func() map[string]string { return g.config().Admin.Tokens },
 		Audit:  g.audit,
 		Log:    g.log,
@@ -54,52 +53,17 @@ func (o adminOps) Reload(ctx context.Context) (string, fmt.Stringer, error) {
 	return o.g.config().Path, res, err
 }
 
-// policyHost implements admin.PolicyHost for a gateway.
-type policyHost struct{ g *Gateway }
-
-// Policies describes the attachments of the current generation, in chain
-// order.
-func (h policyHost) Policies() (generation uint64, out []PolicyInfo) {
-	pg := h.g.pol.current()
-	if pg == nil {
-		return 0, []PolicyInfo{}
-	}
-	stats := pg.chain.Stats()
-	for i, a := range pg.atts {
-		st := stats[i]
-		out = append(out, PolicyInfo{Spec: a.spec, Source: a.source, Digest: a.module.digest, Healthy: st.Healthy,
-			Calls: st.Calls, Failures: st.Failures, ShadowRuns: st.ShadowRuns, ShadowDiffs: st.ShadowDiffs})
-	}
-	return pg.id, out
+// policyHost implements admin.PolicyHost for a gateway: the policy set
+// (runtime/policyset) gives Policies, Store and Change.
+type policyHost struct {
+	*policyset.Set
+	g *Gateway
 }
 
 func (h policyHost) Config() *config.Config         { return h.g.config() }
-func (h policyHost) Store() *store.Store            { return h.g.pol.store }
 func (h policyHost) Writable() error                { return h.g.fleet.Writable() }
 func (h policyHost) AddReplicas(infos []ModuleInfo) { h.g.fleet.AddReplicas(infos) }
 
-// Change runs fn with the policy lock held.
-func (h policyHost) Change(fn func(admin.PolicyChange) error) error {
-	p := &h.g.pol
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return admin.Errorf(http.StatusServiceUnavailable, "closing", "the gateway is shutting down")
-	}
-	return fn(policyChange{p})
-}
-
-// applyAttachments builds and activates a generation with the given
-// run-time attachments, then records them in the store.
-func applyAttachments(ctx context.Context, p *policies, st *store.Store, next []policy.Spec) error {
-	if p.fleet != nil {
-		return p.fleet.SetAttachmentsLocked(ctx, next)
-	}
-	if err := p.rebuildLocked(ctx, next, nil); err != nil {
-		return admin.Errorf(http.StatusUnprocessableEntity, "activation_failed", "%v", err)
-	}
-	if err := st.SetAttachments(next); err != nil {
-		return fmt.Errorf("recording the attachments: %w", err)
-	}
-	return nil
-}
+// checkSignature is admin.CheckSignature: the fleet's modules are checked
+// as uploads are (runtime/fleet).
+var checkSignature = admin.CheckSignature

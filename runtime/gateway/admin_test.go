@@ -415,11 +415,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	t.Logf("%d calls over 50 swaps, decided by %d versions", len(got), len(versions))
 	// Every old generation drained and closed: one generation's modules
 	// remain loaded.
-	waitFor(t, "old generations to close", func() bool {
-		g.pol.mu.Lock()
-		defer g.pol.mu.Unlock()
-		return len(g.pol.loaded) == 1
-	})
+	waitFor(t, "old generations to close", func() bool { return g.pol.Loaded() == 1 })
 }
 
 // TestRestartKeepsModules: a gateway restarted on the same state folder

@@ -4,15 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"os"
-	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -23,46 +17,26 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/audit"
 	"github.com/edge-mcp/edge-mcp/internal/auth"
-	"github.com/edge-mcp/edge-mcp/internal/limits"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/admission"
 )
 
-// This file is the admission stage of the request chain: who is calling
-// (authentication), what they may see and call (access lists, enforced
-// before any policy module), how much (rate and concurrency limits), and
-// the per-tool rules (timeouts, visibility, approval, argument checks). A
-// guard is built from one configuration and swapped whole on reload.
+// This file is the admission stage of the request chain: the identity of
+// each HTTP request, its rate limits before the transport reads it, and
+// the session it may use. What a configuration admits (authentication,
+// access lists, rate and concurrency limits, tool rules) is a guard
+// (runtime/admission), built from one configuration and swapped whole on
+// reload.
 
-// guard holds the admission settings of one configuration generation.
-type guard struct {
-	auth       *auth.Authenticator // nil: no authentication (mode none)
-	access     []config.AccessRule // nil: everyone may use everything
-	rules      []config.ToolRule
-	clientRate rateLimiter   // nil: none
-	toolRate   rateLimiter   // nil: none
-	ruleRates  []rateLimiter // by rule index; nil: none
-	concLimit  int
-	concQueue  int
-	// anyDeferred is set when a rule defers tools.
-	anyDeferred bool
-
-	concMu sync.Mutex
-	conc   map[string]*limits.Concurrency // by upstream name
-
-	resolved sync.Map // toolKey → *toolSettings
-}
+// The admission settings of one configuration generation (runtime/admission).
+type (
+	guard        = admission.Guard
+	rateLimited  = admission.RateLimited
+	toolSettings = admission.ToolSettings
+)
 
 // toolKey names a tool of a server by its exposed name.
 type toolKey struct{ server, tool string }
-
-// toolSettings are the tool rules resolved for one tool.
-type toolSettings struct {
-	deferred bool
-	approval bool
-	validate bool
-	timeout  time.Duration
-	rate     rateLimiter
-}
 
 // peer is who opened a downstream connection, as the HTTP chain saw it.
 type peer struct {
@@ -77,233 +51,7 @@ var anonymous = auth.Identity{Name: auth.AnonymousName, Method: auth.ModeNone}
 
 // newGuard builds the admission settings of cfg.
 func newGuard(ctx context.Context, cfg *config.Config, opts Options) (*guard, error) {
-	gd := &guard{access: cfg.Access, rules: cfg.ToolRules, conc: map[string]*limits.Concurrency{}}
-	if a := cfg.Auth; a.Mode != "" && a.Mode != "none" {
-		ac, err := authConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		if gd.auth, err = auth.New(ctx, ac, auth.Options{Logger: opts.Logger}); err != nil {
-			return nil, &config.Error{File: cfg.Path, Key: "auth", Reason: err.Error()}
-		}
-	} else if !config.LoopbackAddr(cfg.Listen) && !a.AllowUnauthenticated {
-		return nil, &config.Error{File: cfg.Path, Key: "auth.mode",
-			Reason: fmt.Sprintf(`is "none" but the listener %s is not loopback: anyone who reaches it could call every tool; set "auth" (api_key or jwt), or auth.allow_unauthenticated: true if something in front authenticates`, cfg.Listen)}
-	}
-	gd.clientRate = localRate(cfg.Limits.ClientRate)
-	gd.toolRate = localRate(cfg.Limits.ToolRate)
-	gd.ruleRates = make([]rateLimiter, len(cfg.ToolRules))
-	for i, r := range cfg.ToolRules {
-		if r.Visibility == "deferred" {
-			gd.anyDeferred = true
-		}
-		gd.ruleRates[i] = localRate(r.Rate)
-		for _, p := range append(append([]string{}, r.Servers...), r.Tools...) {
-			if _, err := path.Match(p, ""); err != nil {
-				return nil, &config.Error{File: cfg.Path, Key: fmt.Sprintf("tool_rules[%d]", i), Reason: fmt.Sprintf("bad glob %q", p)}
-			}
-		}
-	}
-	for i, r := range cfg.Access {
-		for _, p := range append(append(append(append([]string{}, r.Identities...), r.Servers...), r.Tools...), r.DenyTools...) {
-			if _, err := path.Match(p, ""); err != nil {
-				return nil, &config.Error{File: cfg.Path, Key: fmt.Sprintf("access[%d]", i), Reason: fmt.Sprintf("bad glob %q", p)}
-			}
-		}
-	}
-	gd.concLimit = cfg.Limits.UpstreamConcurrency
-	gd.concQueue = 2 * gd.concLimit
-	if q := cfg.Limits.UpstreamQueue; q != nil {
-		gd.concQueue = *q
-	}
-	return gd, nil
-}
-
-// authConfig translates the auth section, reading key files.
-func authConfig(cfg *config.Config) (auth.Config, error) {
-	a := cfg.Auth
-	ac := auth.Config{Mode: a.Mode}
-	for _, k := range a.APIKeys {
-		ac.APIKeys = append(ac.APIKeys, auth.APIKey{Name: k.Name, Key: k.Key, SHA256: k.SHA256, Revoked: k.Revoked})
-	}
-	if j := a.JWT; j != nil {
-		jc := auth.JWTConfig{Issuer: j.Issuer, Audience: j.Audience, Algorithms: j.Algorithms, JWKSURL: j.JWKSURL,
-			JWKSRefresh: seconds(j.JWKSRefresh), Leeway: seconds(j.Leeway), IdentityClaim: j.IdentityClaim}
-		if j.HMACSecret != "" {
-			jc.HMACSecret = []byte(j.HMACSecret)
-		}
-		read := func(key, file string) ([]byte, error) {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				return nil, &config.Error{File: cfg.Path, Key: key, Reason: fmt.Sprintf("reading %s: %v", file, errors.Unwrap(err))}
-			}
-			return b, nil
-		}
-		var err error
-		if j.HMACSecretFile != "" {
-			if jc.HMACSecret, err = read("auth.jwt.hmac_secret_file", j.HMACSecretFile); err != nil {
-				return ac, err
-			}
-			jc.HMACSecret = []byte(strings.TrimSpace(string(jc.HMACSecret)))
-		}
-		if j.PublicKeysFile != "" {
-			if jc.PublicKeysPEM, err = read("auth.jwt.public_keys_file", j.PublicKeysFile); err != nil {
-				return ac, err
-			}
-		}
-		ac.JWT = jc
-	}
-	if m := a.ResourceMetadata; m != nil {
-		ac.ResourceMetadata = &auth.ResourceMetadata{Resource: m.Resource, AuthorizationServers: m.AuthorizationServers,
-			ScopesSupported: m.ScopesSupported, BearerMethodsSupported: m.BearerMethodsSupported, ResourceName: m.ResourceName}
-	}
-	return ac, nil
-}
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-// close releases what the guard holds (the JWKS refresher).
-func (gd *guard) close() {
-	if gd != nil && gd.auth != nil {
-		gd.auth.Close()
-	}
-}
-
-func matchAny(patterns []string, s string) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, s); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// matchAll is matchAny, where no patterns match everything.
-func matchAll(patterns []string, s string) bool { return len(patterns) == 0 || matchAny(patterns, s) }
-
-// serverAllowed reports whether identity may use anything of server.
-func (gd *guard) serverAllowed(identity, server string) bool {
-	if gd.access == nil {
-		return true
-	}
-	for _, r := range gd.access {
-		if matchAny(r.Identities, identity) && matchAll(r.Servers, server) {
-			return true
-		}
-	}
-	return false
-}
-
-// toolAllowed reports whether identity may see and call a server's tool
-// (by its exposed name).
-func (gd *guard) toolAllowed(identity, server, tool string) bool {
-	if gd.access == nil {
-		return true
-	}
-	for _, r := range gd.access {
-		if matchAny(r.Identities, identity) && matchAll(r.Servers, server) && matchAll(r.Tools, tool) && !matchAny(r.DenyTools, tool) {
-			return true
-		}
-	}
-	return false
-}
-
-// settings resolves the tool rules for one tool, memoized.
-func (gd *guard) settings(server, tool string) *toolSettings {
-	k := toolKey{server, tool}
-	if v, ok := gd.resolved.Load(k); ok {
-		return v.(*toolSettings)
-	}
-	ts := &toolSettings{validate: true}
-	for i, r := range gd.rules {
-		if !matchAll(r.Servers, server) || !matchAll(r.Tools, tool) {
-			continue
-		}
-		switch r.Visibility {
-		case "deferred":
-			ts.deferred = true
-		case "visible":
-			ts.deferred = false
-		}
-		if r.RequireApproval != nil {
-			ts.approval = *r.RequireApproval
-		}
-		if r.ValidateArguments != nil {
-			ts.validate = *r.ValidateArguments
-		}
-		if r.Timeout > 0 {
-			ts.timeout = seconds(r.Timeout)
-		}
-		if gd.ruleRates[i] != nil {
-			ts.rate = gd.ruleRates[i]
-		}
-	}
-	v, _ := gd.resolved.LoadOrStore(k, ts)
-	return v.(*toolSettings)
-}
-
-// concurrency returns the limiter of an upstream, or nil when unlimited.
-func (gd *guard) concurrency(server string) *limits.Concurrency {
-	if gd.concLimit <= 0 {
-		return nil
-	}
-	gd.concMu.Lock()
-	defer gd.concMu.Unlock()
-	c := gd.conc[server]
-	if c == nil {
-		c = limits.NewConcurrency(gd.concLimit, gd.concQueue)
-		gd.conc[server] = c
-	}
-	return c
-}
-
-// rateLimited is the answer to a call over a rate limit.
-type rateLimited struct {
-	scope      string // "client" or "tool"
-	retryAfter time.Duration
-}
-
-func (r *rateLimited) Error() string {
-	return fmt.Sprintf("edge-mcp: rate limit (%s) exceeded; retry after %d s", r.scope, retryAfterSeconds(r.retryAfter))
-}
-
-func retryAfterSeconds(d time.Duration) int { return int(math.Ceil(max(d, time.Second).Seconds())) }
-
-// allowCall takes a token from every rate limit that applies to identity
-// calling a server's tool; nil means go ahead.
-func (gd *guard) allowCall(identity, server, tool string) *rateLimited {
-	if ok, after := allow(gd.clientRate, identity); !ok {
-		return &rateLimited{"client", after}
-	}
-	return gd.allowTool(identity, server, tool)
-}
-
-// allowTool takes a token from the per-tool rate limits of identity
-// calling a server's tool; nil means go ahead.
-func (gd *guard) allowTool(identity, server, tool string) *rateLimited {
-	key := identity + "\x00" + server + "\x00" + tool
-	if ok, after := allow(gd.toolRate, key); !ok {
-		return &rateLimited{"tool", after}
-	}
-	if ts := gd.settings(server, tool); ts.rate != nil {
-		if ok, after := ts.rate.Allow(key); !ok {
-			return &rateLimited{"tool", after}
-		}
-	}
-	return nil
-}
-
-// limited reports whether any rate limit is configured.
-func (gd *guard) limited() bool {
-	if gd.clientRate != nil || gd.toolRate != nil {
-		return true
-	}
-	for _, r := range gd.ruleRates {
-		if r != nil {
-			return true
-		}
-	}
-	return false
+	return admission.New(ctx, cfg, opts.Logger)
 }
 
 // identityOf returns the identity an HTTP request was authenticated as.
@@ -319,7 +67,7 @@ func identityOf(r *http.Request) auth.Identity {
 func (g *Gateway) admit(transport string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gd := g.guard.Load()
-		if gd.auth == nil {
+		if gd.Auth == nil {
 			g.admitted(gd, transport, w, r, next)
 			return
 		}
@@ -333,7 +81,7 @@ func (g *Gateway) admit(transport string, next http.Handler) http.Handler {
 			g.admitted(gd, transport, w, ar, next)
 		})
 		sw := &statusWriter{ResponseWriter: w}
-		gd.auth.Middleware(inner).ServeHTTP(sw, r)
+		gd.Auth.Middleware(inner).ServeHTTP(sw, r)
 		if sw.status == http.StatusUnauthorized {
 			g.metrics.AuthFailure(authReason(w.Header().Get("WWW-Authenticate")))
 		}
@@ -390,7 +138,7 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 			return
 		}
 	}
-	if transport == transportStreamable && r.Method == http.MethodPost && gd.limited() {
+	if transport == transportStreamable && r.Method == http.MethodPost && gd.Limited() {
 		if !g.admitRate(gd, id, w, r) {
 			return
 		}
@@ -459,11 +207,11 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 	if it := g.route.catalogue().index[kindTools][name]; it != nil && it.up != nil {
 		server = it.up.name
 	}
-	rl := gd.allowCall(id.Name, server, name)
+	rl := gd.AllowCall(id.Name, server, name)
 	if rl == nil {
 		return true
 	}
-	g.metrics.RateLimited(rl.scope)
+	g.metrics.RateLimited(rl.Scope)
 	g.metrics.ToolCall(server, name, metricsRateLimited, 0)
 	if g.auditLog != nil {
 		g.auditLog.ToolCall(audit.ToolCall{Time: time.Now().UTC(), Identity: id.Name, Server: server, Tool: name,
@@ -473,14 +221,14 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 	if len(rawID) == 0 {
 		rawID = json.RawMessage("null")
 	}
-	data, _ := json.Marshal(map[string]any{"retryAfter": retryAfterSeconds(rl.retryAfter), "scope": rl.scope})
+	data, _ := json.Marshal(map[string]any{"retryAfter": admission.RetryAfterSeconds(rl.RetryAfter), "scope": rl.Scope})
 	resp, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   jsonrpc.Error   `json:"error"`
 	}{"2.0", rawID, jsonrpc.Error{Code: codeRateLimited, Message: rl.Error(), Data: data}})
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", retryAfterHeader(rl.retryAfter))
+	w.Header().Set("Retry-After", retryAfterHeader(rl.RetryAfter))
 	w.WriteHeader(http.StatusTooManyRequests)
 	w.Write(resp)
 	return false

@@ -97,7 +97,7 @@ func (o bridgeOps) Hints() bridge.Hints {
 		h.TTLMs = bridge.TTLRelisting
 	}
 	gd := g.guard.Load()
-	if gd.auth != nil || gd.access != nil || gd.anyDeferred || g.pol.current().hooks().Has(policy.HookToolsList) {
+	if gd.Auth != nil || gd.Access != nil || gd.AnyDeferred || g.pol.Current().Hooks().Has(policy.HookToolsList) {
 		h.Scope = "private"
 	}
 	return h

@@ -1,16 +1,14 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/listing"
 )
 
 // listKind names one of the four aggregated lists.
@@ -118,74 +116,16 @@ func buildCatalogue(gen uint64, ups []*upstream, offers []*upstreamLists, reserv
 }
 
 // encodePages encodes the list results once per snapshot, so a list request
-// costs a slice lookup.
+// costs a slice lookup (runtime/listing).
 func encodePages(k listKind, items []*item, pageSize int) []json.RawMessage {
-	if pageSize <= 0 {
-		pageSize = len(items)
-	}
-	var pages []json.RawMessage
-	for start := 0; start == 0 || start < len(items); start += pageSize {
-		end := min(start+pageSize, len(items))
-		var b bytes.Buffer
-		b.WriteString(`{"`)
-		b.WriteString(listKinds[k].member)
-		b.WriteString(`":[`)
-		for i, it := range items[start:end] {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.Write(it.raw)
-		}
-		b.WriteByte(']')
-		if end < len(items) {
-			b.WriteString(`,"nextCursor":`)
-			b.Write(wire.AppendString(nil, encodeCursor(end)))
-		}
-		b.WriteByte('}')
-		pages = append(pages, b.Bytes())
-		if pageSize == 0 {
-			break
-		}
-	}
-	return pages
+	return listing.Pages(listKinds[k].member, items, itemRaw, pageSize)
 }
 
-// The gateway's cursors are opaque to clients: base64 of "o:<offset>".
-func encodeCursor(offset int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset)))
-}
-
-func decodeCursor(cursor string) (int, error) {
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || !bytes.HasPrefix(b, []byte("o:")) {
-		return 0, fmt.Errorf("invalid cursor %q", cursor)
-	}
-	n, err := strconv.Atoi(string(b[2:]))
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("invalid cursor %q", cursor)
-	}
-	return n, nil
-}
+func itemRaw(it *item) json.RawMessage { return it.raw }
 
 // page returns the list result for cursor ("" for the first page).
 func (c *catalogue) page(k listKind, cursor string, pageSize int) (json.RawMessage, error) {
-	if cursor == "" {
-		return c.pages[k][0], nil
-	}
-	off, err := decodeCursor(cursor)
-	if err != nil {
-		return nil, err
-	}
-	if pageSize <= 0 || off%pageSize != 0 {
-		// Not a page boundary of this snapshot (the catalogue changed in
-		// between): encode the requested slice on the fly.
-		return encodePages(k, c.lists[k][min(off, len(c.lists[k])):], 0)[0], nil
-	}
-	i := off / pageSize
-	if i >= len(c.pages[k]) {
-		return encodePages(k, nil, 0)[0], nil
-	}
-	return c.pages[k][i], nil
+	return listing.Page(c.pages[k], listKinds[k].member, c.lists[k], itemRaw, cursor, pageSize)
 }
 
 // resource finds the upstream that serves uri: an exact resource first, then
@@ -207,35 +147,15 @@ func sameList(a, b *catalogue, k listKind) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if len(a.pages[k]) != len(b.pages[k]) {
-		return false
-	}
-	for i := range a.pages[k] {
-		if !bytes.Equal(a.pages[k][i], b.pages[k][i]) {
-			return false
-		}
-	}
-	return true
+	return listing.Same(a.pages[k], b.pages[k])
 }
 
 // parseItems splits one list result into items for upstream up, renaming
 // tools and prompts when the server has a prefix.
 func parseItems(up *upstream, k listKind, result json.RawMessage) ([]item, string, error) {
-	var page map[string]json.RawMessage
-	if err := json.Unmarshal(result, &page); err != nil {
-		return nil, "", fmt.Errorf("decoding %s result: %w", listKinds[k].method, err)
-	}
-	var raws []json.RawMessage
-	if v, ok := page[listKinds[k].member]; ok && string(v) != "null" {
-		if err := json.Unmarshal(v, &raws); err != nil {
-			return nil, "", fmt.Errorf("decoding %s result member %q: %w", listKinds[k].method, listKinds[k].member, err)
-		}
-	}
-	var next string
-	if v, ok := page["nextCursor"]; ok && string(v) != "null" {
-		if err := json.Unmarshal(v, &next); err != nil {
-			return nil, "", fmt.Errorf("decoding %s nextCursor: %w", listKinds[k].method, err)
-		}
+	raws, next, err := listing.Parse(result, listKinds[k].method, listKinds[k].member)
+	if err != nil {
+		return nil, "", err
 	}
 	items := make([]item, 0, len(raws))
 	for _, raw := range raws {

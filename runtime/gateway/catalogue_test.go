@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/listing"
 )
 
 func offerOf(t *testing.T, up *upstream, tools ...string) *upstreamLists {
@@ -111,8 +112,8 @@ func TestCataloguePagination(t *testing.T) {
 // FuzzCursor: whatever a client sends as a cursor gets a page or an error,
 // never a panic.
 func FuzzCursor(f *testing.F) {
-	f.Add(encodeCursor(0))
-	f.Add(encodeCursor(10))
+	f.Add(listing.EncodeCursor(0))
+	f.Add(listing.EncodeCursor(10))
 	f.Add("")
 	f.Add("bzotMQ") // "o:-1"
 	f.Add("bzo5OTk5OTk5OTk5OTk5OTk5OTk5OTk5OQ")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/budget"
+	"github.com/edge-mcp/edge-mcp/runtime/dial"
 )
 
 // This file is the per-client upstream sessions of a server configured with
@@ -277,7 +278,7 @@ func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
 	t := u.transport
 	u.mu.Unlock()
 	if u.perIdentity() {
-		t = identityTransport(u.g.oauth, u.cfg, t, s.id.Name) // oauth_client.go
+		t = dial.ForIdentity(u.g.oauth, u.cfg, t, s.id.Name)
 	}
 	return u.connect(ctx, t, s, u.versionMode(s))
 }

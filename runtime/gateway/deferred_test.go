@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/runtime/toolsearch"
 )
 
 // scaleParam is one parameter of a generated tool.
@@ -292,8 +294,8 @@ func TestDeferredToolSearch10k(t *testing.T) {
 
 	t.Run("result", func(t *testing.T) {
 		names, sr := toolSearch(t, cs, "weather", 0)
-		if len(names) == 0 || len(names) > searchDefaultLimit {
-			t.Fatalf("tool_search weather: %d matches, want 1..%d", len(names), searchDefaultLimit)
+		if len(names) == 0 || len(names) > toolsearch.DefaultLimit {
+			t.Fatalf("tool_search weather: %d matches, want 1..%d", len(names), toolsearch.DefaultLimit)
 		}
 		for _, tool := range sr.Tools {
 			if tool.Name == "weather_get_forecast" {
@@ -302,8 +304,8 @@ func TestDeferredToolSearch10k(t *testing.T) {
 				}
 			}
 		}
-		if names, _ := toolSearch(t, cs, "issue", 200); len(names) != searchMaxLimit {
-			t.Errorf("limit 200: %d matches, want the maximum %d", len(names), searchMaxLimit)
+		if names, _ := toolSearch(t, cs, "issue", 200); len(names) != toolsearch.MaxLimit {
+			t.Errorf("limit 200: %d matches, want the maximum %d", len(names), toolsearch.MaxLimit)
 		}
 		if names, _ := toolSearch(t, cs, "xyzzy plugh", 0); len(names) != 0 {
 			t.Errorf("nonsense query matched %v", names)
@@ -425,7 +427,7 @@ func TestDeferredIndexShared(t *testing.T) {
 	if len(views) != 2 || views[0] == views[1] || len(views[0].deferred) != env.total-1 {
 		t.Fatalf("want two distinct session views, got %d", len(views))
 	}
-	if toolIndexes.get(views[0].deferred) != toolIndexes.get(views[1].deferred) {
+	if toolsearch.Shared(deferredTools(views[0].deferred)) != toolsearch.Shared(deferredTools(views[1].deferred)) {
 		t.Error("two sessions with the same deferred tools built two indexes")
 	}
 	// Same content under other item pointers (a rebuilt snapshot): same index.
@@ -434,12 +436,12 @@ func TestDeferredIndexShared(t *testing.T) {
 		c := *it
 		clone[i] = &c
 	}
-	if toolIndexes.get(clone) != toolIndexes.get(views[0].deferred) {
+	if toolsearch.Shared(deferredTools(clone)) != toolsearch.Shared(deferredTools(views[0].deferred)) {
 		t.Error("a catalogue with the same tools did not reuse the index")
 	}
 	// Changed content: another index.
 	clone[0] = &item{exposed: clone[0].exposed, raw: json.RawMessage(`{"name":"changed"}`)}
-	if toolIndexes.get(clone) == toolIndexes.get(views[0].deferred) {
+	if toolsearch.Shared(deferredTools(clone)) == toolsearch.Shared(deferredTools(views[0].deferred)) {
 		t.Error("a changed tool definition reused the old index")
 	}
 }

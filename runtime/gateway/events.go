@@ -29,7 +29,7 @@ type policyEvents struct{ g *Gateway }
 // request path.
 func (pe policyEvents) observe(ev Event) {
 	g := pe.g
-	if !g.pol.hooks().Has(policy.HookEvent) {
+	if !g.pol.Hooks().Has(policy.HookEvent) {
 		return
 	}
 	pev := policy.Event{Kind: ev.Type, Server: ev.Server, Tool: ev.Tool, Duration: ev.Duration,
@@ -37,12 +37,12 @@ func (pe policyEvents) observe(ev Event) {
 	if ev.Type == EventServerDisconnected {
 		pev.Error = ev.Reason
 	}
-	pg := g.pol.acquire()
+	pg := g.pol.Acquire()
 	if pg == nil {
 		return
 	}
 	go func() {
-		defer g.pol.release(pg)
-		pg.chain.Event(g.ctx, pev) //nolint:errcheck // failures are logged and counted by the module
+		defer g.pol.Release(pg)
+		pg.Chain().Event(g.ctx, pev) //nolint:errcheck // failures are logged and counted by the module
 	}()
 }

@@ -5,17 +5,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
-	"github.com/edge-mcp/edge-mcp/internal/limits"
 	"github.com/edge-mcp/edge-mcp/internal/pinning"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
-	"github.com/edge-mcp/edge-mcp/policy"
-	"github.com/edge-mcp/edge-mcp/policy/store"
+	"github.com/edge-mcp/edge-mcp/runtime/admission"
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
@@ -31,7 +28,7 @@ import (
 func fleetHost(g *Gateway) fleet.Host {
 	return fleet.Host{
 		Config: g.config, Version: Version, Streams: g.http, Peers: fleetPeers{},
-		Policies: fleetPolicies{&g.pol}, Pins: fleetPins{g}, Audit: g.audit,
+		Policies: &g.pol, Pins: fleetPins{g}, Audit: g.audit,
 		CheckSignature: func(wasm []byte, sig string) error {
 			_, err := checkSignature(g.config(), wasm, sig)
 			return err
@@ -53,10 +50,6 @@ func fleetHost(g *Gateway) fleet.Host {
 	}
 }
 
-// fleetControl is the fleet's control plane, which the admin API's
-// changes go through in a fleet (policies.fleet).
-type fleetControl = fleet.Control
-
 // fleetSessions is the fleet as bridged calls' retries use it
 // (bridge_fleet.go); nil until the fleet is joined.
 type fleetSessions struct {
@@ -69,32 +62,6 @@ type fleetSessions struct {
 // replica's answer.
 const ownerMargin = 5 * time.Second
 
-// rateLimiter is one rate limit of the guard: this replica's own
-// (limits.RateLimiter) or the fleet's (fleet.Limiter).
-type rateLimiter interface {
-	// Allow takes a token of key's bucket, or says how long until there is one.
-	Allow(key string) (ok bool, retryAfter time.Duration)
-}
-
-// localRate is r limited by this replica alone; nil when r sets no limit.
-func localRate(r *config.Rate) rateLimiter {
-	if r == nil {
-		return nil
-	}
-	if l := limits.NewRateLimiter(r.RPS, r.Burst); l != nil {
-		return l
-	}
-	return nil
-}
-
-// allow asks l, where nil allows everything.
-func allow(l rateLimiter, key string) (bool, time.Duration) {
-	if l == nil {
-		return true, 0
-	}
-	return l.Allow(key)
-}
-
 // shareLimits makes gd's rate limits the fleet's, whose names are the
 // same on every replica of a fleet that runs the same config (nil f:
 // none).
@@ -102,11 +69,7 @@ func shareLimits(f *fleet.Fleet, gd *guard, cfg *config.Config) {
 	if f == nil {
 		return
 	}
-	gd.clientRate = f.Rate("client", cfg.Limits.ClientRate)
-	gd.toolRate = f.Rate("tool", cfg.Limits.ToolRate)
-	for i, r := range cfg.ToolRules {
-		gd.ruleRates[i] = f.Rate("rule"+strconv.Itoa(i), r.Rate)
-	}
+	gd.ShareRates(cfg, func(name string, r *config.Rate) admission.RateLimiter { return f.Rate(name, r) })
 }
 
 // fleetPeers are the gateway's transport peers, for session tokens.
@@ -127,31 +90,6 @@ func (fleetPeers) Adopted(id auth.Identity, c *cluster.SessionClaims) any {
 }
 
 func (fleetPeers) Version(requested string) string { return supportedVersion(requested) }
-
-// fleetPolicies are the gateway's policies as the fleet's control plane
-// changes them.
-type fleetPolicies struct{ p *policies }
-
-func (f fleetPolicies) Lock()                    { f.p.mu.Lock() }
-func (f fleetPolicies) Unlock()                  { f.p.mu.Unlock() }
-func (f fleetPolicies) Store() *store.Store      { return f.p.store }
-func (f fleetPolicies) UseStore(st *store.Store) { f.p.store = st }
-func (f fleetPolicies) Attach(c *fleet.Control)  { f.p.fleet = c }
-func (f fleetPolicies) Closed() bool             { return f.p.closed }
-func (f fleetPolicies) Rebuild(ctx context.Context, atts []policy.Spec, pre fleet.Preloaded) error {
-	mods, _ := pre.(preloadedModules)
-	if err := f.p.rebuildLocked(ctx, atts, mods); err != nil {
-		closeAll(mods)
-		return err
-	}
-	closeUnused(f.p, mods)
-	return nil
-}
-
-// preloadedModules are modules the admin API compiled ahead of a change.
-type preloadedModules map[moduleKey]*policy.Module
-
-func (m preloadedModules) Close() { closeAll(m) }
 
 // fleetPins are the gateway's tool pins as the fleet's decisions change
 // them.

@@ -136,7 +136,7 @@ func opsFallbacks(reps []opsReplica) int64 {
 	var n int64
 	for _, r := range reps {
 		gd := r.g.guard.Load()
-		for _, l := range append([]rateLimiter{gd.clientRate, gd.toolRate}, gd.ruleRates...) {
+		for _, l := range gd.Rates() {
 			if fl, ok := l.(*cluster.Limiter); ok {
 				n += fl.Fallbacks()
 			}

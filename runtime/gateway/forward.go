@@ -12,6 +12,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -55,7 +56,7 @@ type forwardInfo struct {
 	kind   listKind
 	upName string          // upstream tool or prompt name, or resource URI
 	args   json.RawMessage // the call's arguments, for result policies
-	pg     *policyGen      // non-nil when the result passes through policies (held by the caller's scope)
+	pg     *policyset.Gen  // non-nil when the result passes through policies (held by the caller's scope)
 	// waited is set when the caller waits for the call to end (it holds a
 	// scope): forward then returns a channel closed at the end.
 	waited bool

@@ -28,6 +28,9 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/schema"
 	"github.com/edge-mcp/edge-mcp/internal/telemetry"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/dial"
+	"github.com/edge-mcp/edge-mcp/runtime/observe"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -79,7 +82,7 @@ type Gateway struct {
 	events *eventBus
 	// senders write forwarded requests upstream.
 	senders *workers
-	pol     policies
+	pol     policyset.Set
 	guard   atomic.Pointer[guard] // admission settings of the running config
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
@@ -139,7 +142,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Health.Misses <= 0 {
 		opts.Health.Misses = 3
 	}
-	g := &Gateway{budget: upstreamBudget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
+	g := &Gateway{budget: dial.Budget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
 		opts: opts, log: opts.Logger, events: newEventBus(opts.Logger), senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
@@ -170,25 +173,25 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.route = newRouter(g.log, opts.PageSize, set, reservedOf(cfg))
 	g.route.pin = pinGate{g}.offer
-	obs, err := openObservers(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
+	obs, err := observe.Open(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
 	if err != nil {
 		return nil, err
 	}
-	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.metrics, obs.auditLog, obs.tracer, obs.validator, obs.pins
+	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.Metrics, obs.AuditLog, obs.Tracer, obs.Validator, obs.Pins
 	gd, err := newGuard(context.Background(), cfg, opts)
 	if err != nil {
-		obs.close()
+		obs.Close()
 		return nil, err
 	}
 	shareLimits(g.fleet, gd, cfg)
 	g.guard.Store(gd)
-	if err := g.openPolicies(cfg); err != nil {
-		gd.close()
-		obs.close()
+	if err := openPolicies(g, cfg); err != nil {
+		gd.Close()
+		obs.Close()
 		return nil, err
 	}
 	g.events.Observe = policyEvents{g}.observe
-	g.events.Wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
+	g.events.Wants = func() bool { return g.pol.Hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
 	g.http = transports.NewStreamableServer(g.accept, transports.StreamableServerOptions{
 		Logger:          g.log,
@@ -323,9 +326,9 @@ func (g *Gateway) Close() error {
 	g.fleet.Close()
 	g.senders.close()
 	g.oauth.Close()
-	err = errors.Join(err, g.pol.close())
-	g.guard.Load().close()
-	return errors.Join(err, observers{auditLog: g.auditLog, tracer: g.tracer}.close())
+	err = errors.Join(err, g.pol.Close())
+	g.guard.Load().Close()
+	return errors.Join(err, observe.Observers{AuditLog: g.auditLog, Tracer: g.tracer}.Close())
 }
 
 // accept is called by the server transports for every new client session.

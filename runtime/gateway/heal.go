@@ -102,7 +102,7 @@ func (u *upstream) reconnectWait(timeout time.Duration) time.Duration {
 func (s *session) retryNamed(req *jsonrpc.Request, k listKind, it *item) {
 	timeout := time.Duration(0)
 	if k == kindTools {
-		timeout = s.g.guard.Load().settings(it.up.name, it.exposed).timeout
+		timeout = s.g.guard.Load().Settings(it.up.name, it.exposed).Timeout
 	}
 	err := it.up.awaitConnected(s.ctx, it.up.reconnectWait(timeout))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -41,7 +42,7 @@ type call struct {
 	upName        string          // upstream tool or prompt name, or resource URI
 	args          json.RawMessage // the call's arguments, for result policies
 	size          int             // bytes of the client's params, for the client-memory budget (bridge.go)
-	pg            *policyGen      // non-nil when the result passes through policies (held by the caller's scope)
+	pg            *policyset.Gen  // non-nil when the result passes through policies (held by the caller's scope)
 	done          chan struct{}   // closed when the call ends, when its caller waits for that
 	span          trace.Span      // the call's trace span, ended with it
 	timer         atomic.Pointer[time.Timer]

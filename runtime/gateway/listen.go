@@ -39,7 +39,7 @@ func (g *Gateway) Handler() http.Handler {
 		mux.Handle("GET /metrics", g.metrics.Handler())
 	}
 	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a := g.guard.Load().auth; a != nil {
+		if a := g.guard.Load().Auth; a != nil {
 			a.MetadataHandler().ServeHTTP(w, r)
 			return
 		}
@@ -172,7 +172,7 @@ type PolicyStatus struct {
 // PolicyStatus reports every attached policy module, in chain order.
 func (g *Gateway) PolicyStatus() []PolicyStatus {
 	var out []PolicyStatus
-	for _, st := range g.pol.stats() {
+	for _, st := range g.pol.Stats() {
 		out = append(out, PolicyStatus{Name: st.Name, Digest: st.Digest, ABIVersion: st.ABIVersion, Healthy: st.Healthy,
 			Calls: st.Calls, Failures: st.Failures, Instances: st.Instances, LastError: st.LastError})
 	}
@@ -206,7 +206,7 @@ func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
 // configuration (as /mcp), when it has one.
 func (g *Gateway) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := g.guard.Load().auth
+		a := g.guard.Load().Auth
 		if a == nil {
 			next.ServeHTTP(w, r)
 			return

@@ -102,22 +102,22 @@ func (s notFound) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
 func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 	who := s.id.Name
 	if k != kindTools {
-		if !gd.serverAllowed(who, it.up.name) {
+		if !gd.ServerAllowed(who, it.up.name) {
 			return "hidden by the access list"
 		}
 		return ""
 	}
-	if !gd.toolAllowed(who, it.up.name, it.exposed) {
+	if !gd.ToolAllowed(who, it.up.name, it.exposed) {
 		return "hidden by the access list"
 	}
-	if !s.g.pol.hooks().Has(policy.HookToolsList) {
+	if !s.g.pol.Hooks().Has(policy.HookToolsList) {
 		return ""
 	}
-	pg := s.g.pol.acquire()
+	pg := s.g.pol.Acquire()
 	if pg == nil {
 		return ""
 	}
-	defer s.g.pol.release(pg)
+	defer s.g.pol.Release(pg)
 	out, failed, err := viewBuilder{s.session}.runToolsList(pg, []*item{it})
 	switch {
 	case err != nil || failed:

@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
-	"github.com/edge-mcp/edge-mcp/runtime/config"
-	"github.com/edge-mcp/edge-mcp/runtime/oauth"
-	"github.com/edge-mcp/edge-mcp/transports"
 )
 
 // This file is per-user upstream identity ("identity": "per_client"):
@@ -44,32 +39,6 @@ func (u *upstream) needsUserAuthorization(s *session) bool {
 	}
 	h := u.g.oauth.Handler(u.name, s.id.Name)
 	return h != nil && !h.Ready()
-}
-
-// identityTransport is sc's transport t with the handler of identity in
-// place of the shared one.
-func identityTransport(m *oauth.Manager, sc config.Server, t mcp.Transport, identity string) mcp.Transport {
-	h := m.Handler(sc.Name, identity)
-	if h == nil {
-		return t
-	}
-	switch tt := t.(type) {
-	case *transports.StreamableClientTransport:
-		c := *tt
-		c.OAuthHandler = h
-		return &c
-	case *transports.WebSocketClientTransport:
-		c := *tt
-		c.OAuthHandler = h
-		return &c
-	case *mcp.SSEClientTransport:
-		header := http.Header{}
-		for k, v := range sc.Headers {
-			header.Set(k, v)
-		}
-		return &mcp.SSEClientTransport{Endpoint: tt.Endpoint, HTTPClient: transports.WithOAuth(sseHTTPClient(sc, header), h)}
-	}
-	return t
 }
 
 // authorizeUser makes sure the caller's identity has a token for the

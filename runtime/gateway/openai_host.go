@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -33,12 +34,12 @@ func (h openAIHost) Caller(r *http.Request) openaiapi.Caller {
 // apiVersion is what a caller's tools depend on.
 type apiVersion struct {
 	cat *catalogue
-	pol *policyGen
+	pol *policyset.Gen
 	gd  *guard
 }
 
 func (h openAIHost) Version() any {
-	return apiVersion{h.g.route.catalogue(), h.g.pol.current(), h.g.guard.Load()}
+	return apiVersion{h.g.route.catalogue(), h.g.pol.Current(), h.g.guard.Load()}
 }
 
 // Tools computes c's view exactly as its MCP sessions would, with a

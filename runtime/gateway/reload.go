@@ -11,6 +11,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -61,8 +62,8 @@ func (g *Gateway) ReloadFile(ctx context.Context) (ReloadResult, error) {
 func (g *Gateway) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	g.pol.mu.Lock() // the policy generation built aside stays the newest until committed
-	defer g.pol.mu.Unlock()
+	g.pol.Lock() // the policy generation built aside stays the newest until committed
+	defer g.pol.Unlock()
 	plan, err := g.prepare(ctx, cfg)
 	if err != nil {
 		return ReloadResult{}, err
@@ -85,8 +86,8 @@ type reloadPlan struct {
 	added    []*upstream // in ups, to start
 	leaving  []*upstream // in the old set only, to drain and stop
 	guard    *guard
-	pol      *policyGen // the next policy generation, when res.Policies
-	views    bool       // access or tool rules changed: sessions re-list tools
+	pol      *policyset.Gen // the next policy generation, when res.Policies
+	views    bool           // access or tool rules changed: sessions re-list tools
 }
 
 // prepare builds and validates the next configuration aside. Called with
@@ -109,9 +110,9 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 	plan.views = !reflect.DeepEqual(plan.old.Access, cfg.Access) || !reflect.DeepEqual(plan.old.ToolRules, cfg.ToolRules)
 	if !reflect.DeepEqual(plan.old.Policies, cfg.Policies) {
 		// A module that fails to load rejects the reload.
-		pg, err := g.pol.buildFromLocked(ctx, cfg.Policies, g.pol.adminSpecs(), nil)
+		pg, err := g.pol.BuildLocked(ctx, cfg.Policies)
 		if err != nil {
-			gd.close()
+			gd.Close()
 			return nil, &config.Error{File: cfg.Path, Key: "policies", Reason: err.Error()}
 		}
 		plan.pol, plan.res.Policies = pg, true
@@ -194,10 +195,9 @@ func (plan *reloadPlan) prepareUpstreams() error {
 func (plan *reloadPlan) commit() {
 	g := plan.g
 	g.cfgp.Store(plan.cfg)
-	g.guard.Swap(plan.guard).close()
+	g.guard.Swap(plan.guard).Close()
 	if plan.res.Policies {
-		g.pol.fileSpecs = plan.cfg.Policies
-		g.pol.swapLocked(plan.pol)
+		g.pol.CommitLocked(plan.cfg.Policies, plan.pol)
 	}
 	g.route.replace(plan.ups, reservedOf(plan.cfg))
 	if plan.views {

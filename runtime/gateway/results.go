@@ -46,7 +46,7 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 		res json.RawMessage
 		err error
 	)
-	ch := c.pg.chain
+	ch := c.pg.Chain()
 	switch c.kind {
 	case kindTools:
 		res, err = ch.ToolResult(s.ctx, policy.ResultInput{Client: s.client, Server: c.server, Tool: c.upName, Arguments: c.args, Result: resp.Result})

@@ -460,9 +460,9 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 		}
 	}
 	info := forwardInfo{kind: k, upName: it.name}
-	sc := s.g.pol.scope(k, it.up.name, it.name)
-	if sc.held() {
-		info.pg, info.waited = sc.pg, true
+	sc := policyScope(&s.g.pol, k, it.up.name, it.name)
+	if sc.Held() {
+		info.pg, info.waited = sc.Gen, true
 		info.args, _, _ = wire.Field(params, "arguments")
 	}
 	s.forwardScoped(sc, req, it.up, params, info)
@@ -485,8 +485,8 @@ func (s *session) forwardScoped(sc callScope, req *jsonrpc.Request, u *upstream,
 
 func (s routing) forwardScopedNow(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo) {
 	done := s.forward(req, u, params, info)
-	if sc.held() {
-		go sc.releaseAfter(done)
+	if sc.Held() {
+		go sc.ReleaseAfter(done)
 	}
 }
 
@@ -515,8 +515,8 @@ func (s routing) forwardURI(req *jsonrpc.Request) {
 		return
 	}
 	info := forwardInfo{kind: kindResources, upName: uri}
-	sc := s.g.pol.scope(kindResources, u.name, uri)
-	info.pg, info.waited = sc.pg, sc.held()
+	sc := policyScope(&s.g.pol, kindResources, u.name, uri)
+	info.pg, info.waited = sc.Gen, sc.Held()
 	s.forwardScoped(sc, req, u, req.Params, info)
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/runtime/toolsearch"
 )
 
 // searchBenchQueries are what a model might ask tool_search, in rotation.
@@ -39,7 +41,7 @@ func BenchmarkToolSearch10k(b *testing.B) {
 	runtime.ReadMemStats(&m1)
 	deferred := benchDeferred(b, env.g)
 	buildStart := time.Now()
-	ix := buildToolIndex(deferred)
+	ix := toolsearch.Build(deferredTools(deferred))
 	buildMS := float64(time.Since(buildStart).Microseconds()) / 1e3
 	runtime.GC()
 	runtime.ReadMemStats(&m2)
@@ -91,7 +93,7 @@ func BenchmarkToolSearch10k(b *testing.B) {
 		}
 	})
 	run("index", func(i int) {
-		if hits := ix.ix.Search(searchBenchQueries[i%len(searchBenchQueries)], searchDefaultLimit); len(hits) == 0 {
+		if hits := ix.Hits(searchBenchQueries[i%len(searchBenchQueries)], toolsearch.DefaultLimit); len(hits) == 0 {
 			b.Fatal("no hits")
 		}
 	})

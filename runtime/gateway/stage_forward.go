@@ -23,11 +23,11 @@ func forwardCall(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %v", tc.req.Method, err)}
 		}
 	}
-	info := forwardInfo{tool: tc.it.exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.timeout, start: tc.start, waited: tc.scope.held()}
+	info := forwardInfo{tool: tc.it.exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.Timeout, start: tc.start, waited: tc.scope.Held()}
 	if s.g.auditLog != nil {
 		info.args = tc.args
 	}
-	if pg := tc.scope.pg; pg != nil && resultPolicy(pg.chain, kindTools, tc.target.name, tc.tool) {
+	if pg := tc.scope.Gen; pg != nil && resultPolicy(pg.Chain(), kindTools, tc.target.name, tc.tool) {
 		info.pg = pg
 		info.args = tc.args
 	}

@@ -17,7 +17,7 @@ import (
 // tool, deny it, or ask for a person's approval.
 func policyDecision(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
-		if tc.scope.pg == nil || !tc.scope.pg.chain.Hooks().Has(policy.HookToolCall) {
+		if tc.scope.Gen == nil || !tc.scope.Gen.Chain().Hooks().Has(policy.HookToolCall) {
 			return next(tc)
 		}
 		s := tc.s
@@ -25,7 +25,7 @@ func policyDecision(next Handler) Handler {
 			return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, fmt.Sprintf(format, args...))
 		}
 		start := time.Now()
-		d, err := tc.scope.pg.chain.ToolCall(s.ctx, policy.CallInput{Client: s.client, Server: tc.it.up.name, Tool: tc.it.name, Arguments: tc.args})
+		d, err := tc.scope.Gen.Chain().ToolCall(s.ctx, policy.CallInput{Client: s.client, Server: tc.it.up.name, Tool: tc.it.name, Arguments: tc.args})
 		if err != nil {
 			s.g.metrics.PolicyFailure(policyModuleOf(err), "tool_call")
 			return fail("edge-mcp: policy check ended: %v", err)

@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
+	"github.com/edge-mcp/edge-mcp/runtime/admission"
 )
 
 // rateLimit applies the client's and the tool's rate limits to a call on a
@@ -13,8 +14,8 @@ import (
 // read them, to answer 429 (admit.go).
 func rateLimit(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
-		if tc.s.transport != transportStreamable && tc.gd.limited() {
-			if rl := tc.gd.allowCall(tc.s.id.Name, tc.it.up.name, tc.it.exposed); rl != nil {
+		if tc.s.transport != transportStreamable && tc.gd.Limited() {
+			if rl := tc.gd.AllowCall(tc.s.id.Name, tc.it.up.name, tc.it.exposed); rl != nil {
 				return nil, tc.rateLimited(rl)
 			}
 		}
@@ -24,8 +25,8 @@ func rateLimit(next Handler) Handler {
 
 // rateLimited records a call over a rate limit and returns its error.
 func (tc *toolCall) rateLimited(rl *rateLimited) *jsonrpc.Error {
-	tc.s.g.metrics.RateLimited(rl.scope)
+	tc.s.g.metrics.RateLimited(rl.Scope)
 	tc.s.recordCall(tc, metrics.OutcomeRateLimited, rl.Error())
-	data, _ := json.Marshal(map[string]any{"retryAfter": retryAfterSeconds(rl.retryAfter), "scope": rl.scope})
+	data, _ := json.Marshal(map[string]any{"retryAfter": admission.RetryAfterSeconds(rl.RetryAfter), "scope": rl.Scope})
 	return &jsonrpc.Error{Code: codeRateLimited, Message: rl.Error(), Data: data}
 }

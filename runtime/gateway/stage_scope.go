@@ -13,13 +13,13 @@ import (
 func holdScope(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		s, it := tc.s, tc.it
-		tc.scope = s.g.pol.scope(kindTools, it.up.name, it.name)
-		tc.approval = tc.ts.approval
-		if !tc.scope.held() && !tc.approval && tc.gd.concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) {
+		tc.scope = policyScope(&s.g.pol, kindTools, it.up.name, it.name)
+		tc.approval = tc.ts.Approval
+		if !tc.scope.Held() && !tc.approval && tc.gd.Concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) {
 			return next(tc)
 		}
 		go func() {
-			defer tc.scope.release()
+			defer tc.scope.Release()
 			tc.respond(next(tc))
 			if tc.done != nil {
 				<-tc.done

@@ -17,7 +17,7 @@ import (
 // call has been answered.
 func concurrencySlot(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
-		conc := tc.gd.concurrency(tc.target.name)
+		conc := tc.gd.Concurrency(tc.target.name)
 		if conc == nil {
 			return next(tc)
 		}
@@ -31,7 +31,7 @@ func concurrencySlot(next Handler) Handler {
 			}
 			return nil, tc.failed(metrics.OutcomeUnavailable, jsonrpc.CodeInternalError, reason)
 		}
-		tc.scope.slot = rel
+		tc.scope.Slot = rel
 		return next(tc)
 	}
 }

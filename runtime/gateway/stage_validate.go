@@ -16,7 +16,7 @@ import (
 // when the tool's rule asks for it.
 func validateArgs(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
-		if tc.ts.validate {
+		if tc.ts.Validate {
 			if err := validateArguments(tc.s.g, tc.it, tc.args); err != nil {
 				return tc.refused(metrics.OutcomeInvalidArguments, fmt.Sprintf("edge-mcp: invalid arguments for tool %q: %v", tc.it.exposed, err)), nil
 			}

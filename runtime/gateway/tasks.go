@@ -77,11 +77,11 @@ func (t taskSession) Forward(req *jsonrpc.Request, e *tasks.Entry, params json.R
 	if req.Method == "tasks/result" || req.Method == "tasks/get" {
 		// The tool's result arrives here: it passes the tool's result
 		// policies as a tools/call result would (filterResult).
-		sc = s.g.pol.scope(kindTools, u.name, e.Tool)
-		if pg := sc.pg; pg != nil && resultPolicy(pg.chain, kindTools, u.name, e.Tool) {
+		sc = policyScope(&s.g.pol, kindTools, u.name, e.Tool)
+		if pg := sc.Gen; pg != nil && resultPolicy(pg.Chain(), kindTools, u.name, e.Tool) {
 			info.pg, info.args = pg, e.Args
 		}
-		info.waited = sc.held()
+		info.waited = sc.Held()
 	}
 	s.forwardScoped(sc, req, u, params, info)
 }

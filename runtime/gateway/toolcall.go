@@ -10,6 +10,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/audit"
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/admission"
 )
 
 // This file is the tools/call entry: the call as the pipeline carries it
@@ -70,7 +71,7 @@ func (s *session) toolCallAnswered(req *jsonrpc.Request, it *item, answer json.R
 		return
 	}
 	gd := s.g.guard.Load()
-	tc := &toolCall{s: s, gd: gd, req: req, it: it, ts: gd.settings(it.up.name, it.exposed), start: time.Now(),
+	tc := &toolCall{s: s, gd: gd, req: req, it: it, ts: gd.Settings(it.up.name, it.exposed), start: time.Now(),
 		params: req.Params, target: it.up, tool: it.name, answer: answer}
 	tc.args, _, _ = wire.Field(req.Params, "arguments")
 	tc.respond(toolPipeline(tc))
@@ -89,8 +90,8 @@ func (tc *toolCall) respond(result json.RawMessage, rerr *jsonrpc.Error) {
 
 // timeout is the deadline of a call: its tool rule's, else its server's.
 func (tc *toolCall) timeout() time.Duration {
-	if tc.ts.timeout > 0 {
-		return tc.ts.timeout
+	if tc.ts.Timeout > 0 {
+		return tc.ts.Timeout
 	}
 	return tc.target.cfg.Timeout
 }
@@ -130,4 +131,4 @@ func (s *session) recordToolCall(server, tool, outcome string, start time.Time, 
 }
 
 // retryAfterHeader formats a Retry-After value.
-func retryAfterHeader(d time.Duration) string { return strconv.Itoa(retryAfterSeconds(d)) }
+func retryAfterHeader(d time.Duration) string { return strconv.Itoa(admission.RetryAfterSeconds(d)) }

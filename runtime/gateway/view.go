@@ -6,6 +6,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 )
 
 // This file builds what one session sees of the catalogue: the items its
@@ -18,7 +19,7 @@ import (
 // generation and guard.
 type sessionView struct {
 	gen uint64
-	pol *policyGen
+	pol *policyset.Gen
 	gd  *guard
 	cat *catalogue
 	// good is what the tools_list policies made of each tool the last
@@ -37,8 +38,8 @@ type listedTool struct {
 func (s *session) catalogue() *catalogue {
 	cat := s.g.route.catalogue()
 	gd := s.g.guard.Load()
-	pg := s.g.pol.current()
-	if gd.access == nil && !gd.anyDeferred && !pg.hooks().Has(policy.HookToolsList) {
+	pg := s.g.pol.Current()
+	if gd.Access == nil && !gd.AnyDeferred && !pg.Hooks().Has(policy.HookToolsList) {
 		return cat
 	}
 	s.mu.Lock()
@@ -74,9 +75,9 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 	for k := range numKinds {
 		vc.index[k] = make(map[string]*item, len(cat.lists[k]))
 		for _, it := range cat.lists[k] {
-			allowed := gd.serverAllowed(who, it.up.name)
+			allowed := gd.ServerAllowed(who, it.up.name)
 			if k == kindTools {
-				allowed = gd.toolAllowed(who, it.up.name, it.exposed)
+				allowed = gd.ToolAllowed(who, it.up.name, it.exposed)
 			}
 			if allowed {
 				vc.lists[k] = append(vc.lists[k], it)
@@ -92,13 +93,13 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 			continue
 		}
 		vc.index[kindTools][it.exposed] = it
-		if gd.anyDeferred && gd.settings(it.up.name, it.exposed).deferred {
+		if gd.AnyDeferred && gd.Settings(it.up.name, it.exposed).Deferred {
 			deferred = append(deferred, it)
 		} else {
 			listed = append(listed, it)
 		}
 	}
-	for _, it := range s.g.metaTools(s.session, deferred) {
+	for _, it := range metaTools(deferred) {
 		if _, taken := vc.index[kindTools][it.exposed]; !taken {
 			vc.index[kindTools][it.exposed] = it
 			listed = append(listed, it)
@@ -122,14 +123,14 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 // hidden; allow: they pass unfiltered by it). A failure never empties the
 // rest of the list.
 func (s viewBuilder) policyTools(tools []*item, good map[toolKey]listedTool) (_ []*item, _ map[toolKey]listedTool, ok bool) {
-	if !s.g.pol.hooks().Has(policy.HookToolsList) {
+	if !s.g.pol.Hooks().Has(policy.HookToolsList) {
 		return tools, good, true
 	}
-	pg := s.g.pol.acquire()
+	pg := s.g.pol.Acquire()
 	if pg == nil {
 		return tools, good, true
 	}
-	defer s.g.pol.release(pg)
+	defer s.g.pol.Release(pg)
 	out, failed, err := s.runToolsList(pg, tools)
 	if err == nil && !failed {
 		next := make(map[toolKey]listedTool, len(out))
@@ -167,17 +168,17 @@ func lastGood(tools []*item, good map[toolKey]listedTool) []*item {
 
 // runToolsList runs the tools_list chain of pg over tools. failed reports
 // whether a module failed during the run (its on_error was applied).
-func (s viewBuilder) runToolsList(pg *policyGen, tools []*item) (_ []*item, failed bool, _ error) {
-	before := toolsListFailures(pg.chain)
+func (s viewBuilder) runToolsList(pg *policyset.Gen, tools []*item) (_ []*item, failed bool, _ error) {
+	before := toolsListFailures(pg.Chain())
 	entries := make([]policy.ToolEntry, len(tools))
 	for i, it := range tools {
 		entries[i] = policy.ToolEntry{Server: it.up.name, Name: it.name, Tool: it.raw}
 	}
-	filtered, err := pg.chain.ToolsList(s.ctx, s.client, entries)
+	filtered, err := pg.Chain().ToolsList(s.ctx, s.client, entries)
 	if err != nil {
 		return nil, true, fmt.Errorf("running the tools_list policies: %w", err)
 	}
-	failed = toolsListFailures(pg.chain) != before
+	failed = toolsListFailures(pg.Chain()) != before
 	type key struct{ server, name string }
 	byUpstream := make(map[key]*item, len(tools))
 	for _, it := range tools {

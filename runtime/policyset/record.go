@@ -1,4 +1,4 @@
-package gateway
+package policyset
 
 import (
 	"encoding/json"

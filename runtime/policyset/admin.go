@@ -1,4 +1,4 @@
-package gateway
+package policyset
 
 import (
 	"context"
@@ -18,11 +18,85 @@ import (
 // operations ask for (admin.PolicyOps checks them): attachments, and the
 // verification, activation, rollback and removal of uploaded policy
 // modules. Every change is made by building the next policy generation
-// aside and swapping it in (policies.go); in a fleet, through the fleet's
-// record (fleet_control_admin.go).
+// aside and swapping it in (set.go); in a fleet, through the fleet's
+// record (runtime/fleet, control_admin.go). The Set is also the policy
+// half of admin.PolicyHost (Policies, Store, Change) and the fleet's
+// fleet.Policies.
+
+// Policies describes the attachments of the current generation, in chain
+// order.
+func (p *Set) Policies() (generation uint64, out []admin.PolicyInfo) {
+	pg := p.Current()
+	if pg == nil {
+		return 0, []admin.PolicyInfo{}
+	}
+	stats := pg.chain.Stats()
+	for i, a := range pg.atts {
+		st := stats[i]
+		out = append(out, admin.PolicyInfo{Spec: a.spec, Source: a.source, Digest: a.module.digest, Healthy: st.Healthy,
+			Calls: st.Calls, Failures: st.Failures, ShadowRuns: st.ShadowRuns, ShadowDiffs: st.ShadowDiffs})
+	}
+	return pg.id, out
+}
+
+// Change runs fn with the policy lock held.
+func (p *Set) Change(fn func(admin.PolicyChange) error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return admin.Errorf(http.StatusServiceUnavailable, "closing", "the gateway is shutting down")
+	}
+	return fn(policyChange{p})
+}
+
+// The Set as the fleet's control plane changes it (fleet.Policies).
+var _ fleet.Policies = (*Set)(nil)
+
+func (p *Set) Lock()                    { p.mu.Lock() }
+func (p *Set) Unlock()                  { p.mu.Unlock() }
+func (p *Set) Store() *store.Store      { return p.store }
+func (p *Set) UseStore(st *store.Store) { p.store = st }
+func (p *Set) Attach(c *fleet.Control)  { p.fleet = c }
+func (p *Set) Closed() bool             { return p.closed }
+func (p *Set) Rebuild(ctx context.Context, atts []policy.Spec, pre fleet.Preloaded) error {
+	mods, _ := pre.(preloadedModules)
+	if err := p.rebuildLocked(ctx, atts, mods); err != nil {
+		closeAll(mods)
+		return err
+	}
+	closeUnused(p, mods)
+	return nil
+}
+
+// Loaded is the number of loaded modules.
+func (p *Set) Loaded() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.loaded)
+}
+
+// preloadedModules are modules the admin API compiled ahead of a change.
+type preloadedModules map[moduleKey]*policy.Module
+
+func (m preloadedModules) Close() { closeAll(m) }
+
+// applyAttachments builds and activates a generation with the given
+// run-time attachments, then records them in the store.
+func applyAttachments(ctx context.Context, p *Set, st *store.Store, next []policy.Spec) error {
+	if p.fleet != nil {
+		return p.fleet.SetAttachmentsLocked(ctx, next)
+	}
+	if err := p.rebuildLocked(ctx, next, nil); err != nil {
+		return admin.Errorf(http.StatusUnprocessableEntity, "activation_failed", "%v", err)
+	}
+	if err := st.SetAttachments(next); err != nil {
+		return fmt.Errorf("recording the attachments: %w", err)
+	}
+	return nil
+}
 
 // policyChange implements admin.PolicyChange; p.mu is held.
-type policyChange struct{ p *policies }
+type policyChange struct{ p *Set }
 
 func (c policyChange) FileSpecs() []policy.Spec { return c.p.fileSpecs }
 
@@ -69,15 +143,11 @@ func (c policyChange) Rollback(ctx context.Context, name string, prev store.Modu
 	return nil
 }
 
-// checkSignature is admin.CheckSignature: the fleet's modules are checked
-// as uploads are (fleet_control.go).
-var checkSignature = admin.CheckSignature
-
 // verifyUpload verifies wasm as module name against every attachment that
 // will run it, with its options (with none, against the defaults), and
 // returns the verified modules, ready for the next generation, and the
 // module's ABI version. Called with p.mu held.
-func verifyUpload(ctx context.Context, p *policies, name string, wasm []byte, vectors []policy.TestVector) (map[moduleKey]*policy.Module, string, error) {
+func verifyUpload(ctx context.Context, p *Set, name string, wasm []byte, vectors []policy.TestVector) (map[moduleKey]*policy.Module, string, error) {
 	eng, err := p.engineLocked(ctx)
 	if err != nil {
 		return nil, "", err
@@ -111,7 +181,7 @@ func verifyUpload(ctx context.Context, p *policies, name string, wasm []byte, ve
 
 // attachmentsUsing returns the specs of pg's attachments that run the
 // uploaded module name.
-func attachmentsUsing(pg *policyGen, name string) []policy.Spec {
+func attachmentsUsing(pg *Gen, name string) []policy.Spec {
 	if pg == nil {
 		return nil
 	}
@@ -127,7 +197,7 @@ func attachmentsUsing(pg *policyGen, name string) []policy.Spec {
 // activateUpload commits a verified module to the store and builds the
 // generation that uses it; on failure the store gets its previous version
 // back. Called with p.mu held.
-func activateUpload(ctx context.Context, p *policies, st *store.Store, name string, wasm []byte, meta store.Version, sig string, preloaded map[moduleKey]*policy.Module) error {
+func activateUpload(ctx context.Context, p *Set, st *store.Store, name string, wasm []byte, meta store.Version, sig string, preloaded map[moduleKey]*policy.Module) error {
 	if p.fleet != nil {
 		return p.fleet.UploadLocked(fleet.ChangeContext(ctx, "module.upload", name), name, wasm, meta, sig, preloadedModules(preloaded))
 	}
@@ -157,7 +227,7 @@ func closeAll(mods map[moduleKey]*policy.Module) {
 }
 
 // closeUnused closes preloaded modules the new generation did not take.
-func closeUnused(p *policies, preloaded map[moduleKey]*policy.Module) {
+func closeUnused(p *Set, preloaded map[moduleKey]*policy.Module) {
 	for k, m := range preloaded {
 		if lm := p.loaded[k]; lm == nil || lm.mod != m {
 			m.Close()
