@@ -25,6 +25,7 @@ import (
 // stateless server does not). Each run of the suite takes a few seconds
 // (2026-07-28: about 3 s directly, 7 s through edge-mcp).
 func TestConformance2026ThroughGateway(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("conformance suite: skipped in -short mode")
 	}
