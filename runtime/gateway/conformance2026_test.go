@@ -38,6 +38,7 @@ func TestConformance2026ThroughGateway(t *testing.T) {
 		{"all", false},
 	} {
 		t.Run(tc.requirements, func(t *testing.T) {
+			t.Parallel() // each selection has its servers and gateway
 			run := func(url string) testenv.ServerChecks {
 				if tc.requirements == "all" {
 					return testenv.RunConformanceNextServerAll(t, url)

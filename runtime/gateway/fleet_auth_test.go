@@ -44,7 +44,10 @@ func TestHostileFleetNATS(t *testing.T) {
 			return fleetNATS{url: ns.ClientURL(), nkey: ns.SeedFile}, []nats.Option{o}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { hostileFleet(t, tc.start) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each case has its NATS server and replicas
+			hostileFleet(t, tc.start)
+		})
 	}
 }
 

@@ -78,6 +78,7 @@ func TestTranscript(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			t.Parallel() // each transcript has its gateway and upstreams
 			runTranscript(t, file)
 		})
 	}

@@ -47,6 +47,7 @@ func TestConformanceOverEachUpstreamTransport(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each transport has its gateway and upstream
 			url, g := startGateway(t, serversJSON(tc.upstream(t)), Options{})
 			if st := g.Status()[0]; st.State != StateConnected {
 				t.Fatalf("upstream over %s not connected: %+v", tc.name, st)
