@@ -156,6 +156,7 @@ func (r *run) pkg(e event) {
 		r.finished++
 		if e.Action == "fail" {
 			r.failed = true
+			r.unfinished(e.Package)
 		}
 		for _, l := range r.pkgOut[e.Package] {
 			// The package's own output: ok/FAIL lines, and what a failing
@@ -165,6 +166,26 @@ func (r *run) pkg(e event) {
 			}
 		}
 		delete(r.pkgOut, e.Package)
+	}
+}
+
+// unfinished prints the held-back output of pkg's tests that never
+// finished: when a test binary dies (go test's -timeout, a crash), the
+// panic and the goroutines are the running tests' output, and no test
+// fails.
+func (r *run) unfinished(pkg string) {
+	var keys []string
+	for key := range r.tests {
+		if strings.HasPrefix(key, pkg+"\x00") {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		for _, l := range r.tests[key] {
+			fmt.Fprint(r.out, l)
+		}
+		delete(r.tests, key)
 	}
 }
 

@@ -89,6 +89,36 @@ func TestSlowestTen(t *testing.T) {
 	}
 }
 
+// TestTimeoutShown: a test binary killed by go test's -timeout fails no
+// test; the panic naming the test that ran, held back as that test's
+// output, is printed with the package's FAIL.
+func TestTimeoutShown(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":            "module sample\n\ngo 1.24\n",
+		"hang/hang_test.go": "package hang\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestHang(t *testing.T) { time.Sleep(time.Minute) }\n",
+	}
+	for name, text := range files {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "test", "-json", "-count=1", "-timeout=1s", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	raw, _ := cmd.Output() // exits 1: the test binary times out
+	var out bytes.Buffer
+	if summarise(bytes.NewReader(raw), &out, time.Hour, time.Now) {
+		t.Errorf("a timed-out run summarised as passing:\n%s", out.String())
+	}
+	for _, want := range []string{"panic: test timed out after 1s", "running tests:", "TestHang", "FAIL\tsample/hang"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // slowReader hands its data out a line at a time with a pause, as a
 // running go test does, so that progress lines get their turn.
 type slowReader struct{ r *bytes.Reader }
