@@ -70,7 +70,6 @@ func budgetUpstream(t *testing.T, size int) string {
 // the answers that cannot get their bytes fail with the budget error, none
 // hangs, the budget returns to zero and a small call then succeeds.
 func TestStreamableClientBudget(t *testing.T) {
-	t.Parallel()
 	const size = 16<<20 - 4<<10 // two fit in the budget with their envelopes
 	url := budgetUpstream(t, size)
 	for _, mode := range []string{"length", "chunked", "sse"} {
@@ -219,7 +218,6 @@ func budgetStreamCheck(t *testing.T, conn transports.Connection, budget *transpo
 }
 
 func TestWebSocketClientBudget(t *testing.T) {
-	t.Parallel()
 	const size = 16 << 20
 	srv := transports.NewWebSocketServer(budgetEcho(size), transports.WebSocketServerOptions{})
 	hs := httptest.NewServer(srv)
@@ -236,7 +234,6 @@ func TestWebSocketClientBudget(t *testing.T) {
 }
 
 func TestCommandClientBudget(t *testing.T) {
-	t.Parallel()
 	budget := transports.NewByteBudget(32 << 20)
 	tr := stdioHelper("budget", nil)
 	tr.Budget = budget
