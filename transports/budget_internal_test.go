@@ -3,6 +3,7 @@ package transports
 import "testing"
 
 func TestDroppedMessageFindsResponseID(t *testing.T) {
+	t.Parallel()
 	b := NewByteBudget(1 << 20)
 	for _, tc := range []struct {
 		msg  string

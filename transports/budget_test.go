@@ -13,6 +13,7 @@ import (
 )
 
 func TestByteBudgetHammer(t *testing.T) {
+	t.Parallel()
 	const max = 1 << 20
 	b := transports.NewByteBudget(max)
 	var held atomic.Int64 // what the goroutines hold, by their own count
@@ -66,6 +67,7 @@ func TestByteBudgetHammer(t *testing.T) {
 }
 
 func TestByteBudgetAcquire(t *testing.T) {
+	t.Parallel()
 	b := transports.NewByteBudget(100)
 	if b.Max() != 100 {
 		t.Fatalf("Max = %d", b.Max())

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseEventID(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in          string
 		stream, seq uint64
@@ -52,6 +53,7 @@ func FuzzParseEventID(f *testing.F) {
 }
 
 func TestEventStoreBounded(t *testing.T) {
+	t.Parallel()
 	es := newEventStore(8, nil)
 	for i := uint64(1); i <= 1000; i++ {
 		es.add(i%3, i, []byte("data"))
@@ -87,6 +89,7 @@ func TestEventStoreBounded(t *testing.T) {
 }
 
 func TestEventStoreStreamsApart(t *testing.T) {
+	t.Parallel()
 	es := newEventStore(4, nil)
 	es.add(0, 1, []byte("a"))
 	es.add(1, 2, []byte("b"))
@@ -113,6 +116,7 @@ func TestEventStoreStreamsApart(t *testing.T) {
 // cannot make room for is not kept (a resume gets a gap). Everything is
 // credited back when the stores close.
 func TestEventStoreBudget(t *testing.T) {
+	t.Parallel()
 	const size = 1000
 	pool := budget.New(10*(size+storedEventOverhead), 4*(size+storedEventOverhead))
 	acct := pool.Acquire("mallory", true)

@@ -32,6 +32,7 @@ func guardRequest(local, host, origin string) *http.Request {
 }
 
 func TestGuard(t *testing.T) {
+	t.Parallel()
 	const (
 		loop   = "127.0.0.1:8080"
 		loop6  = "[::1]:8080"
@@ -148,6 +149,7 @@ func rejection(t *testing.T, resp *http.Response) string {
 }
 
 func TestGuardWrap(t *testing.T) {
+	t.Parallel()
 	called := 0
 	h := transports.NewGuard(transports.GuardOptions{}).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		called++
@@ -194,6 +196,7 @@ func TestGuardWrap(t *testing.T) {
 }
 
 func TestCheckJSONContentType(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, ct string
 		ok       bool
@@ -250,6 +253,7 @@ func TestCheckJSONContentType(t *testing.T) {
 // forbidden Origin with 403 and a JSON-RPC error body naming the Origin,
 // before it opens a session, and accepts the same request without it.
 func TestServerTransportsRefuseForeignOrigin(t *testing.T) {
+	t.Parallel()
 	accept := func(c transports.Connection) {
 		go func() {
 			for {

@@ -109,6 +109,7 @@ func limTrickle(c net.Conn, s string, interval time.Duration, stop <-chan struct
 }
 
 func TestHTTPServerReadHeaderTimeout(t *testing.T) {
+	t.Parallel()
 	srv := transports.NewStreamableServer(limEcho(0), transports.StreamableServerOptions{})
 	addr := limServe(t, srv, transports.HTTPLimits{ReadHeaderTimeout: 300 * time.Millisecond})
 	c, err := net.Dial("tcp", addr)
@@ -130,6 +131,7 @@ func TestHTTPServerReadHeaderTimeout(t *testing.T) {
 }
 
 func TestHTTPServerBodyReadTimeout(t *testing.T) {
+	t.Parallel()
 	srv := transports.NewStreamableServer(limEcho(0), transports.StreamableServerOptions{})
 	addr := limServe(t, srv, transports.HTTPLimits{BodyReadTimeout: 400 * time.Millisecond})
 	c, err := net.Dial("tcp", addr)
@@ -171,6 +173,7 @@ func TestHTTPServerBodyReadTimeout(t *testing.T) {
 }
 
 func TestHTTPServerBodyTimeoutSparesStreams(t *testing.T) {
+	t.Parallel()
 	const timeout = 200 * time.Millisecond
 	t.Run("streamable POST stream", func(t *testing.T) {
 		// The response comes long after the body was read, on the
@@ -214,6 +217,7 @@ func TestHTTPServerBodyTimeoutSparesStreams(t *testing.T) {
 }
 
 func TestLimitListener(t *testing.T) {
+	t.Parallel()
 	const max = 8
 	srv := transports.NewStreamableServer(limEcho(0), transports.StreamableServerOptions{})
 	accepted := make(chan struct{}, 1024)
@@ -304,6 +308,7 @@ func limTryPOST(addr string) (int, string, bool) {
 // held open by a slow peer: on the server, the upgrade request is bounded
 // by ReadHeaderTimeout; on the client, by HandshakeTimeout.
 func TestWebSocketSlowHandshake(t *testing.T) {
+	t.Parallel()
 	t.Run("server", func(t *testing.T) {
 		srv := transports.NewWebSocketServer(func(c transports.Connection) { c.Close() }, transports.WebSocketServerOptions{})
 		addr := limServe(t, srv, transports.HTTPLimits{ReadHeaderTimeout: 300 * time.Millisecond})
@@ -361,6 +366,7 @@ func TestWebSocketSlowHandshake(t *testing.T) {
 // its connection closed after the message read timeout, and that the wait
 // between messages is not bounded by it.
 func TestWebSocketSlowMessage(t *testing.T) {
+	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	srv := transports.NewWebSocketServer(limEcho(0), transports.WebSocketServerOptions{DisableCompression: true})
 	addr := limServe(t, srv, transports.HTTPLimits{BodyReadTimeout: timeout})
@@ -419,6 +425,7 @@ func limFrameHeader(n int) []byte {
 // MaxConnsPerIP its connections are closed at once, while a client from
 // another address is served.
 func TestPerAddressCap(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -469,6 +476,7 @@ func TestPerAddressCap(t *testing.T) {
 // connection closed, instead of net/http waiting for the rest of the body
 // with no deadline.
 func TestHTTPServerEarlyRefusalSlowBody(t *testing.T) {
+	t.Parallel()
 	refuse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 	})
@@ -537,6 +545,7 @@ func TestHTTPServerEarlyRefusalSlowBody(t *testing.T) {
 // TestHTTPServerMaxHeaderBytes: request headers over MaxHeaderBytes (64 KiB
 // by default, not net/http's 1 MiB) get 431.
 func TestHTTPServerMaxHeaderBytes(t *testing.T) {
+	t.Parallel()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	for _, tc := range []struct {
 		name   string

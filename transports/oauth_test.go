@@ -17,6 +17,7 @@ import (
 // against a real authorization server: the first POST gets 401, Authorize
 // runs the flow, the POST is sent again with the token.
 func TestStreamableClientOAuthHandler(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	const redirect = "http://127.0.0.1:1/callback" // never reached: the fetcher reads the Location
 	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{

@@ -16,6 +16,7 @@ import (
 // TestStreamableClientFollowsRedirect: a server that redirects its endpoint
 // (POST /mcp → 307 → /mcp/, as some frameworks do) is still reached.
 func TestStreamableClientFollowsRedirect(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "r", Version: "1"}, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))

@@ -41,6 +41,7 @@ func sseReadAll(r io.Reader, max int) ([]sseTestEvent, error) {
 }
 
 func TestSSEReader(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 3*sseBufSize+17)
 	tests := []struct {
 		name  string
@@ -112,6 +113,7 @@ func TestSSEReader(t *testing.T) {
 }
 
 func TestSSEReaderState(t *testing.T) {
+	t.Parallel()
 	// id and retry update the stream state even in blocks without data.
 	sr := newSSEReader(strings.NewReader("data: a\n\nid: 9\nretry: 250\n\n"), 0)
 	defer sr.release()
@@ -134,6 +136,7 @@ func TestSSEReaderState(t *testing.T) {
 }
 
 func TestSSEReaderReadError(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("connection reset")
 	r := io.MultiReader(strings.NewReader("data: a\n\ndata: b"), iotest.ErrReader(boom))
 	got, err := sseReadAll(r, 0)
@@ -146,6 +149,7 @@ func TestSSEReaderReadError(t *testing.T) {
 }
 
 func TestSSEReaderDataOwned(t *testing.T) {
+	t.Parallel()
 	// Data must stay intact after later events reuse the reader's buffers.
 	sr := newSSEReader(strings.NewReader("data: first\n\ndata: second\n\n"), 0)
 	defer sr.release()
@@ -180,6 +184,7 @@ func TestSSEReaderLargeLineAllocs(t *testing.T) {
 }
 
 func TestWriteSSEEvent(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, evName, id, data string
 		want                   string

@@ -108,6 +108,7 @@ func sseSrvLoop(c transports.Connection) error {
 // SSEClientTransport, mounted directly and behind http.StripPrefix (the
 // endpoint event is relative, so both resolve).
 func TestSSEServerGoSDKClient(t *testing.T) {
+	t.Parallel()
 	for _, path := range []string{"/sse", "/prefix/sse"} {
 		t.Run(path, func(t *testing.T) {
 			h := sseSrvStart(t, true, "mux", transports.SSEServerOptions{})
@@ -215,6 +216,7 @@ func sseSrvPost(t testing.TB, url, ctype, body string) (*http.Response, string) 
 
 // TestSSEServerRawHTTP checks the endpoint event and every error answer.
 func TestSSEServerRawHTTP(t *testing.T) {
+	t.Parallel()
 	h := sseSrvStart(t, true, "", transports.SSEServerOptions{MaxBodyBytes: 1024, AllowedOrigins: []string{"https://ok.example"}})
 	ctx := wsCtx(t)
 	br, endpoint, _ := sseSrvOpen(t, ctx, h.hs.URL+"/sse")
@@ -296,6 +298,7 @@ func TestSSEServerRawHTTP(t *testing.T) {
 }
 
 func TestSSEServerKeepAlive(t *testing.T) {
+	t.Parallel()
 	h := sseSrvStart(t, false, "", transports.SSEServerOptions{KeepAlive: 50 * time.Millisecond})
 	br, _, _ := sseSrvOpen(t, wsCtx(t), h.hs.URL+"/sse")
 	<-h.conns
@@ -315,6 +318,7 @@ func TestSSEServerKeepAlive(t *testing.T) {
 // TestSSEServerSessionEnd checks the three ways a session ends: the client
 // disconnects, the gateway closes the Connection, the server is closed.
 func TestSSEServerSessionEnd(t *testing.T) {
+	t.Parallel()
 	t.Run("client disconnects", func(t *testing.T) {
 		h := sseSrvStart(t, false, "", transports.SSEServerOptions{})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -381,6 +385,7 @@ func TestSSEServerSessionEnd(t *testing.T) {
 // TestSSEServerOrderAndConcurrency posts from many goroutines and writes
 // from many goroutines at once (run with -race).
 func TestSSEServerOrderAndConcurrency(t *testing.T) {
+	t.Parallel()
 	h := sseSrvStart(t, false, "", transports.SSEServerOptions{})
 	br, endpoint, _ := sseSrvOpen(t, wsCtx(t), h.hs.URL+"/sse")
 	conn := <-h.conns

@@ -19,6 +19,7 @@ func newTestStatelessConn(req *jsonrpc.Request) *statelessConn {
 // TestStatelessConnRequest: the one request is handed out once, by Read or
 // TakeRequest; then Read waits for the end; Close runs OnClose once.
 func TestStatelessConnRequest(t *testing.T) {
+	t.Parallel()
 	id, _ := jsonrpc.MakeID(float64(1))
 	req := &jsonrpc.Request{ID: id, Method: "tools/call"}
 	for _, take := range []string{"Read", "TakeRequest"} {
@@ -62,6 +63,7 @@ func TestStatelessConnRequest(t *testing.T) {
 // POST's stream (more are dropped), the response always does, and they
 // come out in order.
 func TestStatelessConnQueue(t *testing.T) {
+	t.Parallel()
 	id, _ := jsonrpc.MakeID(float64(7))
 	c := newTestStatelessConn(nil)
 	for range maxStreamQueue + 10 {

@@ -210,6 +210,7 @@ func stdioZombies(t testing.TB) []int {
 // TestCommandTransportGoSDK runs a go-sdk client over CommandTransport
 // against a go-sdk server in a child process that prints a banner first.
 func TestCommandTransportGoSDK(t *testing.T) {
+	t.Parallel()
 	var logs stdioLog
 	wd := t.TempDir()
 	tr := stdioHelper("server", logs.logger(), stdioValueEnv+"=from-env")
@@ -282,6 +283,7 @@ func TestCommandTransportGoSDK(t *testing.T) {
 // a child that ignores stdin EOF and SIGTERM and has a grandchild holding
 // its stdout: both must be gone afterwards.
 func TestCommandTransportKillsStubbornGroup(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	var logs stdioLog
 	tr := stdioHelper("stubborn", logs.logger(), stdioPidFileEnv+"="+pidFile)
@@ -370,6 +372,7 @@ func TestCommandTransportChildExits(t *testing.T) {
 }
 
 func TestCommandTransportErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("missing command", func(t *testing.T) {
 		_, err := (&transports.CommandTransport{Command: "/nonexistent/mcp-server", Name: "ghost"}).Connect(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "ghost") || !errors.Is(err, os.ErrNotExist) {

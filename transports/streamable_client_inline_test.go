@@ -18,6 +18,7 @@ import (
 // (as a JSON body or first on its event stream), and nothing when other
 // messages of the stream came before it, so that Read keeps their order.
 func TestWriteAndReadAnswer(t *testing.T) {
+	t.Parallel()
 	const answer = `{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`
 	const note = `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`
 	for _, tt := range []struct {
@@ -108,6 +109,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // knows the body is in memory, which costs a syscall here and another read
 // (and wake-up) on the server.
 func TestPOSTIsOneWrite(t *testing.T) {
+	t.Parallel()
 	ts, _, _ := scNewServer(t, nil)
 	var writes atomic.Int64
 	var mu sync.Mutex

@@ -189,6 +189,7 @@ func scEchoCall(id int64, text string) *jsonrpc.Request {
 }
 
 func TestStreamableClientHandshakeAndHeaders(t *testing.T) {
+	t.Parallel()
 	ts, _, rec := scNewServer(t, nil)
 	conn := scConnect(t, ts.URL, http.Header{"authorization": {"Bearer secret"}})
 	scHandshake(t, conn)
@@ -234,6 +235,7 @@ func TestStreamableClientHandshakeAndHeaders(t *testing.T) {
 }
 
 func TestStreamableClientServerModes(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		opts *mcp.StreamableHTTPOptions
@@ -277,6 +279,7 @@ func TestStreamableClientServerModes(t *testing.T) {
 }
 
 func TestStreamableClientProgressAndLogging(t *testing.T) {
+	t.Parallel()
 	ts, server, _ := scNewServer(t, nil)
 	release := make(chan struct{})
 	mcp.AddTool(server, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -319,6 +322,7 @@ func TestStreamableClientProgressAndLogging(t *testing.T) {
 }
 
 func TestStreamableClientSampling(t *testing.T) {
+	t.Parallel()
 	ts, server, _ := scNewServer(t, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
@@ -348,6 +352,7 @@ func TestStreamableClientSampling(t *testing.T) {
 }
 
 func TestStreamableClientStandaloneStream(t *testing.T) {
+	t.Parallel()
 	ts, server, rec := scNewServer(t, nil)
 	conn := scConnect(t, ts.URL, nil)
 	scHandshake(t, conn)
@@ -382,6 +387,7 @@ func TestStreamableClientStandaloneStream(t *testing.T) {
 }
 
 func TestStreamableClientResumption(t *testing.T) {
+	t.Parallel()
 	ts, server, rec := scNewServer(t, &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
 	mcp.AddTool(server, &mcp.Tool{Name: "poll"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1})
@@ -412,6 +418,7 @@ func (s *scSwitchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestStreamableClientSessionExpired(t *testing.T) {
+	t.Parallel()
 	newHandler := func(block chan struct{}) http.Handler {
 		server := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 		scAddEcho(server)
@@ -507,6 +514,7 @@ func scSSEHeaders(w http.ResponseWriter) {
 }
 
 func TestStreamableClientStreamEndsWithoutAnswer(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		withID bool
@@ -557,6 +565,7 @@ func TestStreamableClientStreamEndsWithoutAnswer(t *testing.T) {
 }
 
 func TestStreamableClientHTTPErrors(t *testing.T) {
+	t.Parallel()
 	ts, _ := scRawServer(t, func(w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) {
 		if r.Method == http.MethodGet {
 			http.Error(w, "no stream", http.StatusMethodNotAllowed)
@@ -613,6 +622,7 @@ func TestStreamableClientHTTPErrors(t *testing.T) {
 }
 
 func TestStreamableClientTransportErrors(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -641,6 +651,7 @@ func TestStreamableClientTransportErrors(t *testing.T) {
 }
 
 func TestStreamableClientWriteContext(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	ts, _ := scRawServer(t, func(w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) {
 		if r.Method == http.MethodGet {
@@ -765,6 +776,7 @@ func TestStreamableClientClose(t *testing.T) {
 }
 
 func TestStreamableClientConcurrentCalls(t *testing.T) {
+	t.Parallel()
 	ts, _, _ := scNewServer(t, nil)
 	conn := scConnect(t, ts.URL, nil)
 	scHandshake(t, conn)

@@ -12,6 +12,7 @@ import (
 // prompt or resource it is about; responses get no such headers and the
 // shared header map is not modified.
 func TestMethodHeaders(t *testing.T) {
+	t.Parallel()
 	id, _ := jsonrpc.MakeID(float64(1))
 	for _, tc := range []struct {
 		name         string
@@ -46,6 +47,7 @@ func TestMethodHeaders(t *testing.T) {
 // TestMethodHeadersParams: the Mcp-Param-* headers a request carries in
 // Extra go on its POST unchanged; anything else in them does not.
 func TestMethodHeadersParams(t *testing.T) {
+	t.Parallel()
 	id, _ := jsonrpc.MakeID(float64(1))
 	req := &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"echo"}`),
 		Extra: ParamHeaders{"Mcp-Param-Region": {"eu-west"}, "Mcp-Param-X": {"a", "b"}, "Authorization": {"no"}}}

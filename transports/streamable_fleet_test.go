@@ -74,6 +74,7 @@ func (f *testFleet) snapshot() (adopted, elsewhere, streams, deleted []string) {
 // open here and to the GET stream when one is; WriteStandalone queues on
 // it; a DELETE is reported.
 func TestStreamableFleetHooks(t *testing.T) {
+	t.Parallel()
 	f := &testFleet{adoptable: map[string]bool{"from-elsewhere": true}}
 	h := srvStart(t, true, transports.StreamableServerOptions{Fleet: f})
 	ctx := context.Background()
@@ -150,6 +151,7 @@ func TestStreamableFleetHooks(t *testing.T) {
 // client to re-list, instead of replaying this server's events of the
 // same number; without a prefix the same id is resumed.
 func TestStreamableEventIDPrefix(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ prefix, last, want string }{
 		{"R1/", "0-0", "list_changed"},
 		{"R1/", "R2/0-0", "list_changed"},

@@ -166,6 +166,7 @@ func resExpect(t *testing.T, s *resStream, want ...string) []resEvent {
 }
 
 func TestStreamableResumeStandalone(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{})
 	sid, conn := h.initSession(t)
 
@@ -200,6 +201,7 @@ func TestStreamableResumeStandalone(t *testing.T) {
 }
 
 func TestStreamableResumeFreshStream(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{EventStoreSize: 2})
 	sid, conn := h.initSession(t)
 	s := resOpen(t, h, sid, "")
@@ -230,6 +232,7 @@ func TestStreamableResumeFreshStream(t *testing.T) {
 }
 
 func TestStreamableResumeDisabled(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{EventStoreSize: -1})
 	sid, conn := h.initSession(t)
 	s := resOpen(t, h, sid, "")
@@ -244,6 +247,7 @@ func TestStreamableResumeDisabled(t *testing.T) {
 }
 
 func TestStreamableResumePOSTStream(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{})
 	sid, _ := h.initSession(t)
 	hdr := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
@@ -315,6 +319,7 @@ func resAsk(t *testing.T, h *srvHarness, sid, id string) (prime, ask resEvent) {
 }
 
 func TestStreamableResumeCancelledPOST(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{})
 	sid, _ := h.initSession(t)
 	prime, ask := resAsk(t, h, sid, "c1")
@@ -345,6 +350,7 @@ func TestStreamableResumeCancelledPOST(t *testing.T) {
 }
 
 func TestStreamableResumeSessionsApart(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{})
 	sidA, connA := h.initSession(t)
 	sidB, connB := h.initSession(t)

@@ -394,6 +394,7 @@ func srvWait[T any](t testing.TB, c <-chan T, what string) T {
 }
 
 func TestStreamableServerGoSDKClient(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"2025-11-25", "2025-06-18", "2025-03-26", ""} {
 		t.Run("version="+version, func(t *testing.T) {
 			h := srvStart(t, false, transports.StreamableServerOptions{})
@@ -495,6 +496,7 @@ func TestStreamableServerGoSDKClient(t *testing.T) {
 }
 
 func TestStreamableServerErrors(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{MaxBodyBytes: 1024})
 	sid, _ := h.initSession(t)
 	port := h.hs.Listener.Addr().String()[strings.LastIndex(h.hs.Listener.Addr().String(), ":"):]
@@ -581,6 +583,7 @@ func TestStreamableServerErrors(t *testing.T) {
 }
 
 func TestStreamableServerAllowedHostsAndOrigins(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{
 		AllowedHosts:   []string{"gw.example.com"},
 		AllowedOrigins: []string{"https://app.example.com"},
@@ -609,6 +612,7 @@ func TestStreamableServerAllowedHostsAndOrigins(t *testing.T) {
 }
 
 func TestStreamableServerResponses(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{})
 	sid, conn := h.initSession(t)
 
@@ -762,6 +766,7 @@ func srvRequest(ctx context.Context, url, sid, body string) *http.Request {
 }
 
 func TestStreamableServerClientDisconnect(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{})
 	sid, _ := h.initSession(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -793,6 +798,7 @@ func TestStreamableServerClientDisconnect(t *testing.T) {
 }
 
 func TestStreamableServerKeepAlive(t *testing.T) {
+	t.Parallel()
 	h := srvStart(t, false, transports.StreamableServerOptions{KeepAlive: 20 * time.Millisecond})
 	sid, _ := h.initSession(t)
 
@@ -831,6 +837,7 @@ func TestStreamableServerKeepAlive(t *testing.T) {
 }
 
 func TestStreamableServerSessionLifecycle(t *testing.T) {
+	t.Parallel()
 	t.Run("delete", func(t *testing.T) {
 		h := srvStart(t, false, transports.StreamableServerOptions{})
 		sid, conn := h.initSession(t)
@@ -954,6 +961,7 @@ func TestStreamableServerSessionLifecycle(t *testing.T) {
 // TestStreamableServerNoLeaks runs a full session mix and checks that no
 // goroutine of the server or of the test loop survives closing.
 func TestStreamableServerNoLeaks(t *testing.T) {
+	t.Parallel()
 	srvLeaks := func() []string {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]

@@ -149,6 +149,7 @@ func newEchoServer() *mcp.Server {
 // connections: initialize, tools/list and tools/call cross both
 // transports.
 func TestWebSocketGoSDKClientAndServer(t *testing.T) {
+	t.Parallel()
 	server := newEchoServer()
 	var sessions sync.WaitGroup
 	srv := transports.NewWebSocketServer(func(c transports.Connection) {
@@ -207,6 +208,7 @@ func TestWebSocketGoSDKClientAndServer(t *testing.T) {
 // client: JSON-RPC text frames in, text frames out; invalid frames get a
 // JSON-RPC error with id null and the connection stays usable.
 func TestWebSocketRawClient(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, true, transports.WebSocketServerOptions{})
 	ctx := wsCtx(t)
 	c, resp := wsRawDial(t, h.url, nil)
@@ -282,6 +284,7 @@ func contains(g, w any) bool {
 }
 
 func TestWebSocketBinaryFrameCloses1003(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, false, transports.WebSocketServerOptions{})
 	ctx := wsCtx(t)
 	c, _ := wsRawDial(t, h.url, nil)
@@ -309,6 +312,7 @@ func TestWebSocketBinaryFrameCloses1003(t *testing.T) {
 }
 
 func TestWebSocketSubprotocol(t *testing.T) {
+	t.Parallel()
 	t.Run("server requires mcp", func(t *testing.T) {
 		h := wsStart(t, false, transports.WebSocketServerOptions{})
 		_, resp, err := websocket.Dial(wsCtx(t), h.url, &websocket.DialOptions{Subprotocols: []string{"chat"}})
@@ -362,6 +366,7 @@ func TestWebSocketSubprotocol(t *testing.T) {
 }
 
 func TestWebSocketOrigin(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, false, transports.WebSocketServerOptions{AllowedOrigins: []string{"https://app.example"}})
 	tests := []struct {
 		name   string
@@ -406,6 +411,7 @@ func TestWebSocketOrigin(t *testing.T) {
 // and checks that a message over MaxMessageBytes closes the connection
 // with 1009.
 func TestWebSocketLargeMessage(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, true, transports.WebSocketServerOptions{})
 	ctx := wsCtx(t)
 	// Without compression: deflating 4 MiB twice is slow under -race.
@@ -444,6 +450,7 @@ func TestWebSocketLargeMessage(t *testing.T) {
 // TestWebSocketCompression checks that permessage-deflate is negotiated
 // when the peer offers it, and only then.
 func TestWebSocketCompression(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		disable bool
@@ -511,6 +518,7 @@ func TestWebSocketCompression(t *testing.T) {
 // TestWebSocketConcurrentWrites writes from many goroutines on both ends at
 // once (run with -race) and checks every message arrives exactly once.
 func TestWebSocketConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, false, transports.WebSocketServerOptions{})
 	ctx := wsCtx(t)
 	cc, err := (&transports.WebSocketClientTransport{URL: h.url}).Connect(ctx)
@@ -565,6 +573,7 @@ func TestWebSocketConcurrentWrites(t *testing.T) {
 }
 
 func TestWebSocketCloseUnblocksRead(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, false, transports.WebSocketServerOptions{})
 	ctx := wsCtx(t)
 	cc, err := (&transports.WebSocketClientTransport{URL: h.url}).Connect(ctx)
@@ -620,6 +629,7 @@ func TestWebSocketCloseUnblocksRead(t *testing.T) {
 // TestWebSocketCloseDeadPeer checks that Close is bounded when the peer
 // never completes the close handshake.
 func TestWebSocketCloseDeadPeer(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, false, transports.WebSocketServerOptions{})
 	c, _ := wsRawDial(t, h.url, nil) // never reads: no close frame comes back
 	_ = c
@@ -634,6 +644,7 @@ func TestWebSocketCloseDeadPeer(t *testing.T) {
 // TestWebSocketKeepalive checks that idle connections are pinged: a peer
 // that answers pings stays connected, one that does not is dropped.
 func TestWebSocketKeepalive(t *testing.T) {
+	t.Parallel()
 	const interval = 100 * time.Millisecond
 	t.Run("answering peer stays", func(t *testing.T) {
 		h := wsStart(t, true, transports.WebSocketServerOptions{PingInterval: interval})
@@ -676,6 +687,7 @@ func TestWebSocketKeepalive(t *testing.T) {
 // TestWebSocketConnectContext checks that the Connect context bounds only
 // the handshake.
 func TestWebSocketConnectContext(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, true, transports.WebSocketServerOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, err := (&transports.WebSocketClientTransport{URL: h.url}).Connect(ctx)
@@ -703,6 +715,7 @@ func TestWebSocketConnectContext(t *testing.T) {
 // TestWebSocketServerClose checks that closing the server ends its
 // connections with 1001 and refuses new ones.
 func TestWebSocketServerClose(t *testing.T) {
+	t.Parallel()
 	h := wsStart(t, false, transports.WebSocketServerOptions{})
 	c, _ := wsRawDial(t, h.url, nil)
 	sc := h.conn(t)

@@ -50,6 +50,7 @@ func rssKiB(p *process) int64 {
 // naming the budget, what is held stays under the configured total, and a
 // second identity is still served.
 func TestHostilePerClientBudget(t *testing.T) {
+	t.Parallel()
 	const share, tries = 3*perClientCost + perClientCost/2, 8
 	p := startBudgetGateway(t, `, "session": "per_client", "max_client_sessions": 32, "max_client_sessions_per_identity": 32`,
 		fmt.Sprintf(`"client_memory": %d, "client_memory_per_identity": %d, "resume_events": -1`, 4*share, share))
@@ -101,6 +102,7 @@ func TestHostilePerClientBudget(t *testing.T) {
 // what is held stays under the configured total, and a second identity
 // still opens a stream of each kind.
 func TestHostileStreams(t *testing.T) {
+	t.Parallel()
 	const share, perKind = 6*streamCost + streamCost/2, 4
 	p := startBudgetGateway(t, "", fmt.Sprintf(`"client_memory": %d, "client_memory_per_identity": %d, "resume_events": -1`, 4*share, share))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -553,6 +553,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // max_client_sessions_per_identity), its further sessions are refused
 // naming that key, and a second identity is served.
 func TestHostilePerClientShare(t *testing.T) {
+	t.Parallel()
 	p := startBudgetGateway(t, `, "session": "per_client", "max_client_sessions": 4`, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -626,6 +627,7 @@ func (c *rawMCP) createTask(ctx context.Context, topic string) (id, toolErr stri
 // come (tasks/get names them unknown), /status shows at most the share
 // held for tasks, and a second identity's task is recorded and found.
 func TestHostileTaskBudget(t *testing.T) {
+	t.Parallel()
 	const sessions, perSession, share = 2, 20, 6 << 10
 	node, script := testenv.Node(t), testenv.ServerEverything(t)
 	script, _ = filepath.EvalSymlinks(script)

@@ -97,6 +97,7 @@ func TestHelp(t *testing.T) {
 // stdout with exit 0 and lists every command; an unknown command exits 2
 // and points at edge-mcp help.
 func TestHelpAndUnknownCommandsExitCodes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args     []string
 		code     int

@@ -23,6 +23,7 @@ import (
 // real servers named through the variables the files read, and calls a
 // tool through each.
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts servers and gateways")
 	}

@@ -38,6 +38,7 @@ const procFleetSecret = "fleet-process-test-secret-0123456789abcdef"
 // request after the kill (list, call, ping, on the survivors) succeeds, in
 // the same session, and the GET stream comes back on a survivor.
 func TestFleetProcessSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	up := testenv.StartEverythingServerHTTP(t)
 	for _, tc := range []struct {
 		name   string

@@ -8,61 +8,73 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
+// TestRateLimiterBurstThenDeny runs in a synctest bubble: the limiter's
+// clock (time.Now) is the bubble's, so the waits take no real time and the
+// retry-after is exact.
 func TestRateLimiterBurstThenDeny(t *testing.T) {
-	const rps = 5.0
-	l := NewRateLimiter(rps, 3)
-	for i := 0; i < 3; i++ {
-		if ok, d := l.Allow("alice"); !ok || d != 0 {
-			t.Fatalf("request %d within burst: Allow() = %v, %v", i, ok, d)
+	synctest.Test(t, func(t *testing.T) {
+		const rps = 5.0
+		l := NewRateLimiter(rps, 3)
+		for i := 0; i < 3; i++ {
+			if ok, d := l.Allow("alice"); !ok || d != 0 {
+				t.Fatalf("request %d within burst: Allow() = %v, %v", i, ok, d)
+			}
 		}
-	}
-	ok, d := l.Allow("alice")
-	if ok {
-		t.Fatal("request past the burst allowed")
-	}
-	// One token takes 1/rps = 200ms to come back; some of that may
-	// already have passed.
-	if d <= 50*time.Millisecond || d > time.Second/rps {
-		t.Errorf("retryAfter = %v, want about %v", d, time.Second/rps)
-	}
-	// A denied request takes no token: denials do not push retryAfter out.
-	if _, d2 := l.Allow("alice"); d2 > d {
-		t.Errorf("second denial retryAfter %v > first %v", d2, d)
-	}
-	// Other keys have their own buckets.
-	if ok, _ := l.Allow("bob"); !ok {
-		t.Error("bob denied because of alice")
-	}
+		ok, d := l.Allow("alice")
+		if ok {
+			t.Fatal("request past the burst allowed")
+		}
+		// One token takes 1/rps = 200ms to come back.
+		if d != time.Second/rps {
+			t.Errorf("retryAfter = %v, want %v", d, time.Second/rps)
+		}
+		// A denied request takes no token: denials do not push retryAfter out.
+		time.Sleep(50 * time.Millisecond)
+		if _, d2 := l.Allow("alice"); d2 != d-50*time.Millisecond {
+			t.Errorf("second denial 50ms later: retryAfter %v, want %v", d2, d-50*time.Millisecond)
+		}
+		// Other keys have their own buckets.
+		if ok, _ := l.Allow("bob"); !ok {
+			t.Error("bob denied because of alice")
+		}
 
-	time.Sleep(d + 20*time.Millisecond)
-	if ok, _ := l.Allow("alice"); !ok {
-		t.Error("not allowed after waiting retryAfter")
-	}
-	if ok, _ := l.Allow("alice"); ok {
-		t.Error("only one token should have come back")
-	}
+		time.Sleep(d - 50*time.Millisecond - time.Millisecond)
+		if ok, _ := l.Allow("alice"); ok {
+			t.Error("allowed a millisecond before retryAfter")
+		}
+		time.Sleep(time.Millisecond)
+		if ok, _ := l.Allow("alice"); !ok {
+			t.Error("not allowed after waiting retryAfter")
+		}
+		if ok, _ := l.Allow("alice"); ok {
+			t.Error("only one token should have come back")
+		}
+	})
 }
 
 func TestRateLimiterRecoversFullBurst(t *testing.T) {
-	l := NewRateLimiter(20, 4) // refills 4 tokens in 200ms
-	for i := 0; i < 4; i++ {
-		l.Allow("k")
-	}
-	if ok, _ := l.Allow("k"); ok {
-		t.Fatal("allowed past burst")
-	}
-	time.Sleep(250 * time.Millisecond)
-	for i := 0; i < 4; i++ {
-		if ok, d := l.Allow("k"); !ok {
-			t.Fatalf("request %d after refill denied (retry %v)", i, d)
+	synctest.Test(t, func(t *testing.T) {
+		l := NewRateLimiter(20, 4) // refills 4 tokens in 200ms
+		for i := 0; i < 4; i++ {
+			l.Allow("k")
 		}
-	}
-	if ok, _ := l.Allow("k"); ok {
-		t.Error("bucket holds more than the burst")
-	}
+		if ok, _ := l.Allow("k"); ok {
+			t.Fatal("allowed past burst")
+		}
+		time.Sleep(200 * time.Millisecond)
+		for i := 0; i < 4; i++ {
+			if ok, d := l.Allow("k"); !ok {
+				t.Fatalf("request %d after refill denied (retry %v)", i, d)
+			}
+		}
+		if ok, _ := l.Allow("k"); ok {
+			t.Error("bucket holds more than the burst")
+		}
+	})
 }
 
 func TestRateLimiterNilAndUnlimited(t *testing.T) {

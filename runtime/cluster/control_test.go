@@ -27,6 +27,7 @@ func openNode(t *testing.T, url, replica string) *Node {
 }
 
 func TestControlCompareAndSet(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	c := NewControl(openNode(t, s.ClientURL(), "a"))
 	ctx := context.Background()
@@ -62,6 +63,7 @@ func TestControlCompareAndSet(t *testing.T) {
 }
 
 func TestControlBlobsAreCheckedOnRead(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	c := NewControl(openNode(t, s.ClientURL(), "a"))
 	ctx := context.Background()
@@ -104,6 +106,7 @@ func TestControlBlobsAreCheckedOnRead(t *testing.T) {
 // TestControlWatchResumes: a watcher delivers the current value, then
 // changes, and after NATS restarts it delivers the changes made since.
 func TestControlWatchResumes(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	n := openNode(t, s.ClientURL(), "a")
 	c := NewControl(n)
@@ -142,6 +145,7 @@ func TestControlWatchResumes(t *testing.T) {
 }
 
 func TestMembersListSkipsBadRecords(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	ctx := context.Background()
 	na, nb := openNode(t, s.ClientURL(), "b-replica"), openNode(t, s.ClientURL(), "a-replica")
@@ -176,6 +180,7 @@ func TestMembersListSkipsBadRecords(t *testing.T) {
 // the control buckets keep a copy on each server, so the record and the
 // module bytes are read and written after one server dies.
 func TestControlSurvivesClusterMemberLoss(t *testing.T) {
+	t.Parallel()
 	cl := natstest.StartCluster(t, 3)
 	n := openNode(t, cl.URL(), "a")
 	c := NewControl(n)

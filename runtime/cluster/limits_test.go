@@ -110,6 +110,7 @@ func TestSharedLimitFallsBackWithoutNATS(t *testing.T) {
 // TestSharedLimitRefusesBadState: a value in the bucket that does not
 // decode is logged and replaced by a fresh bucket, never a crash.
 func TestSharedLimitRefusesBadState(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	lims, _ := fleetLimiters(t, s.ClientURL(), 1, 5, 1)
 	var logged strings.Builder

@@ -8,6 +8,7 @@ import (
 )
 
 func TestDecodeMember(t *testing.T) {
+	t.Parallel()
 	good := `{"replica":"a","last_seen":"2026-01-02T03:04:05Z","started":"2026-01-02T03:00:00Z","nats":"connected","generation":3,"modules":{"guard":"sha256:ab"}}`
 	for _, tc := range []struct{ name, in, err string }{
 		{"good", good, ""},

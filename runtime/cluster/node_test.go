@@ -20,6 +20,7 @@ func testConfig(url string) *config.Cluster {
 // reports Connected, loses it when NATS goes, and has it back (with its
 // JetStream usable) when NATS returns on the same address.
 func TestNodeSurvivesNATSRestart(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -48,6 +49,7 @@ func TestNodeSurvivesNATSRestart(t *testing.T) {
 // TestNodeStartsWithoutNATS: a replica starts while NATS is down and
 // joins when it comes.
 func TestNodeStartsWithoutNATS(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	url := s.ClientURL()
 	s.Shutdown()
@@ -66,6 +68,7 @@ func TestNodeStartsWithoutNATS(t *testing.T) {
 }
 
 func TestTokenRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{"", "a", "a.b", "x > y*", "édge/1:8080"} {
 		t.Run(id, func(t *testing.T) {
 			tok := Token(id)

@@ -35,6 +35,7 @@ func mustKeys(t *testing.T, secrets ...string) *Keys {
 // list does not open, nor does a message moved to another subject, a
 // record moved to another key, or another fleet's.
 func TestSealRotation(t *testing.T) {
+	t.Parallel()
 	old, rotating, other := mustKeys(t, oldSecret), mustKeys(t, newSecret, oldSecret), mustKeys(t, otherSecret)
 	otherFleet, _ := NewKeys("other", []string{oldSecret})
 	for _, tc := range []struct {
@@ -77,6 +78,7 @@ func TestSealRotation(t *testing.T) {
 // refused; a record older than one read before is refused, the same one
 // again is not.
 func TestSealReplay(t *testing.T) {
+	t.Parallel()
 	k := mustKeys(t, oldSecret)
 	m := k.SealMessage("edge.cancel", []byte("m"))
 	if _, err := k.OpenMessage("edge.cancel", m); err != nil {
@@ -110,6 +112,7 @@ func TestSealReplay(t *testing.T) {
 // rotated; one written by a replica with an unknown secret is refused
 // (counted, logged once).
 func TestControlRotationAcrossNodes(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -154,6 +157,7 @@ func TestControlRotationAcrossNodes(t *testing.T) {
 // that lets anyone in, unless cluster.allow_anonymous_nats says so; with
 // a NATS that wants credentials it starts with them.
 func TestOpenRefusesAnonymousNATS(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
@@ -223,6 +227,7 @@ func BenchmarkSealOpenMessage(b *testing.B) {
 // again, is logged once; another forged value under the key is logged
 // again.
 func TestRefusedRecordLoggedOnce(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -25,6 +25,7 @@ func mustSealer(t testing.TB, fleet string, secrets ...string) *Sealer {
 // TestSessionTokenRoundTrip: what is sealed opens with the same fleet, and
 // every claim comes back.
 func TestSessionTokenRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := mustSealer(t, "edge", "secret-one")
 	tok, err := s.Seal(testClaims())
 	if err != nil {
@@ -55,6 +56,7 @@ func TestSessionTokenRoundTrip(t *testing.T) {
 // TestSessionTokenRefused: forged, altered, other-fleet, other-secret and
 // expired tokens do not open; a rotated secret still opens.
 func TestSessionTokenRefused(t *testing.T) {
+	t.Parallel()
 	s := mustSealer(t, "edge", "secret-one")
 	good, _ := s.Seal(testClaims())
 	expired, _ := s.SealAt(testClaims(), time.Now().Add(-SessionTTL-time.Minute))
@@ -98,6 +100,7 @@ func TestSessionTokenRefused(t *testing.T) {
 // TestSessionTokenBigClaims: oversized capabilities keep their names,
 // oversized client info is dropped, and the token stays a header value.
 func TestSessionTokenBigClaims(t *testing.T) {
+	t.Parallel()
 	s := mustSealer(t, "edge", "k")
 	c := testClaims()
 	c.Caps = json.RawMessage(`{"sampling":{"x":"` + strings.Repeat("a", 4000) + `"},"roots":{}}`)
@@ -142,6 +145,7 @@ func FuzzOpenSessionToken(f *testing.F) {
 // open until then and not after; tokens keep the expiry they were sealed
 // with.
 func TestSessionTokenTTL(t *testing.T) {
+	t.Parallel()
 	s := mustSealer(t, "edge", "secret-one").WithTTL(10 * time.Minute)
 	if s.TTL() != 10*time.Minute {
 		t.Fatalf("TTL %v", s.TTL())

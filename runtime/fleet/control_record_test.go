@@ -14,6 +14,7 @@ import (
 func hexDigest(c string) string { return "sha256:" + strings.Repeat(c, 64) }
 
 func TestFleetPolicyRecordChanges(t *testing.T) {
+	t.Parallel()
 	r := newFleetPolicy()
 	v := func(c string) store.Version { return store.Version{Digest: hexDigest(c), Size: 10} }
 	for _, c := range []string{"a", "b", "c", "d"} {

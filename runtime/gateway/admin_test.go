@@ -116,6 +116,7 @@ func adminConfig(upstreamURL string, extra string) string {
 }
 
 func TestAdminUploadActivateCallRollback(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	var audits []AuditAdmin
 	var amu sync.Mutex
@@ -210,6 +211,7 @@ func TestAdminUploadActivateCallRollback(t *testing.T) {
 // TestAdminRejectsUploads: every bad upload is refused with a status and a
 // reason, and the version already active keeps serving.
 func TestAdminRejectsUploads(t *testing.T) {
+	t.Parallel()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
 	up := vaultServer(t, "vault", make(chan string, 1))
@@ -422,6 +424,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 // comes back with the same module active, attached and serving, loaded
 // from the compilation cache.
 func TestRestartKeepsModules(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	state := t.TempDir()
 	cfg := adminConfig(up, "")
@@ -470,6 +473,7 @@ func TestRestartKeepsModules(t *testing.T) {
 // no modules: a module pushed to one is not listed by the other, and each
 // store lives in the config's own folder, where its pins are.
 func TestModulesPerConfig(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	base := t.TempDir()
 	start := func(dir string) (string, *Gateway) {
@@ -523,6 +527,7 @@ func cacheFiles(t *testing.T, dir string) map[string]string {
 // applied; one call promotes it. Reorder changes which module rewrites
 // last.
 func TestShadowPolicyAndPromote(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 16)
 	up := vaultServer(t, "vault", received)
 	url, admin, _ := adminGateway(t, adminConfig(up, ""), t.TempDir())
@@ -584,6 +589,7 @@ func TestShadowPolicyAndPromote(t *testing.T) {
 // old pin and withholds the tool, even in flag mode; the rejected change
 // is no longer pending, but a further change is offered again.
 func TestAdminRejectToolChange(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "shifty", Version: "1"}, nil)
 	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil

@@ -18,6 +18,7 @@ import (
 // "no elicitation support"); its retry with the person's answer goes ahead
 // or is refused by that answer, audited either way.
 func TestApprovalModernClient(t *testing.T) {
+	t.Parallel()
 	var reached sync.Map
 	up := approvalUpstream(t, &reached)
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -100,6 +101,7 @@ func TestApprovalModernClient(t *testing.T) {
 // call: other arguments, another tool or a tampered state are refused,
 // and the upstream is never reached by them.
 func TestApprovalModernState(t *testing.T) {
+	t.Parallel()
 	var reached sync.Map
 	up := approvalUpstream(t, &reached)
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"appr": {"url": %q}},
@@ -160,6 +162,7 @@ func TestApprovalModernState(t *testing.T) {
 // the other replica, which opens the requestState (sealed with the fleet's
 // key, not a per-process one) and makes the call.
 func TestFleetApprovalAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	var reached sync.Map
 	up := approvalUpstream(t, &reached)
 	f := startFleet(t, 2, fmt.Sprintf(`{"mcpServers": {"appr": {"url": %q}}, "tool_rules": [{"tools": ["danger*"], "require_approval": true}]}`, up))
@@ -198,6 +201,7 @@ func TestFleetApprovalAcrossReplicas(t *testing.T) {
 // the approval's state and given back to the call when it is approved, so
 // the upstream sees every round as it asked.
 func TestApprovalModernKeepsUpstreamRounds(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	cfg := fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}}, "tool_rules": [{"tools": ["two"], "require_approval": true}]}`, roundsUpstream(t, seen))
 	url, _ := startGateway(t, cfg, Options{})

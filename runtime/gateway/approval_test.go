@@ -79,6 +79,7 @@ func readAudit(t *testing.T, path string) []auditRecord {
 }
 
 func TestApprovalFlow(t *testing.T) {
+	t.Parallel()
 	var reached sync.Map
 	up := approvalUpstream(t, &reached)
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")

@@ -17,6 +17,7 @@ import (
 // hands it there. Before, the retry failed: "requestState was not issued
 // by this gateway".
 func TestFleetBridgeAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	// A short input_timeout: a round whose retry goes astray ends soon.
 	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"up": {"url": %q, "protocol_version": "2025-11-25"}}, "limits": {"input_timeout": 2}}`,
 		askingUpstream(t, make(chan bool, 16))))

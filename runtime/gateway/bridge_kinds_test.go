@@ -47,6 +47,7 @@ func legacyPromptResourceUpstream(t *testing.T) string {
 // client as input_required results, and its retries get the final
 // results.
 func TestBridgePromptAndResource(t *testing.T) {
+	t.Parallel()
 	url := startBridgeGateway(t, legacyPromptResourceUpstream(t), 0)
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &roundAnswers)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -84,6 +85,7 @@ func TestBridgePromptAndResource(t *testing.T) {
 // client drives the rounds itself, as the conformance suite does, and
 // goes by resultType.
 func TestBridgeLegacySecondRound(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url := startBridgeGateway(t, serveMCP(t, roundsServer(seen)), 0)
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
@@ -149,6 +151,7 @@ func modernRaw(t *testing.T, url, method, name, params string) (map[string]json.
 // TestBridgeStateBound: the requestState of a prompts/get round continues
 // that prompts/get only: a resources/read that carries it is refused.
 func TestBridgeStateBound(t *testing.T) {
+	t.Parallel()
 	url := startBridgeGateway(t, legacyPromptResourceUpstream(t), 0)
 	res, msg := modernRaw(t, url, "prompts/get", "greet", `"name":"greet"`)
 	if msg != "" || string(res["resultType"]) != `"input_required"` {

@@ -215,6 +215,7 @@ var roundAnswers = mcp.ClientOptions{
 // as real requests; the server gets the roundAnswers under its own keys, with
 // its requestState unchanged, and the client the final result.
 func TestBridgeRoundsAsk(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	cs := connectRounds2025(t, url, roundAnswers, &mcp.Root{URI: "file:///a"}, &mcp.Root{URI: "file:///b"})
@@ -250,6 +251,7 @@ func TestBridgeRoundsAsk(t *testing.T) {
 // requestState, gets each round's roundAnswers (only that round's) and the
 // state it gave in that round.
 func TestBridgeRoundsTwo(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	asked := 0
@@ -280,6 +282,7 @@ func TestBridgeRoundsTwo(t *testing.T) {
 // TestBridgeRoundsLimit: a server that never stops asking is stopped after
 // limits.input_rounds rounds with an error naming the limit.
 func TestBridgeRoundsLimit(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 3, 0)
 	cs := connectRounds2025(t, url, roundAnswers)
@@ -297,6 +300,7 @@ func TestBridgeRoundsLimit(t *testing.T) {
 // TestBridgeRoundsNoCapability: a client that did not declare sampling is
 // not asked; its call gets an error naming the capability.
 func TestBridgeRoundsNoCapability(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	cs := connectRounds2025(t, url, mcp.ClientOptions{ElicitationHandler: roundAnswers.ElicitationHandler})
@@ -315,6 +319,7 @@ func TestBridgeRoundsNoCapability(t *testing.T) {
 // asked sees its elicitation request cancelled, and the call is not sent
 // again.
 func TestBridgeRoundsCancel(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	asked := make(chan struct{})
@@ -362,6 +367,7 @@ func TestBridgeRoundsCancel(t *testing.T) {
 // TestBridgeRoundsProgress: the client's progress token reaches it on the
 // progress the server sends in the call's last round.
 func TestBridgeRoundsProgress(t *testing.T) {
+	t.Parallel()
 	url, _ := startRoundsGateway(t, roundsUpstream(t, &roundAttempts{}), 0, 0)
 	got := make(chan any, 4)
 	opts := roundAnswers
@@ -389,6 +395,7 @@ func TestBridgeRoundsProgress(t *testing.T) {
 // TestBridgeRoundsPromptAndResource: prompts/get and resources/read of a
 // 2025 client are bridged as tools/call is.
 func TestBridgeRoundsPromptAndResource(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	cs := connectRounds2025(t, url, roundAnswers)
@@ -420,6 +427,7 @@ func TestBridgeRoundsPromptAndResource(t *testing.T) {
 // TestBridgeRoundsConcurrent: several 2025 clients at once against one
 // 2026-07-28 upstream; each is asked only its own question.
 func TestBridgeRoundsConcurrent(t *testing.T) {
+	t.Parallel()
 	url, _ := startRoundsGateway(t, roundsUpstream(t, &roundAttempts{}), 0, 0)
 	const clients = 6
 	var wg sync.WaitGroup
@@ -459,6 +467,7 @@ func TestBridgeRoundsConcurrent(t *testing.T) {
 // gateway to a 2026-07-28 server sees the server's own input request keys
 // and requestState, and its roundAnswers reach the server under those keys.
 func TestBridgeRoundsModernPassThrough(t *testing.T) {
+	t.Parallel()
 	seen := &roundAttempts{}
 	url, _ := startRoundsGateway(t, roundsUpstream(t, seen), 0, 0)
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{

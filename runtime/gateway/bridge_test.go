@@ -136,6 +136,7 @@ func callThrough(t *testing.T, opts *mcp.ClientOptions, roots []*mcp.Root, tool 
 // 2026-07-28 client's tools/call reaches the client as input_required and
 // the call ends with the result built from the client's answer.
 func TestBridgeSampling(t *testing.T) {
+	t.Parallel()
 	asked := 0
 	callThrough(t, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
@@ -150,6 +151,7 @@ func TestBridgeSampling(t *testing.T) {
 
 // TestBridgeElicitation is TestBridgeSampling for elicitation.
 func TestBridgeElicitation(t *testing.T) {
+	t.Parallel()
 	callThrough(t, &mcp.ClientOptions{
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
@@ -161,6 +163,7 @@ func TestBridgeElicitation(t *testing.T) {
 // elicitation) takes two input_required rounds, the second answered to
 // the first retry.
 func TestBridgeTwoRounds(t *testing.T) {
+	t.Parallel()
 	callThrough(t, &mcp.ClientOptions{
 		CreateMessageHandler: sampled("sampled"),
 		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -172,6 +175,7 @@ func TestBridgeTwoRounds(t *testing.T) {
 // TestBridgeAtOnce: two requests the upstream sends at once (sampling and
 // roots) go out in one input_required round.
 func TestBridgeAtOnce(t *testing.T) {
+	t.Parallel()
 	callThrough(t, &mcp.ClientOptions{CreateMessageHandler: sampled("sampled")},
 		[]*mcp.Root{{URI: "file:///a"}, {URI: "file:///b"}}, "both", map[string]any{}, "sampled / 2 roots")
 }
@@ -205,6 +209,7 @@ func bridgeCall(t *testing.T, url, extra string) (result map[string]json.RawMess
 // TestBridgeRequestState: a tampered requestState is refused; a round
 // nobody answers is cancelled upstream after limits.input_timeout.
 func TestBridgeRequestState(t *testing.T) {
+	t.Parallel()
 	ended := make(chan bool, 4)
 	url := startBridgeGateway(t, askingUpstream(t, ended), 300*time.Millisecond)
 	res, rpcErr := bridgeCall(t, url, "")

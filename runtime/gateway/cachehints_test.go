@@ -52,6 +52,7 @@ func hintedUpstream(t *testing.T, name string, hints map[string]mcp.Cacheable, l
 // TTL left, the most restrictive scope; an expired positive TTL makes the
 // gateway re-list that upstream; a 2025 link's hints count for nothing.
 func TestUpstreamListHints(t *testing.T) {
+	t.Parallel()
 	var aPrompts atomic.Int32
 	a := hintedUpstream(t, "a", map[string]mcp.Cacheable{
 		"tools/list":     {TTLMs: 30000, CacheScope: "public"},

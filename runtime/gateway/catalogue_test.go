@@ -27,6 +27,7 @@ func offerOf(t *testing.T, up *upstream, tools ...string) *upstreamLists {
 }
 
 func TestBuildCatalogueConflicts(t *testing.T) {
+	t.Parallel()
 	log := testLogger(t)
 	a := &upstream{name: "a", log: log}
 	b := &upstream{name: "b", log: log}
@@ -67,6 +68,7 @@ func TestBuildCatalogueConflicts(t *testing.T) {
 }
 
 func TestCataloguePagination(t *testing.T) {
+	t.Parallel()
 	log := testLogger(t)
 	up := &upstream{name: "a", log: log}
 	var names []string
@@ -172,6 +174,7 @@ func FuzzRewriteMeta(f *testing.F) {
 }
 
 func TestRequestID(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		params string
 		want   any

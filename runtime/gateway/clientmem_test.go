@@ -13,6 +13,7 @@ import (
 // held to the share, the anonymous one to the total only; a changed
 // budget is reported as needing a restart.
 func TestClientMemoryConfig(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name               string
 		limits             config.Limits

@@ -101,6 +101,7 @@ func gzHasVary(h http.Header) bool {
 }
 
 func TestCompressNegotiation(t *testing.T) {
+	t.Parallel()
 	big := gzJSONBody(64 << 10)
 	srv, c := gzServe(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -150,6 +151,7 @@ func TestCompressNegotiation(t *testing.T) {
 }
 
 func TestCompressWhat(t *testing.T) {
+	t.Parallel()
 	big := gzJSONBody(8 << 10)
 	tests := []struct {
 		name    string
@@ -243,6 +245,7 @@ func TestCompressWhat(t *testing.T) {
 }
 
 func TestCompressBodyless(t *testing.T) {
+	t.Parallel()
 	big := gzJSONBody(4 << 10)
 	tests := []struct {
 		name   string
@@ -307,6 +310,7 @@ func gzStreamHandler(t *testing.T, contentType string, first, second []byte, flu
 }
 
 func TestCompressStreaming(t *testing.T) {
+	t.Parallel()
 	flusher := func(w http.ResponseWriter) error {
 		f, ok := w.(http.Flusher)
 		if !ok {
@@ -354,6 +358,7 @@ func TestCompressStreaming(t *testing.T) {
 }
 
 func TestCompressResponseControllerUnwrap(t *testing.T) {
+	t.Parallel()
 	srv, c := gzServe(t, func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
@@ -395,6 +400,7 @@ func gzRawExchange(t *testing.T, addr, request string) (net.Conn, *bufio.Reader,
 }
 
 func TestCompressHijack(t *testing.T) {
+	t.Parallel()
 	echo := func(hijack func(http.ResponseWriter) (net.Conn, *bufio.ReadWriter, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			conn, brw, err := hijack(w)

@@ -25,6 +25,7 @@ import (
 // stateless server does not). Each run of the suite takes a few seconds
 // (2026-07-28: about 3 s directly, 7 s through edge-mcp).
 func TestConformance2026ThroughGateway(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("conformance suite: skipped in -short mode")
 	}
@@ -37,6 +38,7 @@ func TestConformance2026ThroughGateway(t *testing.T) {
 		{"all", false},
 	} {
 		t.Run(tc.requirements, func(t *testing.T) {
+			t.Parallel() // each selection has its servers and gateway
 			run := func(url string) testenv.ServerChecks {
 				if tc.requirements == "all" {
 					return testenv.RunConformanceNextServerAll(t, url)

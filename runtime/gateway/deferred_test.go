@@ -240,6 +240,7 @@ func toolSearch(t testing.TB, cs *mcp.ClientSession, query string, limit int) ([
 }
 
 func TestDeferredToolSearch10k(t *testing.T) {
+	t.Parallel()
 	env := startScaleGateway(t, 2500, `, "access": [{"identities": ["anonymous"], "deny_tools": ["db_drop_table"]}]`)
 	if env.total != 10000 {
 		t.Fatalf("catalogue of %d tools, want 10000", env.total)
@@ -450,6 +451,7 @@ func TestDeferredIndexShared(t *testing.T) {
 // called through tool_invoke over streamable HTTP, where admission charged
 // the request to tool_invoke.
 func TestDeferredInvokeRateLimit(t *testing.T) {
+	t.Parallel()
 	calls := &scaleCalls{}
 	up := scaleUpstream(t, "data", scaleKnown["data"], calls)
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"data": {"url": %q}},

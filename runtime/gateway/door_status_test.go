@@ -18,6 +18,7 @@ import (
 // open and say nothing of it. The admin side (OAuthStatus, which the admin
 // API and `edge-mcp auth status` show) keeps the URL.
 func TestDoorStatusHidesPendingLogin(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	og := startOAuthGatewayWith(t, fmt.Sprintf(`{"url": %q, "oauth": {}}`, as.MCPURL), t.TempDir(),
 		`"auth": {"mode": "api_key", "api_keys": [{"name": "ops", "key": "status-key-0123456789"}]},`)

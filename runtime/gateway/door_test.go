@@ -12,6 +12,7 @@ import (
 // Host (DNS rebinding), as /mcp does, and that JSON endpoints refuse a body
 // that is not JSON before reading it.
 func TestEverySurfaceBehindTheDoor(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}}`, up), Options{})
 	base := strings.TrimSuffix(url, "/mcp")

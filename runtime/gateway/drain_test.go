@@ -14,6 +14,7 @@ import (
 // for the call in flight, which is answered; it returns once nothing is in
 // flight, and reports the calls left when its context ends first.
 func TestDrainLetsCallsFinish(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
 	s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)

@@ -28,6 +28,7 @@ import (
 // logged once by the replica it targets, and what it could snoop carries
 // no session id.
 func TestHostileFleetNATS(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		start func(t *testing.T) (fleetNATS, []nats.Option)
@@ -44,7 +45,10 @@ func TestHostileFleetNATS(t *testing.T) {
 			return fleetNATS{url: ns.ClientURL(), nkey: ns.SeedFile}, []nats.Option{o}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { hostileFleet(t, tc.start) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each case has its NATS server and replicas
+			hostileFleet(t, tc.start)
+		})
 	}
 }
 
@@ -266,6 +270,7 @@ func postPing(t *testing.T, url, sid string) int {
 // replica is audited by the others when they activate it, with the admin
 // identity and the replica it was made on.
 func TestFleetAuditsRemoteAdminChanges(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	fleet := startControlFleet(t, ns.ClientURL(), up, 2)
@@ -294,6 +299,7 @@ func TestFleetAuditsRemoteAdminChanges(t *testing.T) {
 // what the other seals: policy records, session tokens, session records;
 // a third replica with a secret of neither is refused by both.
 func TestFleetSecretRotation(t *testing.T) {
+	t.Parallel()
 	const oldS, newS, otherS = "old-fleet-secret-0123456789abcdef", "new-fleet-secret-0123456789abcdef", "other-secret-0123456789abcdef0123"
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
@@ -344,6 +350,7 @@ func TestFleetSecretRotation(t *testing.T) {
 // in does not start, and says which key lets it; with the key, or with a
 // NATS that wants credentials (and the replica's nkey), it does.
 func TestFleetRefusesAnonymousNATS(t *testing.T) {
+	t.Parallel()
 	anon, auth := natstest.Start(t), natstest.StartAuth(t, "t")
 	for _, tc := range []struct {
 		name, cluster, wantErr string

@@ -95,6 +95,7 @@ func leakThrough(t *testing.T, r *replica) string {
 }
 
 func TestFleetControlNATSDown(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	fleet := startControlFleet(t, ns.ClientURL(), up, 2)
@@ -155,6 +156,7 @@ func TestFleetControlNATSDown(t *testing.T) {
 // TestFleetControlReconcilesAfterPartition: b loses NATS while a keeps
 // it; a change made on a meanwhile reaches b when b is back.
 func TestFleetControlReconcilesAfterPartition(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	relay := newCutter(t, strings.TrimPrefix(ns.ClientURL(), "nats://"))
@@ -188,6 +190,7 @@ func TestFleetControlReconcilesAfterPartition(t *testing.T) {
 // by something else than a replica are refused and logged; the replicas
 // keep serving, and the next admin change writes over the garbage.
 func TestFleetControlRefusesGarbage(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	fleet := startControlFleet(t, ns.ClientURL(), up, 2)
@@ -261,6 +264,7 @@ func TestFleetControlRefusesGarbage(t *testing.T) {
 // a NATS that lost its store); the replicas keep serving, one writes its
 // state again, and changes flow as before.
 func TestFleetControlRecordWiped(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	fleet := startControlFleet(t, ns.ClientURL(), up, 2)

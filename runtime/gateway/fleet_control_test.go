@@ -200,6 +200,7 @@ func uploadAndAttach(t *testing.T, r *replica, wasm []byte) {
 }
 
 func TestFleetControlUploadActiveOnEveryReplica(t *testing.T) {
+	t.Parallel()
 	nats := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	fleet := startControlFleet(t, nats.ClientURL(), up, 3)
@@ -281,6 +282,7 @@ func TestFleetControlUploadActiveOnEveryReplica(t *testing.T) {
 }
 
 func TestFleetControlRefusalReportedPerReplica(t *testing.T) {
+	t.Parallel()
 	nats := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	a := startReplica(t, nats.ClientURL(), "a", up, t.TempDir(), "")
@@ -336,6 +338,7 @@ func TestFleetControlRefusalReportedPerReplica(t *testing.T) {
 }
 
 func TestFleetControlRestartOnEmptyStateDir(t *testing.T) {
+	t.Parallel()
 	nats := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	fleet := startControlFleet(t, nats.ClientURL(), up, 2)
@@ -377,6 +380,7 @@ func TestFleetControlRestartOnEmptyStateDir(t *testing.T) {
 // one replica brings it back on the others, and a rejection through
 // another keeps its next change withheld everywhere.
 func TestFleetControlPinDecisions(t *testing.T) {
+	t.Parallel()
 	nats := natstest.Start(t)
 	s := mcp.NewServer(&mcp.Implementation{Name: "shifty", Version: "1"}, nil)
 	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -436,6 +440,7 @@ func TestFleetControlPinDecisions(t *testing.T) {
 // signed modules checks the signature an upload came with, through any
 // replica, against its own trusted keys.
 func TestFleetControlSignaturesCheckedPerReplica(t *testing.T) {
+	t.Parallel()
 	nats := natstest.Start(t)
 	up := vaultServer(t, "vault", make(chan string, 1))
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)

@@ -17,6 +17,7 @@ import (
 // logging, is answered (its "no level" must not be passed upstream as a
 // level: it once indexed past the level names and panicked).
 func TestFleetModernCallWithoutLogLevel(t *testing.T) {
+	t.Parallel()
 	srv := newBenchServer()
 	up := serveHandler(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true}))

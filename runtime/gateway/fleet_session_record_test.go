@@ -17,6 +17,7 @@ import (
 // compare and set) one replica's write overwrote the other's, and a
 // revoked session could come back.
 func TestFleetSessionRecordsConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	f := startFleet(t, 2, serversJSON(`"up": {"url": "http://127.0.0.1:1/mcp"}`))
 	a, b := f.gws[0].fleet.Sessions(), f.gws[1].fleet.Sessions()
 	const sessions = 40

@@ -185,6 +185,7 @@ func (f *testFleet) servedBy() []int {
 // a strict round-robin proxy over three replicas: every request lands on
 // another replica than the one before, and each serves it.
 func TestFleetSessionAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	up := testenvEverything(t)
 	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"everything": {"url": %q}`, up)))
 	cs := connect(t, f.url, nil)
@@ -231,6 +232,7 @@ func TestFleetSessionAcrossReplicas(t *testing.T) {
 // of this fleet for this identity gets 404 on every replica (the client
 // initialises again), never someone else's session.
 func TestFleetSessionRefusesBadTokens(t *testing.T) {
+	t.Parallel()
 	up := testenvEverything(t)
 	const aliceKey, bobKey = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef"
 	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"everything": {"url": %q}},
@@ -333,6 +335,7 @@ func fleetUpstream(t testing.TB) (*mcp.Server, string) {
 // call reaches the client; a resource update for a subscription made on
 // one replica reaches the GET stream held by another.
 func TestFleetServerToClient(t *testing.T) {
+	t.Parallel()
 	up, upURL := fleetUpstream(t)
 	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, upURL)))
 	var (
@@ -481,6 +484,7 @@ func TestFleetReplicaDiesMidSession(t *testing.T) {
 // the round-robin proxy over three replicas: it must pass as it does
 // directly (40 passed, 0 failed).
 func TestFleetConformance(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("conformance suite: skipped in -short mode")
 	}
@@ -518,6 +522,7 @@ func countingUpstream(t testing.TB) string {
 // reaches. When that replica dies, the next replica re-creates it (the
 // count starts again) and the fleet then uses that one.
 func TestFleetPerClientUpstream(t *testing.T) {
+	t.Parallel()
 	up := countingUpstream(t)
 	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"counter": {"url": %q, "session": "per_client"}`, up)))
 	cs := connect(t, f.url, nil)
@@ -561,6 +566,7 @@ func TestFleetPerClientUpstream(t *testing.T) {
 // the sessions use is refused (and logged), never a crash, and the
 // session goes on.
 func TestFleetRefusesBadNATSMessages(t *testing.T) {
+	t.Parallel()
 	up := testenvEverything(t)
 	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"everything": {"url": %q}`, up)))
 	cs := connect(t, f.url, nil)
@@ -577,6 +583,7 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 		bytes.Repeat([]byte("x"), 100000), []byte(`{"session":"` + sid + `","response":"nope"}`),
 		[]byte(`{"session":"` + sid + `","request":{"jsonrpc":"2.0","method":"notifications/x"}}`),
 		[]byte(`{"session":"` + sid + `","params":{"requestId":[1]}}`)}
+	var calls sync.WaitGroup
 	for i := range f.gws {
 		r := cluster.Token(fmt.Sprintf("r%d", i))
 		for _, g := range garbage {
@@ -585,10 +592,12 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// A call gets an answer ("not the owner") or none; never a crash.
-			_, _ = nc.Request(n.Subject("replica", r, "call"), g, time.Second)
+			// A call gets an answer ("not the owner") or none; never a
+			// crash. The calls wait for their answers together.
+			calls.Go(func() { _, _ = nc.Request(n.Subject("replica", r, "call"), g, time.Second) })
 		}
 	}
+	calls.Wait()
 	kv, err := n.JetStream().KeyValue(ctx, n.Bucket("sessions"))
 	if err != nil {
 		t.Fatal(err)
@@ -618,6 +627,7 @@ func TestFleetRefusesBadNATSMessages(t *testing.T) {
 // lands on another replica than its call's still cancels the call
 // upstream.
 func TestFleetCancelAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	started, cancelled := make(chan bool, 1), make(chan bool, 1)
 	s := mcp.NewServer(&mcp.Implementation{Name: "waiter", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "wait"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -665,6 +675,7 @@ func TestFleetCancelAcrossReplicas(t *testing.T) {
 // it, and reaches the GET stream once the client opens one, on another
 // replica.
 func TestFleetBacklogFollowsTheGETStream(t *testing.T) {
+	t.Parallel()
 	up, upURL := fleetUpstream(t)
 	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, upURL)))
 	sid := f.initRaw(t)

@@ -14,6 +14,7 @@ import (
 // session tokens the fleet issues and of the records it keeps of them
 // (revocations must last as long as the tokens they revoke).
 func TestFleetSessionTTL(t *testing.T) {
+	t.Parallel()
 	f := startFleetWith(t, 2, serversJSON(`"up": {"url": "http://127.0.0.1:1/mcp"}`), `"session_ttl": 120`)
 	sid := f.initRaw(t)
 	s, err := cluster.NewSealer("tf", []string{testFleetSecret})
@@ -48,6 +49,7 @@ func TestFleetSessionTTL(t *testing.T) {
 // with a 60 s TTL on the replica that created the session). The replicas'
 // clocks are moved past the TTL instead of waiting for it.
 func TestFleetSessionTTLOnItsReplica(t *testing.T) {
+	t.Parallel()
 	f := startFleetWith(t, 2, serversJSON(`"up": {"url": "http://127.0.0.1:1/mcp"}`), `"session_ttl": 60`)
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 	for i := range f.gws {

@@ -24,6 +24,7 @@ import (
 // everything-server: it must pass exactly as it does against the server
 // directly (testenv's own test pins that baseline at 40 passed, 0 failed).
 func TestConformanceThroughGateway(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("conformance suite: skipped in -short mode")
 	}
@@ -42,6 +43,7 @@ func everythingTools(t *testing.T, url string) []string {
 }
 
 func TestThreeUpstreamsAggregated(t *testing.T) {
+	t.Parallel()
 	a := testenv.StartEverythingServerHTTP(t)
 	b := testenv.StartEverythingServerHTTP(t)
 	demo := serveMCP(t, newDemoMathServer())
@@ -232,6 +234,7 @@ func TestThreeUpstreamsAggregated(t *testing.T) {
 }
 
 func TestListChangedWhenUpstreamToolsChange(t *testing.T) {
+	t.Parallel()
 	a := testenv.StartEverythingServerHTTP(t)
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"a": {"url": %q, "prefix": "a"}`, a)), Options{})
 	changed := make(chan struct{}, 10)
@@ -255,6 +258,7 @@ func TestListChangedWhenUpstreamToolsChange(t *testing.T) {
 }
 
 func TestUpstreamKilledMidCall(t *testing.T) {
+	t.Parallel()
 	bin := testenv.EverythingServer(t)
 	port := testenv.FreePort(t)
 	cmd := exec.Command(bin, fmt.Sprintf("-http=127.0.0.1:%d", port), "-stateless=false")
@@ -321,6 +325,7 @@ func TestUpstreamKilledMidCall(t *testing.T) {
 }
 
 func TestServesWithEveryUpstreamDown(t *testing.T) {
+	t.Parallel()
 	port := testenv.FreePort(t) // nothing listens there
 	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"gone": {"url": "http://127.0.0.1:%d/mcp"}`, port)), Options{})
 	cs := connect(t, url, nil)
@@ -337,6 +342,7 @@ func TestServesWithEveryUpstreamDown(t *testing.T) {
 // tool at once: each sampling request must reach the client whose call
 // caused it, and a client without the capability gets a clear error.
 func TestServerRequestsReachTheirCaller(t *testing.T) {
+	t.Parallel()
 	a := testenv.StartEverythingServerHTTP(t)
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"a": {"url": %q}`, a)), Options{})
 	client := func(name string) *mcp.ClientSession {
@@ -382,6 +388,7 @@ func TestServerRequestsReachTheirCaller(t *testing.T) {
 // TestCancellationReachesUpstream checks both ways a call ends early: the
 // client cancels it, or the client goes away.
 func TestCancellationReachesUpstream(t *testing.T) {
+	t.Parallel()
 	started := make(chan string, 4)
 	cancelled := make(chan string, 4)
 	s := mcp.NewServer(&mcp.Implementation{Name: "blocker"}, nil)
@@ -462,6 +469,7 @@ func TestCancellationReachesUpstream(t *testing.T) {
 }
 
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "slow"}, nil)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })

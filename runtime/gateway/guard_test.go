@@ -53,7 +53,7 @@ func connectAs(t testing.TB, url string, header http.Header, opts *mcp.ClientOpt
 	c := mcp.NewClient(&mcp.Implementation{Name: "edge-mcp-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	hc := &http.Client{Transport: headerTransport{header, http.DefaultTransport}}
+	hc := &http.Client{Transport: headerTransport{header, http.DefaultClient.Transport}}
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })
@@ -90,6 +90,7 @@ func sha256hex(s string) string {
 // TestAPIKeyAuth: good keys open sessions as their identity; missing,
 // malformed, unknown and revoked keys get 401 with a Bearer challenge.
 func TestAPIKeyAuth(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	const aliceKey, bobKey, oldKey = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef", "old-key-0123456789abcdef"
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}},
@@ -140,6 +141,7 @@ func TestAPIKeyAuth(t *testing.T) {
 // TestSessionBelongsToItsIdentity: a session opened by one identity cannot
 // be used with another identity's credentials.
 func TestSessionBelongsToItsIdentity(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}},
 		"auth": {"mode": "api_key", "api_keys": [{"name": "alice", "key": "alice-key-0123456789abcdef"}, {"name": "bob", "key": "bob-key-0123456789abcdef"}]}}`, up), Options{})
@@ -179,6 +181,7 @@ func jwksServer(t *testing.T, k *rsa.PrivateKey, kid string) string {
 // protected resource metadata (RFC 9728) is served and named in the
 // challenge.
 func TestJWTAuth(t *testing.T) {
+	t.Parallel()
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	other, _ := rsa.GenerateKey(rand.Reader, 2048)
 	jwks := jwksServer(t, key, "k1")
@@ -253,6 +256,7 @@ func TestJWTAuth(t *testing.T) {
 // TestAccessLists: each identity sees only the servers and tools its rules
 // grant, in tools/list and prompts, and cannot call what it cannot see.
 func TestAccessLists(t *testing.T) {
+	t.Parallel()
 	a := vaultServer(t, "a", make(chan string, 1))
 	b := vaultServer(t, "b", make(chan string, 1))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "prefix": "a"}, "b": {"url": %q, "prefix": "b"}},
@@ -290,6 +294,7 @@ func TestAccessLists(t *testing.T) {
 // with Retry-After and WebSocket a JSON-RPC error; both recover once the
 // bucket refills.
 func TestRateLimits(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "limits": {"client_rate": {"rps": 2, "burst": 2}}}`, up), Options{})
 
@@ -363,6 +368,7 @@ func TestRateLimits(t *testing.T) {
 }
 
 func TestBodyTooLarge(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "max_body_bytes": 2048}`, up), Options{})
 	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":%q,"version":"1"}}}`, strings.Repeat("x", 4000))
@@ -386,6 +392,7 @@ func zipServer(t *testing.T, reached *atomic.Int32) string {
 // refused with an error naming the path, without reaching the upstream;
 // a server can opt out.
 func TestArgumentValidation(t *testing.T) {
+	t.Parallel()
 	var strictHits, laxHits atomic.Int32
 	strict, lax := zipServer(t, &strictHits), zipServer(t, &laxHits)
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"strict": {"url": %q, "prefix": "s"}, "lax": {"url": %q, "prefix": "l"}},
@@ -420,6 +427,7 @@ func TestArgumentValidation(t *testing.T) {
 // client's API key, then searches every log line (at debug), the status
 // document, the metrics, the audit log and admin answers for them.
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	const upstreamSecret, clientKey = "upstream-secret-4f9a1c77e2", "client-key-secret-8b2d0e6a91"
 	var seenAuth atomic.Value
 	s := mcp.NewServer(&mcp.Implementation{Name: "v", Version: "1"}, nil)
@@ -503,6 +511,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // gets the tool withheld (clients get list_changed); the change is
 // listed with a diff; once approved the tool returns.
 func TestToolPinning(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "shifty", Version: "1"}, nil)
 	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
@@ -553,6 +562,7 @@ func TestToolPinning(t *testing.T) {
 // TestMetricsHealthAndReadiness: /metrics counts calls, sessions and
 // upstream state; /healthz answers; /readyz waits for required servers.
 func TestMetricsHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}, "down": {"url": "http://127.0.0.1:1/mcp", "retry_initial": 60}},
 		"observability": {"required_servers": ["vault"]}}`, up), Options{})
@@ -601,6 +611,7 @@ func TestMetricsHealthAndReadiness(t *testing.T) {
 // TestLargeListCompressed: a large JSON answer is compressed for a client
 // that accepts gzip.
 func TestLargeListCompressed(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "many", Version: "1"}, nil)
 	for i := range 200 {
 		s.AddTool(&mcp.Tool{Name: fmt.Sprintf("tool_%03d", i), Description: strings.Repeat("A tool that does things. ", 4),
@@ -635,6 +646,7 @@ func TestLargeListCompressed(t *testing.T) {
 // TestUpstreamConcurrencyLimit: with one call in flight allowed per
 // upstream and one waiting, a third concurrent call is refused at once.
 func TestUpstreamConcurrencyLimit(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // never leave the upstream blocked
@@ -680,6 +692,7 @@ func TestUpstreamConcurrencyLimit(t *testing.T) {
 
 // TestPerToolTimeout: a tool rule's timeout wins over the server's.
 func TestPerToolTimeout(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
 	s.AddTool(&mcp.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		<-ctx.Done()
@@ -698,6 +711,7 @@ func TestPerToolTimeout(t *testing.T) {
 // tool call is exported as a span and the upstream receives the W3C trace
 // context in _meta, continuing the client's trace.
 func TestTracesReachCollectorAndUpstream(t *testing.T) {
+	t.Parallel()
 	var exports atomic.Int32
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -736,6 +750,7 @@ func TestTracesReachCollectorAndUpstream(t *testing.T) {
 // TestPolicySeesIdentity: the authenticated identity reaches policy
 // modules as client.id, and access lists apply before any module runs.
 func TestPolicySeesIdentity(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	mod := writeModule(t, wasmtest.Build(t, "policy/testdata/hostile/gohostile"))
 	opts := policyOptions(t)

@@ -104,6 +104,7 @@ func (c *caller) firstSuccessAfter(t *testing.T, since time.Time, sentAfter bool
 // grow while calls wait, and calls to the disconnected server trigger the
 // reconnection).
 func TestHealHTTPUpstreamRestart(t *testing.T) {
+	t.Parallel()
 	up := testenv.StartEchoUpstream(t)
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}}}`, up.URL()), Options{})
 	cs := connect(t, url, nil)
@@ -129,6 +130,7 @@ func TestHealHTTPUpstreamRestart(t *testing.T) {
 // gateway starts it again at once for the calls that wait, and the first
 // call succeeds within a second of the kill.
 func TestHealStdioChildRestart(t *testing.T) {
+	t.Parallel()
 	bin := testenv.EchoServer(t)
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"up": {"command": %q, "args": ["-stdio", "-pidfile", %q]}}}`, bin, pidfile), Options{})

@@ -10,6 +10,7 @@ import (
 // Issue #27 item 6: GET / says what this is and where to go; other
 // unknown paths stay 404.
 func TestIndexSaysWhereToGo(t *testing.T) {
+	t.Parallel()
 	url, _ := startGateway(t, serversJSON(), Options{})
 	base := strings.TrimSuffix(url, "/mcp")
 	resp, err := http.Get(base + "/")

@@ -61,6 +61,7 @@ func pingServer(t *testing.T, delay *atomic.Int64) string {
 // timeout) stays connected; one that stops answering is failed after the
 // configured number of misses, and its tools leave the catalogue.
 func TestHealthChecks(t *testing.T) {
+	t.Parallel()
 	var delay atomic.Int64
 	delay.Store(int64(60 * time.Millisecond))
 	up := pingServer(t, &delay)
@@ -87,6 +88,7 @@ func TestHealthChecks(t *testing.T) {
 // restart behind the same URL answers 404): the gateway initializes anew
 // at once, without waiting for a backoff, and the tools come back.
 func TestSessionExpiredReinitializes(t *testing.T) {
+	t.Parallel()
 	var handler atomic.Pointer[http.Handler]
 	newHandler := func() {
 		s := newDemoMathServer()
@@ -134,6 +136,7 @@ func TestSessionExpiredReinitializes(t *testing.T) {
 // TestLegacySSEFallback: a URL without a type that speaks only HTTP+SSE
 // (2024-11-05) is reached through the fallback.
 func TestLegacySSEFallback(t *testing.T) {
+	t.Parallel()
 	s := newDemoMathServer()
 	hs := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
@@ -151,6 +154,7 @@ func TestLegacySSEFallback(t *testing.T) {
 // TestToolExecutedEvents checks the fields of tool_executed events, and
 // that arguments never appear in them.
 func TestToolExecutedEvents(t *testing.T) {
+	t.Parallel()
 	a := testenvEverything(t)
 	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"a": {"url": %q}`, a)), Options{})
 	events, stop := g.events.Subscribe(16)
@@ -183,6 +187,7 @@ func TestToolExecutedEvents(t *testing.T) {
 // TestSSEReadTimeout: a legacy SSE stream that stays silent longer than
 // sse_read_timeout is cut, and the upstream reconnects.
 func TestSSEReadTimeout(t *testing.T) {
+	t.Parallel()
 	s := newDemoMathServer()
 	hs := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })

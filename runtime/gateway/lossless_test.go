@@ -148,6 +148,7 @@ func canonical(t *testing.T, raw []byte) string {
 }
 
 func TestLosslessRoundTrip(t *testing.T) {
+	t.Parallel()
 	lastCall := make(chan json.RawMessage, 1)
 	up := rawUpstream(t, lastCall)
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"raw": {"url": %q}`, up)), Options{})
@@ -174,6 +175,7 @@ func TestLosslessRoundTrip(t *testing.T) {
 }
 
 func TestUnknownMethodAndBadParams(t *testing.T) {
+	t.Parallel()
 	url, _ := startGateway(t, serversJSON(), Options{})
 	c := newRawClient(t, url)
 	for _, tc := range []struct {

@@ -50,6 +50,7 @@ func connectModern(ctx context.Context, t *testing.T, url string, opts *mcp.Clie
 // TestModernClient drives the gateway with a go-sdk client pinned to
 // 2026-07-28: every request is sessionless.
 func TestModernClient(t *testing.T) {
+	t.Parallel()
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))), Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -139,6 +140,7 @@ func modernHTTP(t *testing.T, method, url string, headers map[string]string, bod
 
 // TestModernRaw checks the 2026-07-28 errors at the HTTP level.
 func TestModernRaw(t *testing.T) {
+	t.Parallel()
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))), Options{})
 	meta := modernMeta("2026-07-28")
 	tests := []struct {
@@ -218,6 +220,7 @@ func TestModernRaw(t *testing.T) {
 
 // TestModernCacheHints checks the rules of the list results' caching hints.
 func TestModernCacheHints(t *testing.T) {
+	t.Parallel()
 	up := modernUpstream(t)
 	tests := []struct {
 		name      string
@@ -248,6 +251,7 @@ func TestModernCacheHints(t *testing.T) {
 // TestModernLogLevel checks that a 2026-07-28 request gets log messages
 // only at the level its _meta names.
 func TestModernLogLevel(t *testing.T) {
+	t.Parallel()
 	_, g := startGateway(t, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, modernUpstream(t))), Options{})
 	tests := []struct {
 		name    string
@@ -288,6 +292,7 @@ func TestModernLogLevel(t *testing.T) {
 // TestModernMissingCapability checks -32021 for a call that needs a client
 // capability its request does not declare: approval needs elicitation.
 func TestModernMissingCapability(t *testing.T) {
+	t.Parallel()
 	cfg := fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}}, "tool_rules": [{"tools": ["echo"], "require_approval": true}]}`, modernUpstream(t))
 	url, _ := startGateway(t, cfg, Options{})
 	tests := []struct {
@@ -315,6 +320,7 @@ func TestModernMissingCapability(t *testing.T) {
 // TestModernSubscriptionsListen checks that a 2026-07-28 client learns of
 // an upstream's tools/list_changed through subscriptions/listen.
 func TestModernSubscriptionsListen(t *testing.T) {
+	t.Parallel()
 	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
 	mcp.AddTool(up, &mcp.Tool{Name: "first"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{}, nil, nil
@@ -350,6 +356,7 @@ func TestModernSubscriptionsListen(t *testing.T) {
 // 2025-11-25 session (so an upstream's sampling or elicitation can reach
 // it until those are bridged to input_required results).
 func TestProtocol2026Off(t *testing.T) {
+	t.Parallel()
 	url, _ := startGateway(t, fmt.Sprintf(`{"protocol_2026": false, "mcpServers": {"up": {"url": %q}}}`, modernUpstream(t)), Options{})
 	status, body := modernHTTP(t, "POST", url, map[string]string{"Mcp-Method": "server/discover"},
 		`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":`+modernMeta("2026-07-28")+`}}`)

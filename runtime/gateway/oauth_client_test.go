@@ -43,7 +43,7 @@ func connectVersion(t *testing.T, url, version string, header http.Header, opts 
 	c := mcp.NewClient(&mcp.Implementation{Name: "edge-mcp-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	hc := &http.Client{Transport: headerTransport{header, http.DefaultTransport}}
+	hc := &http.Client{Transport: headerTransport{header, http.DefaultClient.Transport}}
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connecting with %s: %v", version, err)
@@ -80,6 +80,7 @@ func startPerClientGateway(t *testing.T, as *testenv.OAuthServer, names ...strin
 // retries. Each then calls with a token of its own, never the other's nor
 // the operator's (the catalogue link's), and never its API key.
 func TestOAuthPerClientIdentity(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	og, keys := startPerClientGateway(t, as, "alice", "bob")
 	operator := testenv.TokenFingerprint(as.Issued()[0])
@@ -166,6 +167,7 @@ func TestOAuthPerClientIdentity(t *testing.T) {
 // asked gets a tool error carrying its authorization URL; once its person
 // has opened it, the next call goes through with its own token.
 func TestOAuthPerClientIdentityWithoutElicitation(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	og, keys := startPerClientGateway(t, as, "carol")
 	key := keys["carol"]
@@ -200,6 +202,7 @@ func TestOAuthPerClientIdentityWithoutElicitation(t *testing.T) {
 // held while its link cannot be dialed); after the person opened it, the
 // read goes through with the identity's own token.
 func TestOAuthPerClientIdentityOtherRequests(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	og, keys := startPerClientGateway(t, as, "dave")
 	key := keys["dave"]

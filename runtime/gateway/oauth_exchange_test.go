@@ -120,6 +120,7 @@ func (es *exchangeServer) serveToken(w http.ResponseWriter, r *http.Request) {
 // server never sees a downstream JWT. A subject the token endpoint
 // refuses gets a call error naming the server and holding no token.
 func TestOAuthTokenExchange(t *testing.T) {
+	t.Parallel()
 	secret := []byte("downstream-hmac-secret-0123456789abcdef")
 	es := startExchangeServer(t, secret)
 	const iss, aud = "https://idp.example.com", "https://gw.example.com/mcp"

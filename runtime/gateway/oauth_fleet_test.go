@@ -202,6 +202,7 @@ func echoVia(t *testing.T, og *oauthGateway, text string) {
 // own; a logout on B makes A need authorization. No token shows in NATS,
 // the logs or /status.
 func TestOAuthFleetLoginCallbackLogout(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true})
 	srv := natstest.Start(t)
 	entry := fmt.Sprintf(`{"url": %q, "oauth": {}}`, as.MCPURL)
@@ -242,6 +243,7 @@ func TestOAuthFleetLoginCallbackLogout(t *testing.T) {
 // (replayed, or forged) is refused by every replica, and a redirect used
 // once through B cannot be used again through A.
 func TestOAuthFleetCallbackSingleUse(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	srv := natstest.Start(t)
 	entry := fmt.Sprintf(`{"url": %q, "oauth": {}}`, as.MCPURL)
@@ -289,6 +291,7 @@ func TestOAuthFleetCallbackSingleUse(t *testing.T) {
 // the fleet's store and uses the winner's token. No call fails, and the
 // fleet ends up holding a refresh token the server still honours.
 func TestOAuthFleetRefreshRotation(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true, TokenTTL: time.Second})
 	srv := natstest.Start(t)
 	entry := fmt.Sprintf(`{"url": %q, "oauth": {}, "health_interval": 3600}`, as.MCPURL)
@@ -343,6 +346,7 @@ func TestOAuthFleetRefreshRotation(t *testing.T) {
 // TestOAuthFleetNeedsSharedKey: a fleet replica with an OAuth server and
 // no oauth.key refuses to start, naming the key.
 func TestOAuthFleetNeedsSharedKey(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Parse("test.json", []byte(`{"mcpServers": {"up": {"url": "http://127.0.0.1:1/mcp", "oauth": {}}},
 		"cluster": {"allow_anonymous_nats": true, "nats_url": "nats://127.0.0.1:1", "secret": "fleet-secret-fleet-secret-fleet-secret"}}`))
 	if err != nil {
@@ -373,6 +377,7 @@ func TestOAuthFleetNeedsSharedKey(t *testing.T) {
 // token it holds, refreshing it; the rotated refresh token reaches the
 // fleet's bucket when NATS is back.
 func TestOAuthFleetNATSDown(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true, TokenTTL: time.Second})
 	srv := natstest.Start(t)
 	entry := fmt.Sprintf(`{"url": %q, "oauth": {}, "health_interval": 3600}`, as.MCPURL)

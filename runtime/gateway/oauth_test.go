@@ -152,6 +152,7 @@ func (og *oauthGateway) noTokens(t *testing.T, as *testenv.OAuthServer, dir stri
 }
 
 func TestOAuthUpstreamLoginCallRestart(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true, StepUpTool: "admin_op", StepUpScope: "admin"})
 	dir := t.TempDir()
 	entry := fmt.Sprintf(`{"url": %q, "oauth": {}}`, as.MCPURL)
@@ -200,6 +201,7 @@ func TestOAuthUpstreamLoginCallRestart(t *testing.T) {
 }
 
 func TestOAuthUpstreamExpiredTokenNeedsAuthorization(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{TokenTTL: 2 * time.Second})
 	dir := t.TempDir()
 	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "health_interval": 3600}`, as.MCPURL), dir)
@@ -230,6 +232,7 @@ func TestOAuthUpstreamExpiredTokenNeedsAuthorization(t *testing.T) {
 }
 
 func TestOAuthChallengeWithoutOAuthSection(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q}`, as.MCPURL), t.TempDir())
 	waitFor(t, "needs_authorization saying what to configure", func() bool {
@@ -256,6 +259,7 @@ func get(t *testing.T, url string) string {
 // TestOAuthLegacySSEUpstream: the same flow over legacy HTTP+SSE, whose
 // HTTP client is wrapped with the handler.
 func TestOAuthLegacySSEUpstream(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	dir := t.TempDir()
 	og := startOAuthGateway(t, fmt.Sprintf(`{"type": "sse", "url": %q, "oauth": {}}`, as.SSEURL), dir)
@@ -274,6 +278,7 @@ func TestOAuthLegacySSEUpstream(t *testing.T) {
 // check (a reverse proxy to a gateway serving /ws): the handshake gets
 // 401, the handler authorizes, the handshake is tried again with the token.
 func TestOAuthWebSocketUpstream(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	front, _ := startGateway(t, serversJSON(fmt.Sprintf(`"e": {"url": %q}`, testenvEverything(t))), Options{})
 	target, err := neturl.Parse(strings.TrimSuffix(front, "/mcp"))
@@ -330,6 +335,7 @@ func TestOAuthClientCredentialsUpstream(t *testing.T) {
 // needs_authorization with a pending URL, and the call completes once an
 // operator approves within oauth.pending_wait.
 func TestOAuthRevokedTokenReauthorizedDuringACall(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true})
 	dir := t.TempDir()
 	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {}, "health_interval": 3600}`, as.MCPURL), dir)

@@ -149,6 +149,7 @@ func findKey(v any, key, path string) string {
 }
 
 func TestValidateOpenAIToolRejects(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{
 		`{"type":"function","function":{"name":"a.b","parameters":{"type":"object","properties":{}}}}`,
 		`{"type":"function","function":{"name":"` + oaLongName + `","parameters":{"type":"object","properties":{}}}}`,
@@ -225,6 +226,7 @@ func oaConfig(up, extra string) string {
 }
 
 func TestOpenAIToolsExport(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	url, _ := startGateway(t, oaConfig(openAIUpstream(t, &calls), ""), Options{})
 	base := strings.TrimSuffix(url, "/mcp")
@@ -263,6 +265,7 @@ func TestOpenAIToolsExport(t *testing.T) {
 }
 
 func TestOpenAIToolsCall(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	url, _ := startGateway(t, oaConfig(openAIUpstream(t, &calls), ""), Options{})
 	base := strings.TrimSuffix(url, "/mcp")
@@ -365,6 +368,7 @@ func TestOpenAIToolsCall(t *testing.T) {
 // TestOpenAIConcurrentCalls: calls of many goroutines each get their own
 // answer.
 func TestOpenAIConcurrentCalls(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	url, _ := startGateway(t, oaConfig(openAIUpstream(t, &calls), ""), Options{})
 	base := strings.TrimSuffix(url, "/mcp")
@@ -397,6 +401,7 @@ func TestOpenAIConcurrentCalls(t *testing.T) {
 }
 
 func TestOpenAIAuthAndAccess(t *testing.T) {
+	t.Parallel()
 	const aliceKey, bobKey = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef"
 	var calls atomic.Int32
 	url, _ := startGateway(t, oaConfig(openAIUpstream(t, &calls), fmt.Sprintf(`,

@@ -32,7 +32,7 @@ type addHeader struct {
 func (a addHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(a.name, a.value)
-	return http.DefaultTransport.RoundTrip(r)
+	return http.DefaultClient.Transport.RoundTrip(r)
 }
 
 // TestParamHeaders2026: the Mcp-Param-* headers of a 2026-07-28 client's
@@ -40,6 +40,7 @@ func (a addHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 // from x-mcp-header arguments (the upstream validates them) and one nobody
 // knows. A 2025 upstream gets none.
 func TestParamHeaders2026(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		opts  *mcp.StreamableHTTPOptions
@@ -86,6 +87,7 @@ func TestParamHeaders2026(t *testing.T) {
 // is mapped to a header reaches a 2026-07-28 upstream with that header,
 // derived from the arguments by edge-mcp (the upstream refuses it without).
 func TestParamHeadersDerived(t *testing.T) {
+	t.Parallel()
 	s := paramServer()
 	rec := &probeRecorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})}
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, rec))), Options{})
@@ -107,6 +109,7 @@ func TestParamHeadersDerived(t *testing.T) {
 // edge-mcp does not fill it in for it. (go-sdk sends the headers only for
 // tools it has listed; this client has not.)
 func TestParamHeadersOmitted2026(t *testing.T) {
+	t.Parallel()
 	s := paramServer()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, h))), Options{})

@@ -21,6 +21,7 @@ import (
 // level before its link opened or after; a session that set none gets no
 // log lines from its own upstream session. The sessions run together.
 func TestPerClientSetLevel(t *testing.T) {
+	t.Parallel()
 	bin := testenv.EverythingServer(t)
 	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"e": {"command": %q, "session": "per_client"}`, bin)), Options{})
 	ctx := context.Background()
@@ -78,6 +79,7 @@ func TestPerClientSetLevel(t *testing.T) {
 // get-roots-list tool shows the new root, for each of several sessions
 // at once, each its own roots only.
 func TestPerClientRootsListChanged(t *testing.T) {
+	t.Parallel()
 	node, script := testenv.Node(t), testenv.ServerEverything(t)
 	script, _ = filepath.EvalSymlinks(script)
 	url, _ := startGateway(t, serversJSON(

@@ -95,6 +95,7 @@ func (h refusals) Handle(_ context.Context, r slog.Record) error {
 // WARN line), never handed to a guessed client; one client alone is
 // unambiguous.
 func TestServerRequestsOverSharedAndPerClientSessions(t *testing.T) {
+	t.Parallel()
 	const refusal = `cannot tell which client this sampling request belongs to`
 	type testCase struct {
 		name           string
@@ -153,6 +154,7 @@ func TestServerRequestsOverSharedAndPerClientSessions(t *testing.T) {
 // TestPerClientSessionsBounded: a client beyond max_client_sessions gets an
 // error naming the setting; when a session ends its slot is free again.
 func TestPerClientSessionsBounded(t *testing.T) {
+	t.Parallel()
 	up := samplingUpstream(t, "sse", 1)
 	url, g := startGateway(t, serversJSON(`"s": {`+up+`, "session": "per_client", "max_client_sessions": 1}`), Options{})
 	first := samplingClient(t, url, "first")
@@ -282,6 +284,7 @@ func (h fixes) Handle(_ context.Context, r slog.Record) error {
 // session (which lists the catalogue) is refused; with "session":
 // "per_client" already set, the WARN does not tell the operator to set it.
 func TestRefusalOnOwnSessionOfPerClientServer(t *testing.T) {
+	t.Parallel()
 	for _, session := range []string{"shared", "per_client"} {
 		t.Run(session, func(t *testing.T) {
 			asked := make(chan error, 4)

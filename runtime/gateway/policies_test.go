@@ -93,6 +93,7 @@ func callText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 }
 
 func TestRedactSecretsThroughGateway(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 1)
 	up := vaultServer(t, "vault", received)
 	mod := writeModule(t, wasmtest.Example(t, "redact-secrets"))
@@ -121,6 +122,7 @@ func TestRedactSecretsThroughGateway(t *testing.T) {
 }
 
 func TestToolRouterThroughGateway(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 1)
 	us, eu := vaultServer(t, "vault", received), vaultServer(t, "vault-eu", received)
 	mod := writeModule(t, wasmtest.Example(t, "tool-router"))
@@ -149,6 +151,7 @@ func TestToolRouterThroughGateway(t *testing.T) {
 }
 
 func TestContentNormalizerThroughGateway(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	mod := writeModule(t, wasmtest.Example(t, "content-normalizer"))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}},
@@ -182,6 +185,7 @@ func TestContentNormalizerThroughGateway(t *testing.T) {
 // at its deadline; the call follows on_error; the gateway and the next
 // calls carry on, and the module sees the caller's identity, not secrets.
 func TestHostileModuleContained(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	mod := writeModule(t, wasmtest.Build(t, "policy/testdata/hostile/gohostile"))
 	for _, tc := range []struct {

@@ -29,6 +29,12 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(stdioHelperEnv); mode != "" {
 		os.Exit(serveOldStdio(os.Stdin, os.Stdout, mode == "ignore-unknown"))
 	}
+	// The tests run in parallel, and httptest.Server.Close closes the idle
+	// connections of http.DefaultTransport: a test's POST that took one of
+	// them as another test closed its server failed ("CloseIdleConnections
+	// called"). The default client (go-sdk's too, when given none) gets a
+	// transport of its own.
+	http.DefaultClient.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	os.Exit(m.Run())
 }
 
@@ -192,6 +198,7 @@ func fixtureServer() *mcp.Server {
 // that refuses the probe or offers only older revisions; a 2025 client
 // reaches the tools, prompts and resources of each.
 func TestUpstreamProtocolProbe(t *testing.T) {
+	t.Parallel()
 	stateless := func(s *mcp.Server) http.Handler {
 		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
 	}
@@ -237,6 +244,7 @@ func TestUpstreamProtocolProbe(t *testing.T) {
 // TestStampMeta: the per-request _meta keys of a 2026-07-28 link are added
 // to the params, replacing keys of the same name and keeping the others.
 func TestStampMeta(t *testing.T) {
+	t.Parallel()
 	keys := []metaKey{{metaProtocolVersion, json.RawMessage(`"2026-07-28"`)}}
 	for _, tc := range []struct{ name, params, want string }{
 		{"no params", ``, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
@@ -340,6 +348,7 @@ func check2026Requests(t *testing.T, rec *probeRecorder) {
 // server/discover, or ignores it, is restarted, pinned to 2025-11-25, with
 // a warning saying why; its tool works through the gateway.
 func TestStdioServerFailingTheProbe(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"exit-on-unknown", "ignore-unknown"} {
 		t.Run(mode, func(t *testing.T) {
 			logPath := filepath.Join(t.TempDir(), "log")
@@ -375,6 +384,7 @@ func TestStdioServerFailingTheProbe(t *testing.T) {
 // arrive on the subscriptions/listen request edge-mcp keeps open, and the
 // catalogue follows them.
 func TestListChanged2026(t *testing.T) {
+	t.Parallel()
 	s := fixtureServer()
 	rec := &probeRecorder{next: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})}
 	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"s": {"url": %q}`, serveHandler(t, rec))), Options{})
@@ -393,6 +403,7 @@ func TestListChanged2026(t *testing.T) {
 // TestCancel2026: a client's cancellation reaches the handler of a
 // 2026-07-28 (stateless) upstream: edge-mcp ends the call's POST.
 func TestCancel2026(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
 	started, cancelled := make(chan struct{}), make(chan struct{})
 	s.AddTool(&mcp.Tool{Name: "wait", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

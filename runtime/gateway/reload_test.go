@@ -117,6 +117,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // TestReloadRemovesAfterInFlightCalls: a call in flight on a removed
 // upstream finishes before the upstream is disconnected.
 func TestReloadRemovesAfterInFlightCalls(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	s := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
@@ -160,6 +161,7 @@ func TestReloadRemovesAfterInFlightCalls(t *testing.T) {
 // TestReloadRejectsInvalidConfig: a bad file (or a policy that does not
 // load) is rejected with file, key and reason; the running config stays.
 func TestReloadRejectsInvalidConfig(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 1))
 	dir := t.TempDir()
 	path := filepath.Join(dir, "edge-mcp.json")
@@ -190,6 +192,7 @@ func TestReloadRejectsInvalidConfig(t *testing.T) {
 // TestWatchConfigReloads: writing the file (as editors do: a temporary
 // file renamed over it) reloads it.
 func TestWatchConfigReloads(t *testing.T) {
+	t.Parallel()
 	a := vaultServer(t, "a", make(chan string, 1))
 	b := vaultServer(t, "b", make(chan string, 1))
 	dir := t.TempDir()

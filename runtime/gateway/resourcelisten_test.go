@@ -45,6 +45,7 @@ func legacyFeaturesUpstream(t *testing.T) string {
 // notifications/resources/updated reach the client's session, and the
 // level is stamped into the _meta of the session's forwarded requests.
 func TestLegacyClientModernUpstream(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, extra string }{
 		{"shared link", ""},
 		{"per_client links", `, "session": "per_client"`},

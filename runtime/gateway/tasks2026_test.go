@@ -170,6 +170,7 @@ func modernCall(t *testing.T, url, key, method, params string, declare bool) (re
 // "unknown task"; tasks/list and tasks/result are not part of the
 // extension (-32601); tasks/* without declaring it get -32021.
 func TestTasksExtension2026(t *testing.T) {
+	t.Parallel()
 	up, upURL := startExtUpstream(t)
 	const alice, bob = "alice-key-0123456789abcdef", "bob-key-0123456789abcdef"
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"ext": {"url": %q}},
@@ -238,6 +239,7 @@ func TestTasksExtension2026(t *testing.T) {
 // 2025-11-25 tasks) a 2025 client is offered tasks and a 2026-07-28 client
 // is not (that server does not offer the extension).
 func TestTasksCapabilityFollowsUpstreams(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name           string
 		url            func(t *testing.T) string
@@ -272,6 +274,7 @@ func TestTasksCapabilityFollowsUpstreams(t *testing.T) {
 // policies of the tool that created the task, as the tools/call result
 // would have: the redact-secrets example masks the key in both.
 func TestTaskResultsPassPolicies(t *testing.T) {
+	t.Parallel()
 	_, upURL := startExtUpstream(t)
 	mod := writeModule(t, wasmtest.Example(t, "redact-secrets"))
 	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"ext": {"url": %q}},

@@ -133,6 +133,7 @@ func createTaskOf(t *testing.T, c *rawClient, tool, topic string, ambiguous bool
 // sees gateway task ids and only its own tasks; the other session's ids,
 // replayed, are unknown to it for get, result, cancel and list.
 func TestTasksThroughGateway(t *testing.T) {
+	t.Parallel()
 	for _, session := range []string{"shared", "per_client"} {
 		t.Run(session, func(t *testing.T) {
 			url := startTasksGateway(t, session)
@@ -212,6 +213,7 @@ func checkIsolation(t *testing.T, a, b *rawClient, idA, idB string) {
 // TestTasksOfEndedSessionForgotten: when a session ends, the gateway
 // forgets its task ids, so a new session replaying one gets "unknown".
 func TestTasksOfEndedSessionForgotten(t *testing.T) {
+	t.Parallel()
 	url := startTasksGateway(t, "")
 	a := newRawClient(t, url)
 	id := createTask(t, a, "gone", false)
@@ -307,6 +309,7 @@ func statusNotes(t *testing.T, c *rawClient) *notes {
 // related task does: each session gets its own task's question, and its
 // answer shows in its own result.
 func TestTaskInputReachesItsOwner(t *testing.T) {
+	t.Parallel()
 	url := startTasksGateway(t, "shared")
 	type res struct {
 		who, text string
@@ -430,6 +433,7 @@ func (n *notes) messages() []string {
 // the result, as the server sent it) or, when it comes after, on the
 // session's stream.
 func TestTaskFirstStatusNotLost(t *testing.T) {
+	t.Parallel()
 	url := startTasksGateway(t, "shared")
 	c := newRawClient(t, url)
 	n := statusNotes(t, c)
@@ -445,6 +449,7 @@ func TestTaskFirstStatusNotLost(t *testing.T) {
 // TestTasksListMergesUpstreams: tasks/list gathers the caller's tasks of
 // every upstream (two TypeScript servers over stdio), and only them.
 func TestTasksListMergesUpstreams(t *testing.T) {
+	t.Parallel()
 	node, script := testenv.Node(t), testenv.ServerEverything(t)
 	script, _ = filepath.EvalSymlinks(script)
 	url, _ := startGateway(t, serversJSON(

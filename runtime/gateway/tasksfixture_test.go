@@ -245,24 +245,38 @@ func runTaskScenarios(t *testing.T, url string) (checks map[string]string, passe
 	t.Helper()
 	node, suite := testenv.Node(t), testenv.ConformanceNext(t)
 	checks = map[string]string{}
+	// The scenarios share nothing (a task is found by its own id) and
+	// spend their time waiting on the fixture's slow tasks: run a few
+	// at a time.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	turns := make(chan struct{}, 4)
 	for _, sc := range taskScenarios {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--scenario", sc)
-		cmd.Dir = t.TempDir()
-		cmd.Env = append(os.Environ(), "NO_COLOR=1")
-		out, _ := cmd.CombinedOutput()
-		cancel()
-		out = ansiRE.ReplaceAll(out, nil)
-		for _, m := range checkRE.FindAllStringSubmatch(string(out), -1) {
-			checks[sc+"/"+m[1]] = m[2]
-			switch m[2] {
-			case "SUCCESS":
-				passed++
-			case "FAILURE":
-				failed++
+		dir := t.TempDir()
+		wg.Go(func() {
+			turns <- struct{}{}
+			defer func() { <-turns }()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--scenario", sc)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "NO_COLOR=1")
+			out, _ := cmd.CombinedOutput()
+			out = ansiRE.ReplaceAll(out, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range checkRE.FindAllStringSubmatch(string(out), -1) {
+				checks[sc+"/"+m[1]] = m[2]
+				switch m[2] {
+				case "SUCCESS":
+					passed++
+				case "FAILURE":
+					failed++
+				}
 			}
-		}
+		})
 	}
+	wg.Wait()
 	return checks, passed, failed
 }
 
@@ -270,6 +284,7 @@ func runTaskScenarios(t *testing.T, url string) (checks map[string]string, passe
 // scenarios (not scored) against a server of the tasks extension directly
 // and through the gateway: every check has the same outcome both ways.
 func TestTaskScenariosThroughGateway(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("conformance suite: skipped in -short mode")
 	}

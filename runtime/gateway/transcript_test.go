@@ -71,12 +71,14 @@ import (
 const transcriptWait = 5 * time.Second // for any one expected message
 
 func TestTranscript(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/transcripts/*.txtar")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no transcripts: %v", err)
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			t.Parallel() // each transcript has its gateway and upstreams
 			runTranscript(t, file)
 		})
 	}
@@ -934,6 +936,7 @@ func (up *fakeUpstream) behaviour(t *testing.T, name string) mcp.ToolHandler {
 
 // TestTranscriptMatcher pins the comparison rules the transcripts rely on.
 func TestTranscriptMatcher(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		want, got string
 		vars      map[string]any

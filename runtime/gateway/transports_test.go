@@ -27,6 +27,7 @@ import (
 // SSE and WebSocket through a chain: a first edge-mcp serves /sse or /ws in
 // front of the everything-server, a second one uses it as its upstream.
 func TestConformanceOverEachUpstreamTransport(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("conformance suite: skipped in -short mode")
 	}
@@ -46,6 +47,7 @@ func TestConformanceOverEachUpstreamTransport(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each transport has its gateway and upstream
 			url, g := startGateway(t, serversJSON(tc.upstream(t)), Options{})
 			if st := g.Status()[0]; st.State != StateConnected {
 				t.Fatalf("upstream over %s not connected: %+v", tc.name, st)
@@ -63,6 +65,7 @@ func TestConformanceOverEachUpstreamTransport(t *testing.T) {
 // and the tools it adds after initialize (announced with list_changed)
 // because edge-mcp declares sampling, elicitation and roots.
 func TestServerEverythingFromNPM(t *testing.T) {
+	t.Parallel()
 	node, script := testenv.Node(t), testenv.ServerEverything(t)
 	script, _ = filepath.EvalSymlinks(script)
 	port := testenv.FreePort(t)
@@ -114,6 +117,7 @@ func TestServerEverythingFromNPM(t *testing.T) {
 // TestDownstreamSSEAndWebSocket drives /sse with go-sdk's legacy SSE client
 // and /ws with a raw coder/websocket client sending JSON-RPC text frames.
 func TestDownstreamSSEAndWebSocket(t *testing.T) {
+	t.Parallel()
 	demo := serveMCP(t, newDemoMathServer())
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"demo": {"url": %q}`, demo)), Options{})
 	base := strings.TrimSuffix(url, "/mcp")
@@ -230,6 +234,7 @@ func TestStdioRestartsLeaveNoZombies(t *testing.T) {
 // once, list_changed is sent when it leaves and when it returns, and its
 // tools come back without restarting edge-mcp.
 func TestUpstreamRestartsOnSamePort(t *testing.T) {
+	t.Parallel()
 	bin := testenv.EverythingServer(t)
 	port := testenv.FreePort(t)
 	upURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
@@ -286,6 +291,7 @@ func TestUpstreamRestartsOnSamePort(t *testing.T) {
 // never answers initialize is failed after its timeout while the others
 // serve.
 func TestInitializeNeverFinishes(t *testing.T) {
+	t.Parallel()
 	hang := make(chan struct{})
 	silent := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {

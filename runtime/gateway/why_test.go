@@ -123,6 +123,7 @@ func errData(t *testing.T, e *jsonrpc.Error) map[string]string {
 // the call waited for it, reconnect_wait) names the server, says it is
 // disconnected, why, and when it is retried next.
 func TestWhyServerDown(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return toolServer("a", "echo") }, nil))
 	t.Cleanup(up.Close)
 	url, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "retry_initial": 60, "retry_max": 60, "reconnect_wait": 0.3}}}`, up.URL),
@@ -166,6 +167,7 @@ func TestWhyServerDown(t *testing.T) {
 // Item 1: a call of a tool withheld by pinning says an operator must
 // approve its new definition, and how.
 func TestWhyPendingApproval(t *testing.T) {
+	t.Parallel()
 	srv := toolServer("a", "echo", "other")
 	url, g := startGateway(t, serversJSON(fmt.Sprintf(`"a": {"url": %q}`, serveMCP(t, srv))), Options{})
 	cs := connect(t, url, nil)
@@ -206,6 +208,7 @@ func hideModule(t *testing.T) string {
 // policy) is not callable and stays "unknown tool" to it; the operator's
 // log says why once per session, the audit log on every call.
 func TestWhyHiddenToolStaysUnknown(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, extra, reason string
 	}{
@@ -272,6 +275,7 @@ func flakyListModule(t *testing.T) string {
 // session keeps its last good list (the hidden tool stays hidden); the
 // failure shows in /status and in a counter.
 func TestWhyToolsListFailureKeepsLastGoodView(t *testing.T) {
+	t.Parallel()
 	url, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q}},
 		"policies": [{"name": "flaky", "module": %q, "on_error": "deny", "pool_size": 1}]}`,
 		serveMCP(t, toolServer("a", "echo", "secret")), flakyListModule(t)), policyOptions(t))
@@ -300,6 +304,7 @@ func TestWhyToolsListFailureKeepsLastGoodView(t *testing.T) {
 // Item 4: a name conflict is logged once, when it appears, not on every
 // catalogue rebuild; logged again when who wins or loses changes.
 func TestWhyConflictLoggedOnce(t *testing.T) {
+	t.Parallel()
 	logs := newCaptured(slog.LevelWarn)
 	_, g := startGateway(t, serversJSON(
 		fmt.Sprintf(`"a": {"url": %q}`, serveMCP(t, toolServer("a", "shared", "only_a"))),
@@ -335,6 +340,7 @@ func TestWhyConflictLoggedOnce(t *testing.T) {
 // Prompts are prefixed like tools; resources and templates keep their
 // URIs, and on the same URI the first server in config order wins.
 func TestWhyPrefixPromptsAndTemplates(t *testing.T) {
+	t.Parallel()
 	server := func(name string) string {
 		s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
 		s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -384,6 +390,7 @@ func TestWhyPrefixPromptsAndTemplates(t *testing.T) {
 // Item 5: tool calls are not logged at INFO (the audit log records them);
 // lifecycle events are.
 func TestWhyToolCallsLoggedAtDebug(t *testing.T) {
+	t.Parallel()
 	logs := newCaptured(slog.LevelDebug)
 	url, _ := startGateway(t, serversJSON(fmt.Sprintf(`"a": {"url": %q}`, serveMCP(t, toolServer("a", "echo")))), Options{Logger: slog.New(logs)})
 	cs := connect(t, url, nil)
@@ -405,6 +412,7 @@ func TestWhyToolCallsLoggedAtDebug(t *testing.T) {
 
 // Item 6: the state folder of a config is derived from its path.
 func TestConfigStateDir(t *testing.T) {
+	t.Parallel()
 	base := "/state/edge-mcp"
 	tests := []struct {
 		name, a, b string
@@ -440,6 +448,7 @@ func TestConfigStateDir(t *testing.T) {
 // the second does not inherit the first one's pins; a built-in config
 // (no path) keeps its pins in memory.
 func TestWhyPinsPerConfig(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	start := func(dir, description string) *mcp.ClientSession {
 		s := mcp.NewServer(&mcp.Implementation{Name: "a", Version: "1"}, nil)
@@ -486,6 +495,7 @@ func TestWhyPinsPerConfig(t *testing.T) {
 // governs (deny: hidden, allow: unfiltered by it); other servers' tools
 // are never affected, and the failure is counted.
 func TestWhyToolsListFailureFirstViewFollowsOnError(t *testing.T) {
+	t.Parallel()
 	trap := writeModule(t, wasmtest.PolicyModule(1<<16, map[string][]byte{"edge_hook_tools_list": {wasmtest.OpUnreachable}}).Bytes())
 	a := serveMCP(t, toolServer("a", "echo", "secret"))
 	b := serveMCP(t, toolServer("b", "other"))

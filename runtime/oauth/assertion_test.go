@@ -16,6 +16,7 @@ import (
 )
 
 func TestKeyCredentialsAssertion(t *testing.T) {
+	t.Parallel()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ec384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	rk, _ := rsa.GenerateKey(rand.Reader, 2048)

@@ -78,6 +78,7 @@ func testRecord(access, refresh string) *Record {
 // the watch reports other replicas' writes, a value that does not open
 // is refused, and NATS never holds a token in plaintext.
 func TestKVStore(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	key := bytes.Repeat([]byte{9}, 32)
 	a, b := newKVRig(t, srv.ClientURL(), key), newKVRig(t, srv.ClientURL(), key)
@@ -162,6 +163,7 @@ func TestKVStore(t *testing.T) {
 // TestKVStoreRetriesWhenNATSReturns: a write while NATS is down is kept
 // and lands when NATS is back.
 func TestKVStoreRetriesWhenNATSReturns(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	r := newKVRig(t, srv.ClientURL(), bytes.Repeat([]byte{9}, 32))
 	srv.Shutdown()
@@ -187,6 +189,7 @@ func TestKVStoreRetriesWhenNATSReturns(t *testing.T) {
 }
 
 func TestKVKey(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ server, identity string }{{"up", ""}, {"a.b*>", "sub|x y"}, {"ü", "\x00"}} {
 		t.Run(c.server, func(t *testing.T) {
 			k := KVKey(c.server, c.identity)

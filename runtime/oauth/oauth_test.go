@@ -124,6 +124,7 @@ func (r *rig) call(t *testing.T) int {
 }
 
 func TestLoginStoresSealedTokensThatSurviveARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := newRig(t, testenv.OAuthServerOptions{Refresh: true}, nil, dir, nil)
 	if got := r.call(t); got != http.StatusUnauthorized {
@@ -171,6 +172,7 @@ func TestLoginStoresSealedTokensThatSurviveARestart(t *testing.T) {
 }
 
 func TestRefreshStoresTheRotatedRefreshToken(t *testing.T) {
+	t.Parallel()
 	// A 20 s token is inside the 30 s early-refresh margin: every use
 	// refreshes it, so no test waits for a clock.
 	r := newRig(t, testenv.OAuthServerOptions{Refresh: true, TokenTTL: 20 * time.Second}, nil, t.TempDir(), nil)
@@ -192,6 +194,7 @@ func TestRefreshStoresTheRotatedRefreshToken(t *testing.T) {
 }
 
 func TestExpiredWithoutRefreshNeedsAuthorization(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, testenv.OAuthServerOptions{TokenTTL: time.Second}, nil, t.TempDir(), nil)
 	r.login(t)
 	h := r.m.Handler("up", "")
@@ -211,6 +214,7 @@ func TestExpiredWithoutRefreshNeedsAuthorization(t *testing.T) {
 }
 
 func TestCallbackRefusesTamperedStateAndWrongIssuer(t *testing.T) {
+	t.Parallel()
 	t.Run("tampered state", func(t *testing.T) {
 		r := newRig(t, testenv.OAuthServerOptions{}, nil, t.TempDir(), nil)
 		st, err := r.m.Login(context.Background(), "up", "")
@@ -253,6 +257,7 @@ func TestCallbackRefusesTamperedStateAndWrongIssuer(t *testing.T) {
 }
 
 func TestPreregisteredClientAndClientCredentials(t *testing.T) {
+	t.Parallel()
 	t.Run("pre-registered, loopback callbackPort", func(t *testing.T) {
 		port := testenv.FreePort(t)
 		r := newRig(t, testenv.OAuthServerOptions{Clients: map[string]string{"gw": "s3cret"}},

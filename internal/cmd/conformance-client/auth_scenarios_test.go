@@ -20,6 +20,7 @@ import (
 // pass the suite's checks (go tool task conformance-client runs them
 // all).
 func TestAuthScenariosThroughEdgeMCP(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds three binaries and runs the suite")
 	}
@@ -35,6 +36,7 @@ func TestAuthScenariosThroughEdgeMCP(t *testing.T) {
 		"auth/client-credentials-jwt",
 	} {
 		t.Run(strings.TrimPrefix(scenario, "auth/"), func(t *testing.T) {
+			t.Parallel() // each run of the suite has its own servers (port 0)
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, node, suite, "client", "--command", drv, "--scenario", scenario,

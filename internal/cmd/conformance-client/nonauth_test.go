@@ -16,6 +16,7 @@ import (
 // passes directly must pass through edge-mcp. Both runs take about 15 s
 // (the auth/* scenarios fail fast through edge-mcp).
 func TestNonAuthClientScenarios(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("conformance suite: skipped in -short mode")
 	}

@@ -1,8 +1,9 @@
 // Command testprogress summarises `go test -json` as the tests run, so a
 // long test run is never silent: a line per package as it finishes, every
 // interval a line naming the packages still running, the output of every
-// failing test in full, and at the end go test's own closing lines (ok /
-// FAIL per package), which CI judges by.
+// failing test in full, go test's own closing lines (ok / FAIL per
+// package) as the packages finish, and at the end the ten slowest tests,
+// so the next test to speed up is named in every run.
 //
 //	set -o pipefail; go test -json ./... | go run ./internal/cmd/testprogress
 //
@@ -12,6 +13,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -50,9 +52,20 @@ type run struct {
 	tests    map[string][]string  // package/test → output lines held back
 	pkgOut   map[string][]string  // package → its own output lines
 	passed   int                  // tests passed so far
+	timed    []timing             // top-level tests that passed or failed
 	failed   bool
 	finished int
 }
+
+// timing is how long one top-level test ran (go test's Elapsed: a
+// parallel test's wait for its turn is not counted).
+type timing struct {
+	pkg, test string
+	elapsed   time.Duration
+}
+
+// slowest is how many tests the closing list names.
+const slowest = 10
 
 // summarise reads go test -json from in and writes the summary to out; it
 // reports whether everything passed.
@@ -109,15 +122,27 @@ func (r *run) test(e event) {
 	case "pass", "skip":
 		if e.Action == "pass" {
 			r.passed++
+			r.time(e)
 		}
 		delete(r.tests, key)
 	case "fail":
+		r.time(e)
 		r.failed = true
 		for _, l := range r.tests[key] {
 			fmt.Fprint(r.out, l)
 		}
 		delete(r.tests, key)
 	}
+}
+
+// time records a finished top-level test; a subtest's time is in its
+// parent's.
+func (r *run) time(e event) {
+	if strings.Contains(e.Test, "/") {
+		return
+	}
+	d := time.Duration(e.Elapsed * float64(time.Second))
+	r.timed = append(r.timed, timing{pkg: e.Package, test: e.Test, elapsed: d})
 }
 
 func (r *run) pkg(e event) {
@@ -131,6 +156,7 @@ func (r *run) pkg(e event) {
 		r.finished++
 		if e.Action == "fail" {
 			r.failed = true
+			r.unfinished(e.Package)
 		}
 		for _, l := range r.pkgOut[e.Package] {
 			// The package's own output: ok/FAIL lines, and what a failing
@@ -140,6 +166,26 @@ func (r *run) pkg(e event) {
 			}
 		}
 		delete(r.pkgOut, e.Package)
+	}
+}
+
+// unfinished prints the held-back output of pkg's tests that never
+// finished: when a test binary dies (go test's -timeout, a crash), the
+// panic and the goroutines are the running tests' output, and no test
+// fails.
+func (r *run) unfinished(pkg string) {
+	var keys []string
+	for key := range r.tests {
+		if strings.HasPrefix(key, pkg+"\x00") {
+			keys = append(keys, key)
+		}
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		for _, l := range r.tests[key] {
+			fmt.Fprint(r.out, l)
+		}
+		delete(r.tests, key)
 	}
 }
 
@@ -162,9 +208,10 @@ func (r *run) progress(now time.Time) {
 		now.Sub(r.start).Round(time.Second), r.finished, r.passed, strings.Join(names, ", "))
 }
 
-// end prints what a cut-off run left and reports whether everything
-// passed.
+// end prints the slowest tests and what a cut-off run left, and reports
+// whether everything passed.
 func (r *run) end() bool {
+	r.printSlowest()
 	if len(r.running) > 0 {
 		names := make([]string, 0, len(r.running))
 		for p := range r.running {
@@ -180,4 +227,17 @@ func (r *run) end() bool {
 		return false
 	}
 	return !r.failed
+}
+
+// printSlowest names the slowest top-level tests, slowest first.
+func (r *run) printSlowest() {
+	if len(r.timed) == 0 {
+		return
+	}
+	slices.SortStableFunc(r.timed, func(a, b timing) int { return cmp.Compare(b.elapsed, a.elapsed) })
+	n := min(slowest, len(r.timed))
+	fmt.Fprintf(r.out, "the %d slowest tests:\n", n)
+	for _, t := range r.timed[:n] {
+		fmt.Fprintf(r.out, "%8.2fs  %s %s\n", t.elapsed.Seconds(), strings.TrimPrefix(t.pkg, "github.com/edge-mcp/edge-mcp/"), t.test)
+	}
 }
