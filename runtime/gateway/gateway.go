@@ -17,6 +17,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -81,6 +82,8 @@ type Gateway struct {
 	senders *workers
 	pol     policies
 	guard   atomic.Pointer[guard] // admission settings of the running config
+	// icept is the interceptor chain of the running config (stage_intercept.go); nil without one.
+	icept atomic.Pointer[interceptchain.Set]
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
 	bridge *bridge.Bridge
@@ -187,6 +190,14 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		obs.close()
 		return nil, err
 	}
+	ics, err := g.newInterceptSet(context.Background(), cfg, g.pol.current())
+	if err != nil {
+		g.pol.close()
+		gd.close()
+		obs.close()
+		return nil, err
+	}
+	g.icept.Store(ics)
 	g.events.Observe = policyEvents{g}.observe
 	g.events.Wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
@@ -323,6 +334,9 @@ func (g *Gateway) Close() error {
 	g.fleet.Close()
 	g.senders.close()
 	g.oauth.Close()
+	if set := g.icept.Swap(nil); set != nil {
+		err = errors.Join(err, set.Close())
+	}
 	err = errors.Join(err, g.pol.close())
 	g.guard.Load().close()
 	return errors.Join(err, observers{auditLog: g.auditLog, tracer: g.tracer}.close())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/fsnotify/fsnotify"
@@ -85,8 +86,10 @@ type reloadPlan struct {
 	added    []*upstream // in ups, to start
 	leaving  []*upstream // in the old set only, to drain and stop
 	guard    *guard
-	pol      *policyGen // the next policy generation, when res.Policies
-	views    bool       // access or tool rules changed: sessions re-list tools
+	pol      *policyGen          // the next policy generation, when res.Policies
+	icept    *interceptchain.Set // the next interceptor chain (started), nil without one
+	oldSet   *interceptchain.Set // the chain it replaces, closed by cleanUp
+	views    bool                // access or tool rules changed: sessions re-list tools
 }
 
 // prepare builds and validates the next configuration aside. Called with
@@ -115,6 +118,18 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 			return nil, &config.Error{File: cfg.Path, Key: "policies", Reason: err.Error()}
 		}
 		plan.pol, plan.res.Policies = pg, true
+	}
+	pg := g.pol.current()
+	if plan.pol != nil {
+		pg = plan.pol
+	}
+	if plan.icept, err = g.newInterceptSet(ctx, cfg, pg); err != nil {
+		gd.close()
+		if plan.pol != nil {
+			g.pol.retired.Add(1)
+			go g.pol.closeGen(plan.pol) // it takes g.pol.mu, held here
+		}
+		return nil, err
 	}
 	return plan, nil
 }
@@ -199,6 +214,7 @@ func (plan *reloadPlan) commit() {
 		g.pol.fileSpecs = plan.cfg.Policies
 		g.pol.swapLocked(plan.pol)
 	}
+	plan.oldSet = g.icept.Swap(plan.icept)
 	g.route.replace(plan.ups, reservedOf(plan.cfg))
 	if plan.views {
 		// What each session may see changed without the catalogue changing.
@@ -214,6 +230,13 @@ func (plan *reloadPlan) cleanUp() {
 	g := plan.g
 	for _, u := range plan.added {
 		g.startUpstream(u)
+	}
+	if old := plan.oldSet; old != nil {
+		// Calls in flight keep the old chain; its remote members fail
+		// once closed, which their fail_open decides.
+		if err := old.Close(); err != nil {
+			g.log.Warn("closing the previous interceptor chain", "err", err)
+		}
 	}
 	for _, u := range plan.leaving {
 		g.wg.Add(1)

@@ -459,7 +459,7 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 			return
 		}
 	}
-	info := forwardInfo{kind: k, upName: it.name}
+	info := forwardInfo{kind: k, upName: it.name, ic: s.g.interceptChain()}
 	sc := s.g.pol.scope(k, it.up.name, it.name)
 	if sc.held() {
 		info.pg, info.waited = sc.pg, true
@@ -514,7 +514,7 @@ func (s routing) forwardURI(req *jsonrpc.Request) {
 		s.g.bridge.Resume(bridgeSession{s.session}, req, bridge.Target{Name: uri}, state)
 		return
 	}
-	info := forwardInfo{kind: kindResources, upName: uri}
+	info := forwardInfo{kind: kindResources, upName: uri, ic: s.g.interceptChain()}
 	sc := s.g.pol.scope(kindResources, u.name, uri)
 	info.pg, info.waited = sc.pg, sc.held()
 	s.forwardScoped(sc, req, u, req.Params, info)

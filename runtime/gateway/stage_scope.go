@@ -15,7 +15,7 @@ func holdScope(next Handler) Handler {
 		s, it := tc.s, tc.it
 		tc.scope = s.g.pol.scope(kindTools, it.up.name, it.name)
 		tc.approval = tc.ts.approval
-		if !tc.scope.held() && !tc.approval && tc.gd.concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) {
+		if !tc.scope.held() && !tc.approval && tc.gd.concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) && s.g.icept.Load() == nil {
 			return next(tc)
 		}
 		go func() {

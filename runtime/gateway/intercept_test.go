@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptors"
+)
+
+// icValidator refuses payloads that contain word, on event's phase.
+func icValidator(name, event string, phase intercept.Phase, word string) intercept.Interceptor {
+	return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: intercept.Validation,
+		Hooks: []intercept.Hook{{Events: []string{event}, Phase: phase}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			if strings.Contains(string(inv.Payload), word) {
+				return intercept.Deny(name + " found " + word), nil
+			}
+			return intercept.Pass(), nil
+		}}
+}
+
+// icMutator replaces from by to in tools/call requests.
+func icMutator(name, from, to string) intercept.Interceptor {
+	return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: intercept.Mutation,
+		Hooks: []intercept.Hook{{Events: []string{"tools/call"}, Phase: intercept.Request}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			return intercept.Replace(json.RawMessage(strings.ReplaceAll(string(inv.Payload), from, to))), nil
+		}}
+}
+
+// serveInterceptors runs a real interceptor server (go-sdk, streamable
+// HTTP on 127.0.0.1) for ics and returns its URL.
+func serveInterceptors(t *testing.T, ics ...intercept.Interceptor) string {
+	t.Helper()
+	reg, err := intercept.NewRegistry(0, ics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "ics", Version: "1"}, nil)
+	if err := interceptors.Register(srv, reg); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// lockedBuf is a log sink tests read.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func parseConfig(t *testing.T, doc string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "edge-mcp.json")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func icCall(t *testing.T, cs *mcp.ClientSession, tool, text string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError {
+		return "", fmt.Errorf("tool error: %s", textOf(res))
+	}
+	return textOf(res), nil
+}
+
+// TestInterceptorsRemote: an interceptor server on 127.0.0.1 in the
+// gateway's chain refuses a tools/call (the client's JSON-RPC error names
+// the interceptor), rewrites the arguments the upstream sees, lets an
+// audit validator's refusal through and logs it, and withholds a result
+// its response validator refuses.
+func TestInterceptorsRemote(t *testing.T) {
+	received := make(chan string, 4)
+	up := vaultServer(t, "vault", received)
+	ics := serveInterceptors(t,
+		icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"),
+		icMutator("acme/shout", "hello", "HELLO"),
+		icValidator("acme/audited", "tools/call", intercept.Request, "AUDITME"),
+		icValidator("acme/no-leak", "tools/call", intercept.Response, "the key is"),
+	)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "interceptorServers": {"acme": {"url": %q}},
+	  "interceptors": [
+	    {"server": "acme", "names": ["acme/no-secret", "acme/shout", "acme/no-leak"]},
+	    {"server": "acme", "names": ["acme/audited"], "mode": "audit"}
+	  ]}`, up, ics))
+	logs := &lockedBuf{}
+	url, g := startGatewayConfig(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if g.interceptChain() == nil {
+		t.Fatal("no interceptor chain")
+	}
+	cs := connect(t, url, nil)
+
+	t.Run("validator refuses", func(t *testing.T) {
+		_, err := icCall(t, cs, "vault_record", "a SECRET")
+		if err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-secret" refused tools/call`) || !strings.Contains(err.Error(), "found SECRET") {
+			t.Fatalf("err %v, want the refusal naming acme/no-secret", err)
+		}
+		select {
+		case got := <-received:
+			t.Fatalf("the upstream received %q", got)
+		default:
+		}
+	})
+	t.Run("mutator rewrites the arguments", func(t *testing.T) {
+		if _, err := icCall(t, cs, "vault_record", "hello world"); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-received; got != "HELLO world" {
+			t.Fatalf("upstream received %q, want the mutated %q", got, "HELLO world")
+		}
+	})
+	t.Run("audit passes and logs", func(t *testing.T) {
+		got, err := icCall(t, cs, "vault_echo", "AUDITME")
+		if err != nil || got != "vault:AUDITME" {
+			t.Fatalf("%q, %v", got, err)
+		}
+		if !strings.Contains(logs.String(), "acme/audited") {
+			t.Fatalf("no log of the audit refusal in:\n%s", logs.String())
+		}
+	})
+	t.Run("response validator withholds", func(t *testing.T) {
+		_, err := icCall(t, cs, "vault_leak", "")
+		if err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-leak" refused tools/call (response)`) {
+			t.Fatalf("err %v, want the result withheld by acme/no-leak", err)
+		}
+	})
+}
+
+// freeAddress is a 127.0.0.1 address nothing listens on.
+func freeAddress(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestInterceptorsServerDownAtStart: an interceptor server down when the
+// gateway starts does not stop it; in a fail-closed entry's scope calls
+// are refused naming the server, in a fail_open entry's they pass, and
+// everything else is served.
+func TestInterceptorsServerDownAtStart(t *testing.T) {
+	received := make(chan string, 4)
+	up := vaultServer(t, "vault", received)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "interceptorServers": {"down": {"url": "http://%s/mcp", "retry_initial": 60}},
+	  "interceptors": [
+	    {"server": "down", "tools": ["vault_record"]},
+	    {"server": "down", "tools": ["vault_echo"], "fail_open": true}
+	  ]}`, up, freeAddress(t)))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	cs := connect(t, url, nil)
+	if _, err := icCall(t, cs, "vault_record", "x"); err == nil || !strings.Contains(err.Error(), `"interceptorServers.down"`) {
+		t.Fatalf("fail-closed scope: %v, want a refusal naming interceptorServers.down", err)
+	}
+	if got, err := icCall(t, cs, "vault_echo", "x"); err != nil || got != "vault:x" {
+		t.Fatalf("fail_open scope: %q, %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "vault_structured"})
+	if err != nil || res.IsError {
+		t.Fatalf("outside every scope: %v %v", err, res)
+	}
+}
+
+// TestInterceptorsReload: a reload that adds interceptors swaps the chain
+// in; one that removes them takes it out (and closes it).
+func TestInterceptorsReload(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 4))
+	ics := serveInterceptors(t, icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"))
+	path := filepath.Join(t.TempDir(), "edge-mcp.json")
+	write := func(extra string) {
+		doc := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}}%s}`, up, extra)
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	url, g := startGatewayFile(t, path, Options{})
+	cs := connect(t, url, nil)
+	if _, err := icCall(t, cs, "vault_echo", "SECRET"); err != nil {
+		t.Fatalf("before: %v", err)
+	}
+	write(fmt.Sprintf(`, "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]`, ics))
+	if _, err := g.ReloadFile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := g.icept.Load()
+	if _, err := icCall(t, cs, "vault_echo", "SECRET"); err == nil || !strings.Contains(err.Error(), "acme/no-secret") {
+		t.Fatalf("after the reload: %v, want the refusal", err)
+	}
+	if _, err := g.ReloadFile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if g.icept.Load() == first {
+		t.Fatal("the chain was not rebuilt on reload")
+	}
+	write("")
+	if _, err := g.ReloadFile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := icCall(t, cs, "vault_echo", "SECRET"); err != nil || got != "vault:SECRET" {
+		t.Fatalf("after removing the chain: %q, %v", got, err)
+	}
+}
+
+// TestInterceptorsWasmModule: a Wasm module named by an interceptors
+// entry runs in the chain: secretless-redactor (ABI 1.1 mutator) redacts
+// the arguments the upstream receives.
+func TestInterceptorsWasmModule(t *testing.T) {
+	received := make(chan string, 4)
+	up := vaultServer(t, "vault", received)
+	mod := writeModule(t, wasmtest.Example(t, "secretless-redactor"))
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "policies": [{"name": "redact", "module": %q}],
+	  "interceptors": [{"module": "redact"}]}`, up, mod))
+	url, _ := startGatewayConfig(t, cfg, policyOptions(t))
+	cs := connect(t, url, nil)
+	if _, err := icCall(t, cs, "vault_record", "key AKIA5MZXN8QRF3WBY6OE here"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-received; got != "key [REDACTED:aws_access_key] here" {
+		t.Fatalf("upstream received %q", got)
+	}
+}
