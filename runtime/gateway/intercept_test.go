@@ -274,3 +274,46 @@ func TestInterceptorsWasmModule(t *testing.T) {
 		t.Fatalf("upstream received %q", got)
 	}
 }
+
+// TestInterceptorsDownstream: edge-mcp is an interceptor server on /mcp,
+// behind its authentication: a real interceptor client lists the chain's
+// module interceptor (secretless-redactor) and invokes it; without the
+// key it is refused. /status reports the chain's counts.
+func TestInterceptorsDownstream(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 4))
+	mod := writeModule(t, wasmtest.Example(t, "secretless-redactor"))
+	const key = "ic-key-0123456789abcdef"
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "auth": {"mode": "api_key", "api_keys": [{"name": "ops", "key": %q}]},
+	  "policies": [{"name": "redact", "module": %q}],
+	  "interceptors": [{"module": "redact"}]}`, up, key, mod))
+	url, g := startGatewayConfig(t, cfg, policyOptions(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	if _, err := interceptors.Dial(ctx, "edge", interceptors.ServerOptions{URL: url}); err == nil {
+		t.Fatal("dialed without the key")
+	}
+	c, err := interceptors.Dial(ctx, "edge", interceptors.ServerOptions{URL: url, Header: http.Header{"Authorization": {"Bearer " + key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ics, skipped, err := c.Interceptors(ctx)
+	if err != nil || len(skipped) > 0 || len(ics) != 1 || ics[0].Describe().Name != "security/secretless-redactor" {
+		t.Fatalf("list: %v %v %v", ics, skipped, err)
+	}
+	res, err := ics[0].Invoke(ctx, &intercept.Invocation{Name: "security/secretless-redactor", Event: "tools/call", Phase: intercept.Request,
+		Payload: json.RawMessage(`{"name":"x","arguments":{"q":"AKIA5MZXN8QRF3WBY6OE"}}`)})
+	if err != nil || !res.Modified || !strings.Contains(string(res.Payload), "[REDACTED:aws_access_key]") {
+		t.Fatalf("invoke: %+v %v", res, err)
+	}
+	raw, err := c.Invoke(ctx, json.RawMessage(`{"name":"nope","event":"tools/call","phase":"request","payload":{}}`))
+	if err == nil {
+		t.Fatalf("an unknown interceptor answered %s", raw)
+	}
+	st := g.InterceptorStatus()
+	if st == nil || len(st.Interceptors) != 1 || st.Interceptors[0].Name != "security/secretless-redactor" {
+		t.Fatalf("status %+v", st)
+	}
+}
