@@ -198,6 +198,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.icept.Store(ics)
+	g.metrics.Interceptors(g.interceptorMetrics)
 	g.events.Observe = policyEvents{g}.observe
 	g.events.Wants = func() bool { return g.pol.hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})

@@ -126,6 +126,7 @@ func TestInterceptorsRemote(t *testing.T) {
 		icValidator("acme/no-leak", "tools/call", intercept.Response, "the key is"),
 	)
 	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "observability": {"metrics": true},
 	  "interceptorServers": {"acme": {"url": %q}},
 	  "interceptors": [
 	    {"server": "acme", "names": ["acme/no-secret", "acme/shout", "acme/no-leak"]},
@@ -172,6 +173,44 @@ func TestInterceptorsRemote(t *testing.T) {
 			t.Fatalf("err %v, want the result withheld by acme/no-leak", err)
 		}
 	})
+	t.Run("metrics and status", func(t *testing.T) {
+		base := strings.TrimSuffix(url, "/mcp")
+		metricsText := httpGet(t, base+"/metrics")
+		for _, want := range []string{
+			`edge_mcp_interceptor_server_up{server="acme"} 1`,
+			`edge_mcp_interceptor_denials_total{interceptor="acme/no-secret"} 1`,
+			`edge_mcp_interceptor_audits_total{interceptor="acme/audited"} 1`,
+			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_record"} 1`,
+		} {
+			if !strings.Contains(metricsText, want) {
+				t.Errorf("/metrics lacks %s in:\n%s", want, grepLines(metricsText, "tool_calls_total{"))
+			}
+		}
+		var st struct {
+			Interceptors InterceptorStatus `json:"interceptors"`
+		}
+		if err := json.Unmarshal([]byte(httpGet(t, base+"/status")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Interceptors.Servers) != 1 || st.Interceptors.Servers[0].State != "reached" || len(st.Interceptors.Interceptors) != 4 {
+			t.Fatalf("/status interceptors %+v", st.Interceptors)
+		}
+	})
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %d %s", url, resp.StatusCode, b.String())
+	}
+	return b.String()
 }
 
 // freeAddress is a 127.0.0.1 address nothing listens on.
@@ -198,7 +237,10 @@ func TestInterceptorsServerDownAtStart(t *testing.T) {
 	    {"server": "down", "tools": ["vault_record"]},
 	    {"server": "down", "tools": ["vault_echo"], "fail_open": true}
 	  ]}`, up, freeAddress(t)))
-	url, _ := startGatewayConfig(t, cfg, Options{})
+	url, g := startGatewayConfig(t, cfg, Options{})
+	if st := g.InterceptorStatus(); st == nil || len(st.Servers) != 1 || st.Servers[0].State != "unreached" || st.Servers[0].LastError == "" {
+		t.Fatalf("status %+v, want the server unreached with its error", st)
+	}
 	cs := connect(t, url, nil)
 	if _, err := icCall(t, cs, "vault_record", "x"); err == nil || !strings.Contains(err.Error(), `"interceptorServers.down"`) {
 		t.Fatalf("fail-closed scope: %v, want a refusal naming interceptorServers.down", err)
@@ -316,4 +358,14 @@ func TestInterceptorsDownstream(t *testing.T) {
 	if st == nil || len(st.Interceptors) != 1 || st.Interceptors[0].Name != "security/secretless-redactor" {
 		t.Fatalf("status %+v", st)
 	}
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 )
 
@@ -110,6 +111,22 @@ type InterceptorCounts struct {
 	Denials  int64  `json:"denials"`
 	Failures int64  `json:"failures"`
 	Audits   int64  `json:"audits"`
+}
+
+// interceptorMetrics is what /metrics reports of the running chain.
+func (g *Gateway) interceptorMetrics() *metrics.InterceptorStats {
+	st := g.InterceptorStatus()
+	if st == nil {
+		return nil
+	}
+	out := &metrics.InterceptorStats{}
+	for _, s := range st.Servers {
+		out.Servers = append(out.Servers, metrics.InterceptorServer{Name: s.Name, Reached: s.State == "reached"})
+	}
+	for _, c := range st.Interceptors {
+		out.Interceptors = append(out.Interceptors, metrics.InterceptorCounts{Name: c.Name, Calls: c.Calls, Denials: c.Denials, Failures: c.Failures, Audits: c.Audits})
+	}
+	return out
 }
 
 // InterceptorStatus reports the running chain; nil without one.
