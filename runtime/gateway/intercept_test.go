@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,10 +36,13 @@ func icValidator(name, event string, phase intercept.Phase, word string) interce
 		}}
 }
 
-// icMutator replaces from by to in tools/call requests.
-func icMutator(name, from, to string) intercept.Interceptor {
+// icMutator replaces from by to in requests of events (tools/call when none).
+func icMutator(name, from, to string, events ...string) intercept.Interceptor {
+	if len(events) == 0 {
+		events = []string{"tools/call"}
+	}
 	return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: intercept.Mutation,
-		Hooks: []intercept.Hook{{Events: []string{"tools/call"}, Phase: intercept.Request}}},
+		Hooks: []intercept.Hook{{Events: events, Phase: intercept.Request}}},
 		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
 			return intercept.Replace(json.RawMessage(strings.ReplaceAll(string(inv.Payload), from, to))), nil
 		}}
@@ -368,4 +372,53 @@ func grepLines(text, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// promptServer is an upstream with a prompt and a resource.
+func promptServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
+		})
+	for _, r := range []struct{ uri, text string }{{"mem://note", "a note"}, {"mem://key", "the key is 42"}} {
+		s.AddResource(&mcp.Resource{URI: r.uri, Name: r.uri}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.uri, Text: r.text}}}, nil
+		})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestInterceptorsPromptsResources: the chain runs on prompts/get and
+// resources/read: a request validator refuses, a request mutator rewrites
+// the prompt's arguments, a response validator withholds a resource.
+func TestInterceptorsPromptsResources(t *testing.T) {
+	up := promptServer(t)
+	ics := serveInterceptors(t,
+		icValidator("acme/no-secret", "prompts/get", intercept.Request, "SECRET"),
+		icMutator("acme/shout", "world", "WORLD", "prompts/get"),
+		icValidator("acme/no-key", "resources/read", intercept.Response, "the key is"),
+	)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"docs": {"url": %q}},
+	  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, up, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	cs := connect(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "SECRET"}}); err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-secret" refused prompts/get (request)`) {
+		t.Fatalf("prompts/get refused: %v", err)
+	}
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "world"}})
+	if err != nil || len(res.Messages) != 1 || res.Messages[0].Content.(*mcp.TextContent).Text != "hello WORLD" {
+		t.Fatalf("prompts/get mutated: %+v %v", res, err)
+	}
+	if rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://note"}); err != nil || rr.Contents[0].Text != "a note" {
+		t.Fatalf("resources/read passed: %+v %v", rr, err)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://key"}); err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-key" refused resources/read (response)`) {
+		t.Fatalf("resources/read withheld: %v", err)
+	}
 }

@@ -465,6 +465,10 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 		info.pg, info.waited = sc.pg, true
 		info.args, _, _ = wire.Field(params, "arguments")
 	}
+	if info.ic != nil {
+		go s.interceptForward(sc, req, it.up, params, info, "name", it.name, it.exposed) // stage_intercept.go
+		return
+	}
 	s.forwardScoped(sc, req, it.up, params, info)
 }
 
@@ -517,6 +521,10 @@ func (s routing) forwardURI(req *jsonrpc.Request) {
 	info := forwardInfo{kind: kindResources, upName: uri, ic: s.g.interceptChain()}
 	sc := s.g.pol.scope(kindResources, u.name, uri)
 	info.pg, info.waited = sc.pg, sc.held()
+	if info.ic != nil {
+		go s.interceptForward(sc, req, u, req.Params, info, "uri", uri, uri) // stage_intercept.go
+		return
+	}
 	s.forwardScoped(sc, req, u, req.Params, info)
 }
 

@@ -137,6 +137,34 @@ func interceptCall(next Handler) Handler {
 	}
 }
 
+// interceptForward runs the request phase of prompts/get or
+// resources/read (off the read loop), then forwards the request: the
+// member key of params (name or uri) keeps the value routed on, whatever
+// a mutator did. A refusal is the client's JSON-RPC error.
+func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo, key, routed, subject string) {
+	out, err := info.ic.Run(s.ctx, intercept.Event{Event: req.Method, Phase: intercept.Request, Payload: params,
+		Context: s.interceptContext(u.name, subject)})
+	if err == nil && out.Modified {
+		params, err = wire.SetField(out.Payload, key, wire.AppendString(nil, routed))
+	}
+	if err != nil {
+		sc.release()
+		msg, refused := refusalMessage(err)
+		s.g.log.Info("interceptor refused a request", "method", req.Method, "server", u.name, "subject", subject, "reason", msg)
+		code := int64(jsonrpc.CodeInternalError)
+		if refused {
+			code = jsonrpc.CodeInvalidParams
+		}
+		s.write(s.ctx, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: code, Message: msg}})
+		return
+	}
+	s.g.logOutcome(req.Method, u.name, subject, out)
+	if out.Modified && key == "name" {
+		info.args, _, _ = wire.Field(params, "arguments")
+	}
+	s.forwardScoped(sc, req, u, params, info)
+}
+
 // refusalMessage is the client's message for a chain's error, and whether
 // an interceptor refused the event (else the chain ended, its ctx done).
 func refusalMessage(err error) (string, bool) {
