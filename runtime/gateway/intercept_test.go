@@ -422,3 +422,36 @@ func TestInterceptorsPromptsResources(t *testing.T) {
 		t.Fatalf("resources/read withheld: %v", err)
 	}
 }
+
+// TestInterceptorsNoChain: a config without interceptors or
+// interceptorServers has no chain: its ABI 1.0 policy runs on the
+// gateway's own path as before (redact-secrets masks a result), the
+// downstream interceptors/list is empty, /status has no interceptors
+// section.
+func TestInterceptorsNoChain(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 4))
+	mod := writeModule(t, wasmtest.Example(t, "redact-secrets"))
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "policies": [{"name": "redact", "module": %q, "tools": ["*"], "config": {"replacement": "[REDACTED]"}}]}`, up, mod))
+	url, g := startGatewayConfig(t, cfg, policyOptions(t))
+	if g.icept.Load() != nil || g.InterceptorStatus() != nil {
+		t.Fatal("a chain without interceptors in the config")
+	}
+	cs := connect(t, url, nil)
+	if got, err := icCall(t, cs, "vault_leak", ""); err != nil || strings.Contains(got, secretKey) || !strings.Contains(got, "the key is [REDACTED]") {
+		t.Fatalf("the ABI 1.0 result policy: %q, %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := interceptors.Dial(ctx, "edge", interceptors.ServerOptions{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ics, _, err := c.Interceptors(ctx); err != nil || len(ics) != 0 {
+		t.Fatalf("interceptors/list without a chain: %v %v", ics, err)
+	}
+	if body := httpGet(t, strings.TrimSuffix(url, "/mcp")+"/status"); strings.Contains(body, `"interceptors"`) {
+		t.Fatalf("/status has an interceptors section: %s", body)
+	}
+}
