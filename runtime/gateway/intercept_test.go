@@ -50,7 +50,7 @@ func icMutator(name, from, to string, events ...string) intercept.Interceptor {
 
 // serveInterceptors runs a real interceptor server (go-sdk, streamable
 // HTTP on 127.0.0.1) for ics and returns its URL.
-func serveInterceptors(t *testing.T, ics ...intercept.Interceptor) string {
+func serveInterceptors(t testing.TB, ics ...intercept.Interceptor) string {
 	t.Helper()
 	reg, err := intercept.NewRegistry(0, ics...)
 	if err != nil {
