@@ -455,3 +455,53 @@ func TestInterceptorsNoChain(t *testing.T) {
 		t.Fatalf("/status has an interceptors section: %s", body)
 	}
 }
+
+// TestInterceptorsSampling: the chain runs on a server→client
+// sampling/createMessage: a request validator refuses it (the upstream's
+// tool sees the error naming the interceptor), a request mutator rewrites
+// what the client is asked, a response validator refuses the client's
+// answer.
+func TestInterceptorsSampling(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Q string `json:"q"`
+	}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Q}}}})
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampling: " + err.Error()}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model said: " + textContent(res.Content)}}}, nil, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+	ics := serveInterceptors(t,
+		icValidator("acme/no-secret", "sampling/createMessage", intercept.Request, "SECRET"),
+		icMutator("acme/shout", "hello", "HELLO", "sampling/createMessage"),
+		icValidator("acme/no-paris", "sampling/createMessage", intercept.Response, "Paris (bad)"),
+	)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"asker": {"url": %q}},
+	  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, up.URL, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	opts := roundAnswers
+	cs := connect(t, url, &opts)
+	ask := func(q string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"q": q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return textOf(res)
+	}
+	if got := ask("a SECRET"); !strings.Contains(got, `interceptor "acme/no-secret" refused sampling/createMessage (request)`) {
+		t.Fatalf("refused request: %q", got)
+	}
+	if got := ask("hello"); got != "model said: Paris (HELLO)" {
+		t.Fatalf("mutated request: %q", got)
+	}
+	if got := ask("bad"); !strings.Contains(got, `interceptor "acme/no-paris" refused sampling/createMessage (response)`) {
+		t.Fatalf("refused answer: %q", got)
+	}
+}

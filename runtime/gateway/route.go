@@ -709,7 +709,7 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 			l.mu.Unlock()
 			cancel()
 		}()
-		res, rerr := s.request(ctx, rel, req.Method, req.Params)
+		res, rerr := s.interceptedRequest(ctx, l.u.name, rel, req.Method, req.Params) // stage_intercept.go
 		l.respond(req.ID, res, rerr)
 	}()
 }

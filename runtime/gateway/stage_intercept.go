@@ -165,6 +165,37 @@ func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstrea
 	s.forwardScoped(sc, req, u, params, info)
 }
 
+// interceptedRequest sends a server→client request (sampling,
+// elicitation, roots) of upstream server to the session's client through
+// the chain: the request phase on its params, the response phase on the
+// client's result. A refusal is the upstream's JSON-RPC error.
+func (s *session) interceptedRequest(ctx context.Context, server string, rel jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	ch := s.g.interceptChain()
+	if ch == nil {
+		return s.request(ctx, rel, method, params)
+	}
+	ictx := s.interceptContext(server, "")
+	out, err := ch.Run(ctx, intercept.Event{Event: method, Phase: intercept.Request, Payload: params, Context: ictx})
+	if err != nil {
+		msg, _ := refusalMessage(err)
+		s.g.log.Info("interceptor refused a server request", "method", method, "server", server, "reason", msg)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+	}
+	s.g.logOutcome(method, server, "", out)
+	res, rerr := s.request(ctx, rel, method, out.Payload)
+	if rerr != nil {
+		return res, rerr
+	}
+	out, err = ch.Run(ctx, intercept.Event{Event: method, Phase: intercept.Response, Payload: res, Context: ictx})
+	if err != nil {
+		msg, _ := refusalMessage(err)
+		s.g.log.Info("interceptor withheld a client's answer", "method", method, "server", server, "reason", msg)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+	}
+	s.g.logOutcome(method, server, "", out)
+	return out.Payload, nil
+}
+
 // refusalMessage is the client's message for a chain's error, and whether
 // an interceptor refused the event (else the chain ended, its ctx done).
 func refusalMessage(err error) (string, bool) {
