@@ -123,7 +123,17 @@ func icCall(t *testing.T, cs *mcp.ClientSession, tool, text string) (string, err
 func TestInterceptorsRemote(t *testing.T) {
 	received := make(chan string, 4)
 	up := vaultServer(t, "vault", received)
-	ics := serveInterceptors(t,
+	seen := make(chan *intercept.Context, 16)
+	ctxRecorder := &intercept.Func{Desc: intercept.Descriptor{Name: "acme/ctx", Type: intercept.Validation,
+		Hooks: []intercept.Hook{{Events: []string{"tools/call"}, Phase: intercept.Request}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			select {
+			case seen <- inv.Context:
+			default:
+			}
+			return intercept.Pass(), nil
+		}}
+	ics := serveInterceptors(t, ctxRecorder,
 		icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"),
 		icMutator("acme/shout", "hello", "HELLO"),
 		icValidator("acme/audited", "tools/call", intercept.Request, "AUDITME"),
@@ -133,7 +143,7 @@ func TestInterceptorsRemote(t *testing.T) {
 	  "observability": {"metrics": true},
 	  "interceptorServers": {"acme": {"url": %q}},
 	  "interceptors": [
-	    {"server": "acme", "names": ["acme/no-secret", "acme/shout", "acme/no-leak"]},
+	    {"server": "acme", "names": ["acme/no-secret", "acme/shout", "acme/no-leak", "acme/ctx"]},
 	    {"server": "acme", "names": ["acme/audited"], "mode": "audit"}
 	  ]}`, up, ics))
 	logs := &lockedBuf{}
@@ -160,6 +170,12 @@ func TestInterceptorsRemote(t *testing.T) {
 		}
 		if got := <-received; got != "HELLO world" {
 			t.Fatalf("upstream received %q, want the mutated %q", got, "HELLO world")
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		c := <-seen
+		if c == nil || c.Principal == nil || c.Principal.Type != "anonymous" || c.SessionID == "" || c.Server != "vault" || c.Subject != "vault_record" {
+			t.Fatalf("invocation context %+v", c)
 		}
 	})
 	t.Run("audit passes and logs", func(t *testing.T) {
@@ -196,7 +212,7 @@ func TestInterceptorsRemote(t *testing.T) {
 		if err := json.Unmarshal([]byte(httpGet(t, base+"/status")), &st); err != nil {
 			t.Fatal(err)
 		}
-		if len(st.Interceptors.Servers) != 1 || st.Interceptors.Servers[0].State != "reached" || len(st.Interceptors.Interceptors) != 4 {
+		if len(st.Interceptors.Servers) != 1 || st.Interceptors.Servers[0].State != "reached" || len(st.Interceptors.Interceptors) != 5 {
 			t.Fatalf("/status interceptors %+v", st.Interceptors)
 		}
 	})
