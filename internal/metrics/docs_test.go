@@ -21,6 +21,7 @@ func TestDocsNameEveryMetric(t *testing.T) {
 	}
 	var b bytes.Buffer
 	writeClientMemory(&b, &budget.Stats{Stores: []budget.StoreStats{{Store: "resumption"}}})
+	writeInterceptors(&b, &InterceptorStats{})
 	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+)`).FindAllStringSubmatch(b.String(), -1) {
 		served[m[1]] = true
 	}

@@ -221,6 +221,9 @@ func (m *Metrics) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.clientMem != nil {
 		writeClientMemory(&b, m.clientMem())
 	}
+	if m.interceptors != nil {
+		writeInterceptors(&b, m.interceptors())
+	}
 	writeRuntime(&b)
 	writeProcess(&b)
 	w.Header().Set("Content-Type", contentType)

@@ -119,7 +119,8 @@ type Metrics struct {
 	authFailures       *series[string, *counter]
 	requests           *series[string, *counter]
 	toolsListFailures  *series[string, *counter]
-	clientMem          func() *budget.Stats // set by ClientMemory
+	clientMem          func() *budget.Stats     // set by ClientMemory
+	interceptors       func() *InterceptorStats // set by Interceptors
 }
 
 // New returns a Metrics with every gateway metric; Handler also serves the

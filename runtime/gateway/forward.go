@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
@@ -54,9 +55,10 @@ func (s *session) cancelCall(id jsonrpc.ID, reason string) bool {
 type forwardInfo struct {
 	tool   string
 	kind   listKind
-	upName string          // upstream tool or prompt name, or resource URI
-	args   json.RawMessage // the call's arguments, for result policies
-	pg     *policyset.Gen  // non-nil when the result passes through policies (held by the caller's scope)
+	upName string           // upstream tool or prompt name, or resource URI
+	args   json.RawMessage  // the call's arguments, for result policies
+	pg     *policyset.Gen   // non-nil when the result passes through policies (held by the caller's scope)
+	ic     *intercept.Chain // non-nil when the result passes through the interceptor chain
 	// waited is set when the caller waits for the call to end (it holds a
 	// scope): forward then returns a channel closed at the end.
 	waited bool
@@ -103,7 +105,7 @@ func (s *session) forward(req *jsonrpc.Request, u *upstream, params json.RawMess
 		start = time.Now()
 	}
 	c := &call{method: req.Method, start: start, sess: s, origID: req.ID, tool: info.tool, server: u.name,
-		kind: info.kind, upName: info.upName, args: info.args, pg: info.pg, span: info.span, size: len(req.Params)}
+		kind: info.kind, upName: info.upName, args: info.args, pg: info.pg, ic: info.ic, span: info.span, size: len(req.Params)}
 	if info.waited {
 		c.done = make(chan struct{})
 	}

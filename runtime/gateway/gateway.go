@@ -17,6 +17,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -84,6 +85,8 @@ type Gateway struct {
 	senders *workers
 	pol     policyset.Set
 	guard   atomic.Pointer[guard] // admission settings of the running config
+	// icept is the interceptor chain of the running config (stage_intercept.go); nil without one.
+	icept atomic.Pointer[interceptchain.Set]
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
 	bridge *bridge.Bridge
@@ -190,6 +193,15 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		obs.Close()
 		return nil, err
 	}
+	ics, err := g.newInterceptSet(context.Background(), cfg, g.pol.Current())
+	if err != nil {
+		g.pol.Close()
+		gd.Close()
+		obs.Close()
+		return nil, err
+	}
+	g.icept.Store(ics)
+	g.metrics.Interceptors(g.interceptorMetrics)
 	g.events.Observe = policyEvents{g}.observe
 	g.events.Wants = func() bool { return g.pol.Hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})
@@ -326,6 +338,9 @@ func (g *Gateway) Close() error {
 	g.fleet.Close()
 	g.senders.close()
 	g.oauth.Close()
+	if set := g.icept.Swap(nil); set != nil {
+		err = errors.Join(err, set.Close())
+	}
 	err = errors.Join(err, g.pol.Close())
 	g.guard.Load().Close()
 	return errors.Join(err, observe.Observers{AuditLog: g.auditLog, Tracer: g.tracer}.Close())

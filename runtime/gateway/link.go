@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/transports"
@@ -35,16 +36,17 @@ type call struct {
 	// For requests forwarded from a downstream session.
 	sess          *session
 	origID        jsonrpc.ID
-	progressToken json.RawMessage // the client's token, when the call carries one
-	tool          string          // exposed tool name, for tools/call
-	server        string          // the upstream's name, for events
-	kind          listKind        // what the call reads: a tool, prompt or resource
-	upName        string          // upstream tool or prompt name, or resource URI
-	args          json.RawMessage // the call's arguments, for result policies
-	size          int             // bytes of the client's params, for the client-memory budget (bridge.go)
-	pg            *policyset.Gen  // non-nil when the result passes through policies (held by the caller's scope)
-	done          chan struct{}   // closed when the call ends, when its caller waits for that
-	span          trace.Span      // the call's trace span, ended with it
+	progressToken json.RawMessage  // the client's token, when the call carries one
+	tool          string           // exposed tool name, for tools/call
+	server        string           // the upstream's name, for events
+	kind          listKind         // what the call reads: a tool, prompt or resource
+	upName        string           // upstream tool or prompt name, or resource URI
+	args          json.RawMessage  // the call's arguments, for result policies
+	size          int              // bytes of the client's params, for the client-memory budget (bridge.go)
+	pg            *policyset.Gen   // non-nil when the result passes through policies (held by the caller's scope)
+	ic            *intercept.Chain // non-nil when the result passes through the interceptor chain
+	done          chan struct{}    // closed when the call ends, when its caller waits for that
+	span          trace.Span       // the call's trace span, ended with it
 	timer         atomic.Pointer[time.Timer]
 	// bridged is set once the call is bridged to a 2026-07-28 client's
 	// input_required rounds (bridge.go): only such calls look the bridge

@@ -195,11 +195,12 @@ func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(struct {
-		Servers      []ServerStatus `json:"servers"`
-		Policies     []PolicyStatus `json:"policies,omitempty"`
-		Fleet        *fleet.Status  `json:"fleet,omitempty"`
-		ClientMemory *budget.Stats  `json:"client_memory,omitempty"`
-	}{servers, g.PolicyStatus(), g.fleet.Status(r.Context()), g.clientMem.Stats()})
+		Servers      []ServerStatus     `json:"servers"`
+		Policies     []PolicyStatus     `json:"policies,omitempty"`
+		Fleet        *fleet.Status      `json:"fleet,omitempty"`
+		ClientMemory *budget.Stats      `json:"client_memory,omitempty"`
+		Interceptors *InterceptorStatus `json:"interceptors,omitempty"`
+	}{servers, g.PolicyStatus(), g.fleet.Status(r.Context()), g.clientMem.Stats(), g.InterceptorStatus()})
 }
 
 // authenticated puts next behind the client authentication of the running

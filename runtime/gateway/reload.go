@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 
@@ -86,8 +87,10 @@ type reloadPlan struct {
 	added    []*upstream // in ups, to start
 	leaving  []*upstream // in the old set only, to drain and stop
 	guard    *guard
-	pol      *policyset.Gen // the next policy generation, when res.Policies
-	views    bool           // access or tool rules changed: sessions re-list tools
+	pol      *policyset.Gen      // the next policy generation, when res.Policies
+	icept    *interceptchain.Set // the next interceptor chain (started), nil without one
+	oldSet   *interceptchain.Set // the chain it replaces, closed by cleanUp
+	views    bool                // access or tool rules changed: sessions re-list tools
 }
 
 // prepare builds and validates the next configuration aside. Called with
@@ -116,6 +119,17 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 			return nil, &config.Error{File: cfg.Path, Key: "policies", Reason: err.Error()}
 		}
 		plan.pol, plan.res.Policies = pg, true
+	}
+	pg := g.pol.Current()
+	if plan.pol != nil {
+		pg = plan.pol
+	}
+	if plan.icept, err = g.newInterceptSet(ctx, cfg, pg); err != nil {
+		gd.Close()
+		if plan.pol != nil {
+			g.pol.DiscardLocked(plan.pol)
+		}
+		return nil, err
 	}
 	return plan, nil
 }
@@ -199,6 +213,7 @@ func (plan *reloadPlan) commit() {
 	if plan.res.Policies {
 		g.pol.CommitLocked(plan.cfg.Policies, plan.pol)
 	}
+	plan.oldSet = g.icept.Swap(plan.icept)
 	g.route.replace(plan.ups, reservedOf(plan.cfg))
 	if plan.views {
 		// What each session may see changed without the catalogue changing.
@@ -214,6 +229,13 @@ func (plan *reloadPlan) cleanUp() {
 	g := plan.g
 	for _, u := range plan.added {
 		g.startUpstream(u)
+	}
+	if old := plan.oldSet; old != nil {
+		// Calls in flight keep the old chain; its remote members fail
+		// once closed, which their fail_open decides.
+		if err := old.Close(); err != nil {
+			g.log.Warn("closing the previous interceptor chain", "err", err)
+		}
 	}
 	for _, u := range plan.leaving {
 		g.wg.Add(1)

@@ -42,6 +42,9 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 	if c.method == "tasks/get" {
 		return tasks.FilterInlined(resp, func(r *jsonrpc.Response) *jsonrpc.Response { return s.filterResult(c.inlined(), r) })
 	}
+	if c.pg == nil || !s.g.oldPolicyPath() {
+		return s.interceptResult(c, resp.ID, resp.Result)
+	}
 	var (
 		res json.RawMessage
 		err error
@@ -62,6 +65,9 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 			Message: fmt.Sprintf("edge-mcp: policy %q withheld this result: %s", denied.Module, denied.Reason)}}
 	case err != nil:
 		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: policy check ended: " + err.Error()}}
+	}
+	if c.ic != nil {
+		return s.interceptResult(c, resp.ID, res)
 	}
 	return &jsonrpc.Response{ID: resp.ID, Result: res}
 }
@@ -92,7 +98,7 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		s.recordToolCall(c.server, c.tool, outcome, c.start, c.args, msg)
 	}
 	switch {
-	case c.pg != nil && resp.Error == nil:
+	case (c.pg != nil || c.ic != nil) && resp.Error == nil:
 		// Result policies may take a while: off the upstream's read loop.
 		go func() {
 			defer c.end("")

@@ -459,11 +459,15 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 			return
 		}
 	}
-	info := forwardInfo{kind: k, upName: it.name}
+	info := forwardInfo{kind: k, upName: it.name, ic: s.g.interceptChain()}
 	sc := policyScope(&s.g.pol, k, it.up.name, it.name)
 	if sc.Held() {
 		info.pg, info.waited = sc.Gen, true
 		info.args, _, _ = wire.Field(params, "arguments")
+	}
+	if info.ic != nil {
+		go s.interceptForward(sc, req, it.up, params, info, "name", it.name, it.exposed) // stage_intercept.go
+		return
 	}
 	s.forwardScoped(sc, req, it.up, params, info)
 }
@@ -514,9 +518,13 @@ func (s routing) forwardURI(req *jsonrpc.Request) {
 		s.g.bridge.Resume(bridgeSession{s.session}, req, bridge.Target{Name: uri}, state)
 		return
 	}
-	info := forwardInfo{kind: kindResources, upName: uri}
+	info := forwardInfo{kind: kindResources, upName: uri, ic: s.g.interceptChain()}
 	sc := policyScope(&s.g.pol, kindResources, u.name, uri)
 	info.pg, info.waited = sc.Gen, sc.Held()
+	if info.ic != nil {
+		go s.interceptForward(sc, req, u, req.Params, info, "uri", uri, uri) // stage_intercept.go
+		return
+	}
 	s.forwardScoped(sc, req, u, req.Params, info)
 }
 
@@ -701,7 +709,7 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 			l.mu.Unlock()
 			cancel()
 		}()
-		res, rerr := s.request(ctx, rel, req.Method, req.Params)
+		res, rerr := s.interceptedRequest(ctx, l.u.name, rel, req.Method, req.Params) // stage_intercept.go
 		l.respond(req.ID, res, rerr)
 	}()
 }

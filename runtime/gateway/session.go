@@ -15,6 +15,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/transports"
@@ -366,6 +367,8 @@ func (s *session) handleCall(req *jsonrpc.Request) {
 		routing{s}.complete(req)
 	case "logging/setLevel":
 		go s.setLevel(req)
+	case intercept.MethodList, intercept.MethodInvoke:
+		go s.interceptorMethod(req) // stage_intercept.go: a module may take its time
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update":
 		s.g.route.tasks.Request(taskOps{s.g}, taskSession{s}, req)
 	default:

@@ -27,7 +27,8 @@ func forwardCall(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 	if s.g.auditLog != nil {
 		info.args = tc.args
 	}
-	if pg := tc.scope.Gen; pg != nil && resultPolicy(pg.Chain(), kindTools, tc.target.name, tc.tool) {
+	info.ic = tc.ic
+	if pg := tc.scope.Gen; pg != nil && s.g.oldPolicyPath() && resultPolicy(pg.Chain(), kindTools, tc.target.name, tc.tool) {
 		info.pg = pg
 		info.args = tc.args
 	}

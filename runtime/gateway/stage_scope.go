@@ -15,7 +15,7 @@ func holdScope(next Handler) Handler {
 		s, it := tc.s, tc.it
 		tc.scope = policyScope(&s.g.pol, kindTools, it.up.name, it.name)
 		tc.approval = tc.ts.Approval
-		if !tc.scope.Held() && !tc.approval && tc.gd.Concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) {
+		if !tc.scope.Held() && !tc.approval && tc.gd.Concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) && s.g.icept.Load() == nil {
 			return next(tc)
 		}
 		go func() {

@@ -127,7 +127,7 @@ func (c *call) task(l *link) tasks.Call {
 // inlined is the tools/call whose result policies a task's result,
 // inlined in c's tasks/get answer, passes.
 func (c *call) inlined() *call {
-	return &call{method: "tools/call", kind: c.kind, server: c.server, upName: c.upName, args: c.args, pg: c.pg}
+	return &call{method: "tools/call", kind: c.kind, server: c.server, upName: c.upName, args: c.args, pg: c.pg, ic: c.ic}
 }
 
 // taskTarget returns the session that owns the task a server→client

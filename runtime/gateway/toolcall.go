@@ -10,6 +10,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/audit"
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/admission"
 )
 
@@ -55,6 +56,8 @@ type toolCall struct {
 	// done is closed when a forwarded call has been answered, when its
 	// caller waits for that (forward.go).
 	done <-chan struct{}
+	// ic is the interceptor chain the call met, for its result.
+	ic *intercept.Chain
 }
 
 // toolCall runs the pipeline for a tools/call of it.

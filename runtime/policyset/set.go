@@ -59,6 +59,20 @@ func (pg *Gen) Hooks() policy.HookSet {
 // Chain is the generation's chain of attachments.
 func (pg *Gen) Chain() *policy.Chain { return pg.chain }
 
+// Module is the loaded module of the attachment named name; nil when pg
+// has none (or pg is nil). It lives as long as the generation.
+func (pg *Gen) Module(name string) *policy.Module {
+	if pg == nil {
+		return nil
+	}
+	for _, a := range pg.atts {
+		if a.spec.Name == name && a.module != nil {
+			return a.module.mod
+		}
+	}
+	return nil
+}
+
 // attachment is one entry of a generation's chain, as configured.
 type attachment struct {
 	spec   policy.Spec
@@ -202,6 +216,14 @@ func (p *Set) swapLocked(next *Gen) {
 		p.retired.Add(1)
 		p.Release(old)
 	}
+}
+
+// DiscardLocked closes a generation BuildLocked made that will not be
+// committed (a later step of a reload failed). Called with p.mu held: the
+// closing runs once the lock is released.
+func (p *Set) DiscardLocked(pg *Gen) {
+	p.retired.Add(1)
+	go p.closeGen(pg)
 }
 
 // closeGen closes a drained generation and the modules no other generation

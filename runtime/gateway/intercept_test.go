@@ -1,0 +1,523 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptors"
+)
+
+// icValidator refuses payloads that contain word, on event's phase.
+func icValidator(name, event string, phase intercept.Phase, word string) intercept.Interceptor {
+	return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: intercept.Validation,
+		Hooks: []intercept.Hook{{Events: []string{event}, Phase: phase}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			if strings.Contains(string(inv.Payload), word) {
+				return intercept.Deny(name + " found " + word), nil
+			}
+			return intercept.Pass(), nil
+		}}
+}
+
+// icMutator replaces from by to in requests of events (tools/call when none).
+func icMutator(name, from, to string, events ...string) intercept.Interceptor {
+	if len(events) == 0 {
+		events = []string{"tools/call"}
+	}
+	return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: intercept.Mutation,
+		Hooks: []intercept.Hook{{Events: events, Phase: intercept.Request}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			return intercept.Replace(json.RawMessage(strings.ReplaceAll(string(inv.Payload), from, to))), nil
+		}}
+}
+
+// serveInterceptors runs a real interceptor server (go-sdk, streamable
+// HTTP on 127.0.0.1) for ics and returns its URL.
+func serveInterceptors(t testing.TB, ics ...intercept.Interceptor) string {
+	t.Helper()
+	reg, err := intercept.NewRegistry(0, ics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "ics", Version: "1"}, nil)
+	if err := interceptors.Register(srv, reg); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// lockedBuf is a log sink tests read.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func parseConfig(t *testing.T, doc string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "edge-mcp.json")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func icCall(t *testing.T, cs *mcp.ClientSession, tool, text string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": text}})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError {
+		return "", fmt.Errorf("tool error: %s", textOf(res))
+	}
+	return textOf(res), nil
+}
+
+// TestInterceptorsRemote: an interceptor server on 127.0.0.1 in the
+// gateway's chain refuses a tools/call (the client's JSON-RPC error names
+// the interceptor), rewrites the arguments the upstream sees, lets an
+// audit validator's refusal through and logs it, and withholds a result
+// its response validator refuses.
+func TestInterceptorsRemote(t *testing.T) {
+	received := make(chan string, 4)
+	up := vaultServer(t, "vault", received)
+	seen := make(chan *intercept.Context, 16)
+	ctxRecorder := &intercept.Func{Desc: intercept.Descriptor{Name: "acme/ctx", Type: intercept.Validation,
+		Hooks: []intercept.Hook{{Events: []string{"tools/call"}, Phase: intercept.Request}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			select {
+			case seen <- inv.Context:
+			default:
+			}
+			return intercept.Pass(), nil
+		}}
+	ics := serveInterceptors(t, ctxRecorder,
+		icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"),
+		icMutator("acme/shout", "hello", "HELLO"),
+		icValidator("acme/audited", "tools/call", intercept.Request, "AUDITME"),
+		icValidator("acme/no-leak", "tools/call", intercept.Response, "the key is"),
+	)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "observability": {"metrics": true},
+	  "interceptorServers": {"acme": {"url": %q}},
+	  "interceptors": [
+	    {"server": "acme", "names": ["acme/no-secret", "acme/shout", "acme/no-leak", "acme/ctx"]},
+	    {"server": "acme", "names": ["acme/audited"], "mode": "audit"}
+	  ]}`, up, ics))
+	logs := &lockedBuf{}
+	url, g := startGatewayConfig(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if g.interceptChain() == nil {
+		t.Fatal("no interceptor chain")
+	}
+	cs := connect(t, url, nil)
+
+	t.Run("validator refuses", func(t *testing.T) {
+		_, err := icCall(t, cs, "vault_record", "a SECRET")
+		if err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-secret" refused tools/call`) || !strings.Contains(err.Error(), "found SECRET") {
+			t.Fatalf("err %v, want the refusal naming acme/no-secret", err)
+		}
+		select {
+		case got := <-received:
+			t.Fatalf("the upstream received %q", got)
+		default:
+		}
+	})
+	t.Run("mutator rewrites the arguments", func(t *testing.T) {
+		if _, err := icCall(t, cs, "vault_record", "hello world"); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-received; got != "HELLO world" {
+			t.Fatalf("upstream received %q, want the mutated %q", got, "HELLO world")
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		c := <-seen
+		if c == nil || c.Principal == nil || c.Principal.Type != "anonymous" || c.SessionID == "" || c.Server != "vault" || c.Subject != "vault_record" {
+			t.Fatalf("invocation context %+v", c)
+		}
+	})
+	t.Run("audit passes and logs", func(t *testing.T) {
+		got, err := icCall(t, cs, "vault_echo", "AUDITME")
+		if err != nil || got != "vault:AUDITME" {
+			t.Fatalf("%q, %v", got, err)
+		}
+		if !strings.Contains(logs.String(), "acme/audited") {
+			t.Fatalf("no log of the audit refusal in:\n%s", logs.String())
+		}
+	})
+	t.Run("response validator withholds", func(t *testing.T) {
+		_, err := icCall(t, cs, "vault_leak", "")
+		if err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-leak" refused tools/call (response)`) {
+			t.Fatalf("err %v, want the result withheld by acme/no-leak", err)
+		}
+	})
+	t.Run("metrics and status", func(t *testing.T) {
+		base := strings.TrimSuffix(url, "/mcp")
+		metricsText := httpGet(t, base+"/metrics")
+		for _, want := range []string{
+			`edge_mcp_interceptor_server_up{server="acme"} 1`,
+			`edge_mcp_interceptor_denials_total{interceptor="acme/no-secret"} 1`,
+			`edge_mcp_interceptor_audits_total{interceptor="acme/audited"} 1`,
+			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_record"} 1`,
+		} {
+			if !strings.Contains(metricsText, want) {
+				t.Errorf("/metrics lacks %s in:\n%s", want, grepLines(metricsText, "tool_calls_total{"))
+			}
+		}
+		var st struct {
+			Interceptors InterceptorStatus `json:"interceptors"`
+		}
+		if err := json.Unmarshal([]byte(httpGet(t, base+"/status")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Interceptors.Servers) != 1 || st.Interceptors.Servers[0].State != "reached" || len(st.Interceptors.Interceptors) != 5 {
+			t.Fatalf("/status interceptors %+v", st.Interceptors)
+		}
+	})
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %d %s", url, resp.StatusCode, b.String())
+	}
+	return b.String()
+}
+
+// freeAddress is a 127.0.0.1 address nothing listens on.
+func freeAddress(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestInterceptorsServerDownAtStart: an interceptor server down when the
+// gateway starts does not stop it; in a fail-closed entry's scope calls
+// are refused naming the server, in a fail_open entry's they pass, and
+// everything else is served.
+func TestInterceptorsServerDownAtStart(t *testing.T) {
+	received := make(chan string, 4)
+	up := vaultServer(t, "vault", received)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "interceptorServers": {"down": {"url": "http://%s/mcp", "retry_initial": 60}},
+	  "interceptors": [
+	    {"server": "down", "tools": ["vault_record"]},
+	    {"server": "down", "tools": ["vault_echo"], "fail_open": true}
+	  ]}`, up, freeAddress(t)))
+	url, g := startGatewayConfig(t, cfg, Options{})
+	if st := g.InterceptorStatus(); st == nil || len(st.Servers) != 1 || st.Servers[0].State != "unreached" || st.Servers[0].LastError == "" {
+		t.Fatalf("status %+v, want the server unreached with its error", st)
+	}
+	cs := connect(t, url, nil)
+	if _, err := icCall(t, cs, "vault_record", "x"); err == nil || !strings.Contains(err.Error(), `"interceptorServers.down"`) {
+		t.Fatalf("fail-closed scope: %v, want a refusal naming interceptorServers.down", err)
+	}
+	if got, err := icCall(t, cs, "vault_echo", "x"); err != nil || got != "vault:x" {
+		t.Fatalf("fail_open scope: %q, %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "vault_structured"})
+	if err != nil || res.IsError {
+		t.Fatalf("outside every scope: %v %v", err, res)
+	}
+}
+
+// TestInterceptorsReload: a reload that adds interceptors swaps the chain
+// in; one that removes them takes it out (and closes it).
+func TestInterceptorsReload(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 4))
+	ics := serveInterceptors(t, icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"))
+	path := filepath.Join(t.TempDir(), "edge-mcp.json")
+	write := func(extra string) {
+		doc := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}}%s}`, up, extra)
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	url, g := startGatewayFile(t, path, Options{})
+	cs := connect(t, url, nil)
+	if _, err := icCall(t, cs, "vault_echo", "SECRET"); err != nil {
+		t.Fatalf("before: %v", err)
+	}
+	write(fmt.Sprintf(`, "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]`, ics))
+	if _, err := g.ReloadFile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := g.icept.Load()
+	if _, err := icCall(t, cs, "vault_echo", "SECRET"); err == nil || !strings.Contains(err.Error(), "acme/no-secret") {
+		t.Fatalf("after the reload: %v, want the refusal", err)
+	}
+	if _, err := g.ReloadFile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if g.icept.Load() == first {
+		t.Fatal("the chain was not rebuilt on reload")
+	}
+	write("")
+	if _, err := g.ReloadFile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := icCall(t, cs, "vault_echo", "SECRET"); err != nil || got != "vault:SECRET" {
+		t.Fatalf("after removing the chain: %q, %v", got, err)
+	}
+}
+
+// TestInterceptorsWasmModule: a Wasm module named by an interceptors
+// entry runs in the chain: secretless-redactor (ABI 1.1 mutator) redacts
+// the arguments the upstream receives.
+func TestInterceptorsWasmModule(t *testing.T) {
+	received := make(chan string, 4)
+	up := vaultServer(t, "vault", received)
+	mod := writeModule(t, wasmtest.Example(t, "secretless-redactor"))
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "policies": [{"name": "redact", "module": %q}],
+	  "interceptors": [{"module": "redact"}]}`, up, mod))
+	url, _ := startGatewayConfig(t, cfg, policyOptions(t))
+	cs := connect(t, url, nil)
+	if _, err := icCall(t, cs, "vault_record", "key AKIA5MZXN8QRF3WBY6OE here"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-received; got != "key [REDACTED:aws_access_key] here" {
+		t.Fatalf("upstream received %q", got)
+	}
+}
+
+// TestInterceptorsDownstream: edge-mcp is an interceptor server on /mcp,
+// behind its authentication: a real interceptor client lists the chain's
+// module interceptor (secretless-redactor) and invokes it; without the
+// key it is refused. /status reports the chain's counts.
+func TestInterceptorsDownstream(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 4))
+	mod := writeModule(t, wasmtest.Example(t, "secretless-redactor"))
+	const key = "ic-key-0123456789abcdef"
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "auth": {"mode": "api_key", "api_keys": [{"name": "ops", "key": %q}]},
+	  "policies": [{"name": "redact", "module": %q}],
+	  "interceptors": [{"module": "redact"}]}`, up, key, mod))
+	url, g := startGatewayConfig(t, cfg, policyOptions(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	if _, err := interceptors.Dial(ctx, "edge", interceptors.ServerOptions{URL: url}); err == nil {
+		t.Fatal("dialed without the key")
+	}
+	c, err := interceptors.Dial(ctx, "edge", interceptors.ServerOptions{URL: url, Header: http.Header{"Authorization": {"Bearer " + key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ics, skipped, err := c.Interceptors(ctx)
+	if err != nil || len(skipped) > 0 || len(ics) != 1 || ics[0].Describe().Name != "security/secretless-redactor" {
+		t.Fatalf("list: %v %v %v", ics, skipped, err)
+	}
+	res, err := ics[0].Invoke(ctx, &intercept.Invocation{Name: "security/secretless-redactor", Event: "tools/call", Phase: intercept.Request,
+		Payload: json.RawMessage(`{"name":"x","arguments":{"q":"AKIA5MZXN8QRF3WBY6OE"}}`)})
+	if err != nil || !res.Modified || !strings.Contains(string(res.Payload), "[REDACTED:aws_access_key]") {
+		t.Fatalf("invoke: %+v %v", res, err)
+	}
+	raw, err := c.Invoke(ctx, json.RawMessage(`{"name":"nope","event":"tools/call","phase":"request","payload":{}}`))
+	if err == nil {
+		t.Fatalf("an unknown interceptor answered %s", raw)
+	}
+	st := g.InterceptorStatus()
+	if st == nil || len(st.Interceptors) != 1 || st.Interceptors[0].Name != "security/secretless-redactor" {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// promptServer is an upstream with a prompt and a resource.
+func promptServer(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
+		})
+	for _, r := range []struct{ uri, text string }{{"mem://note", "a note"}, {"mem://key", "the key is 42"}} {
+		s.AddResource(&mcp.Resource{URI: r.uri, Name: r.uri}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.uri, Text: r.text}}}, nil
+		})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestInterceptorsPromptsResources: the chain runs on prompts/get and
+// resources/read: a request validator refuses, a request mutator rewrites
+// the prompt's arguments, a response validator withholds a resource.
+func TestInterceptorsPromptsResources(t *testing.T) {
+	up := promptServer(t)
+	ics := serveInterceptors(t,
+		icValidator("acme/no-secret", "prompts/get", intercept.Request, "SECRET"),
+		icMutator("acme/shout", "world", "WORLD", "prompts/get"),
+		icValidator("acme/no-key", "resources/read", intercept.Response, "the key is"),
+	)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"docs": {"url": %q}},
+	  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, up, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	cs := connect(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "SECRET"}}); err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-secret" refused prompts/get (request)`) {
+		t.Fatalf("prompts/get refused: %v", err)
+	}
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "world"}})
+	if err != nil || len(res.Messages) != 1 || res.Messages[0].Content.(*mcp.TextContent).Text != "hello WORLD" {
+		t.Fatalf("prompts/get mutated: %+v %v", res, err)
+	}
+	if rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://note"}); err != nil || rr.Contents[0].Text != "a note" {
+		t.Fatalf("resources/read passed: %+v %v", rr, err)
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://key"}); err == nil || !strings.Contains(err.Error(), `interceptor "acme/no-key" refused resources/read (response)`) {
+		t.Fatalf("resources/read withheld: %v", err)
+	}
+}
+
+// TestInterceptorsNoChain: a config without interceptors or
+// interceptorServers has no chain: its ABI 1.0 policy runs on the
+// gateway's own path as before (redact-secrets masks a result), the
+// downstream interceptors/list is empty, /status has no interceptors
+// section.
+func TestInterceptorsNoChain(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 4))
+	mod := writeModule(t, wasmtest.Example(t, "redact-secrets"))
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "policies": [{"name": "redact", "module": %q, "tools": ["*"], "config": {"replacement": "[REDACTED]"}}]}`, up, mod))
+	url, g := startGatewayConfig(t, cfg, policyOptions(t))
+	if g.icept.Load() != nil || g.InterceptorStatus() != nil {
+		t.Fatal("a chain without interceptors in the config")
+	}
+	cs := connect(t, url, nil)
+	if got, err := icCall(t, cs, "vault_leak", ""); err != nil || strings.Contains(got, secretKey) || !strings.Contains(got, "the key is [REDACTED]") {
+		t.Fatalf("the ABI 1.0 result policy: %q, %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := interceptors.Dial(ctx, "edge", interceptors.ServerOptions{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ics, _, err := c.Interceptors(ctx); err != nil || len(ics) != 0 {
+		t.Fatalf("interceptors/list without a chain: %v %v", ics, err)
+	}
+	if body := httpGet(t, strings.TrimSuffix(url, "/mcp")+"/status"); strings.Contains(body, `"interceptors"`) {
+		t.Fatalf("/status has an interceptors section: %s", body)
+	}
+}
+
+// TestInterceptorsSampling: the chain runs on a server→client
+// sampling/createMessage: a request validator refuses it (the upstream's
+// tool sees the error naming the interceptor), a request mutator rewrites
+// what the client is asked, a response validator refuses the client's
+// answer.
+func TestInterceptorsSampling(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+		Q string `json:"q"`
+	}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Q}}}})
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampling: " + err.Error()}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model said: " + textContent(res.Content)}}}, nil, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+	ics := serveInterceptors(t,
+		icValidator("acme/no-secret", "sampling/createMessage", intercept.Request, "SECRET"),
+		icMutator("acme/shout", "hello", "HELLO", "sampling/createMessage"),
+		icValidator("acme/no-paris", "sampling/createMessage", intercept.Response, "Paris (bad)"),
+	)
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"asker": {"url": %q}},
+	  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, up.URL, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	opts := roundAnswers
+	cs := connect(t, url, &opts)
+	ask := func(q string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"q": q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return textOf(res)
+	}
+	if got := ask("a SECRET"); !strings.Contains(got, `interceptor "acme/no-secret" refused sampling/createMessage (request)`) {
+		t.Fatalf("refused request: %q", got)
+	}
+	if got := ask("hello"); got != "model said: Paris (HELLO)" {
+		t.Fatalf("mutated request: %q", got)
+	}
+	if got := ask("bad"); !strings.Contains(got, `interceptor "acme/no-paris" refused sampling/createMessage (response)`) {
+		t.Fatalf("refused answer: %q", got)
+	}
+}
