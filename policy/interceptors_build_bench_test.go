@@ -16,7 +16,9 @@ import (
 // as C builds (wasm-examples/<name>/c on the C kit): none, one validator
 // (the cross-boundary guard) and three interceptors (guard, secretless
 // redactor and redact-secrets' tool_call as an ABI 1.0 validator, Go or
-// C port), and each of the other two alone. Besides ns/op it reports the p50 and p99 of the calls in µs.
+// C port), each of the other two alone, and the redactor before the guard
+// (a mutator then a validator) and guard and port (two validators, run
+// concurrently), to see where the time of three goes. Besides ns/op it reports the p50 and p99 of the calls in µs.
 // Without clang it skips, and fails under CI.
 //
 //	go test -run '^$' -bench BenchmarkInterceptorBuilds -benchtime 2s ./policy
@@ -45,6 +47,12 @@ func BenchmarkInterceptorBuilds(b *testing.B) {
 		b.Run(bd.name+"/validator=1", func(b *testing.B) { benchChain(ctx, b, guard, ev) })
 		b.Run(bd.name+"/redactor=1", func(b *testing.B) { benchChain(ctx, b, redactor, ev) })
 		b.Run(bd.name+"/abi10-tool_call=1", func(b *testing.B) { benchChain(ctx, b, []intercept.Interceptor{port}, ev) })
+		b.Run(bd.name+"/mutator+validator", func(b *testing.B) {
+			benchChain(ctx, b, []intercept.Interceptor{redactor[0], guard[0]}, ev)
+		})
+		b.Run(bd.name+"/validators=2", func(b *testing.B) {
+			benchChain(ctx, b, []intercept.Interceptor{guard[0], port}, ev)
+		})
 		b.Run(bd.name+"/interceptors=3", func(b *testing.B) {
 			benchChain(ctx, b, []intercept.Interceptor{guard[0], redactor[0], port}, ev)
 		})
