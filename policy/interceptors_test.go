@@ -14,7 +14,7 @@ import (
 
 const abi11 = 1<<16 | 1
 
-func interceptorsOf(t *testing.T, m *Module) []intercept.Interceptor {
+func interceptorsOf(t testing.TB, m *Module) []intercept.Interceptor {
 	t.Helper()
 	ics, err := m.Interceptors(context.Background())
 	if err != nil {

@@ -105,3 +105,28 @@ func SkipOrFail(tb testing.TB, err error) {
 		tb.Fatal(err)
 	}
 }
+
+// SecretflowC is the C build of wasm-examples/internal/secretflow, linked
+// into every C example of CExample.
+const SecretflowC = "wasm-examples/internal/secretflow/c/secretflow.c"
+
+// CExample builds the C build of wasm-examples/<name> (the sources of its
+// c/ folder and SecretflowC) with the C kit's build script, the way go
+// tool task wasm does, into a file in dir, and returns the module. Without
+// clang the error wraps ErrNoToolchain.
+func CExample(name, dir string) ([]byte, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	srcs, err := filepath.Glob(filepath.Join(root, "wasm-examples", name, "c", "*.c"))
+	if err != nil || len(srcs) == 0 {
+		return nil, fmt.Errorf("no C build of %s (wasm-examples/%s/c/*.c): %v", name, name, err)
+	}
+	out := filepath.Join(dir, name+"-c.wasm")
+	args := append([]string{"guest/kits/c/build.sh", out}, srcs...)
+	if err := RunBuild(".", "sh", append(args, SecretflowC)...); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(out)
+}

@@ -4,7 +4,8 @@
 // interceptor chain (policy/intercept) with real interceptors: the
 // fixture vocabulary's validators and mutators in Go, the security
 // behaviors as the shipped Wasm modules (wasm-examples/cross-boundary-guard
-// and secretless-redactor). With -remote the interceptors are hosted by an
+// and secretless-redactor; -build c picks their C builds, wasm-examples/*/c,
+// instead of the Go ones). With -remote the interceptors are hosted by an
 // interceptor server over streamable HTTP on 127.0.0.1 and reached through
 // runtime/interceptors. It prints one line per fixture and, last,
 // "N passed, M failed"; the exit status is 1 when a fixture failed.
@@ -28,15 +29,16 @@ import (
 func main() {
 	dir := flag.String("dir", "", "the conformance directory (default: testdata/interceptors-conformance of the module)")
 	remote := flag.Bool("remote", false, "host the interceptors out of process, behind an interceptor server over streamable HTTP")
+	build := flag.String("build", "go", "the build of the security modules: go (wasm-examples/<name>) or c (wasm-examples/<name>/c, needs clang)")
 	flag.Parse()
-	if err := run(context.Background(), *dir, *remote); err != nil {
+	if err := run(context.Background(), *dir, *remote, *build); err != nil {
 		fmt.Fprintln(os.Stderr, "interceptors-conformance:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string, remote bool) error {
-	r, err := replayFixtures(ctx, dir, remote, slog.New(slog.DiscardHandler))
+func run(ctx context.Context, dir string, remote bool, build string) error {
+	r, err := replayFixtures(ctx, dir, remote, build, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -49,8 +51,9 @@ func run(ctx context.Context, dir string, remote bool) error {
 	return nil
 }
 
-// replayFixtures replays every fixture under dir in process or remotely.
-func replayFixtures(ctx context.Context, dir string, remote bool, log *slog.Logger) (conformance.Report, error) {
+// replayFixtures replays every fixture under dir in process or remotely,
+// with the security modules' build named by build ("go" or "c").
+func replayFixtures(ctx context.Context, dir string, remote bool, build string, log *slog.Logger) (conformance.Report, error) {
 	if dir == "" {
 		root, err := wasmtest.ModuleRoot()
 		if err != nil {
@@ -62,7 +65,7 @@ func replayFixtures(ctx context.Context, dir string, remote bool, log *slog.Logg
 	if err != nil {
 		return conformance.Report{}, err
 	}
-	mods, err := loadModules(ctx)
+	mods, err := loadModules(ctx, build)
 	if err != nil {
 		return conformance.Report{}, err
 	}
@@ -80,12 +83,8 @@ func replayFixtures(ctx context.Context, dir string, remote bool, log *slog.Logg
 }
 
 // loadModules builds the security modules and starts an engine.
-func loadModules(ctx context.Context) (*modules, error) {
-	guard, err := wasmtest.BuildPackage("wasm-examples/cross-boundary-guard")
-	if err != nil {
-		return nil, err
-	}
-	redac, err := wasmtest.BuildPackage("wasm-examples/secretless-redactor")
+func loadModules(ctx context.Context, build string) (*modules, error) {
+	guard, redac, err := buildModules(build)
 	if err != nil {
 		return nil, err
 	}
@@ -98,4 +97,29 @@ func loadModules(ctx context.Context) (*modules, error) {
 		return nil, err
 	}
 	return &modules{eng: eng, guard: guard, redac: redac}, nil
+}
+
+// buildModules builds cross-boundary-guard and secretless-redactor: the Go
+// packages, or their C builds (into a temporary directory).
+func buildModules(build string) (guard, redac []byte, err error) {
+	switch build {
+	case "go", "":
+		if guard, err = wasmtest.BuildPackage("wasm-examples/cross-boundary-guard"); err != nil {
+			return nil, nil, err
+		}
+		redac, err = wasmtest.BuildPackage("wasm-examples/secretless-redactor")
+		return guard, redac, err
+	case "c":
+		dir, err := os.MkdirTemp("", "interceptors-conformance-")
+		if err != nil {
+			return nil, nil, fmt.Errorf("building the C modules: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if guard, err = wasmtest.CExample("cross-boundary-guard", dir); err != nil {
+			return nil, nil, err
+		}
+		redac, err = wasmtest.CExample("secretless-redactor", dir)
+		return guard, redac, err
+	}
+	return nil, nil, fmt.Errorf("unknown build %q (go, c)", build)
 }

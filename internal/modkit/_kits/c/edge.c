@@ -219,3 +219,133 @@ int edge_glob(const char *pat, size_t pn, const char *name, size_t nn) {
   while (p < pn && pat[p] == '*') p++;
   return p == pn;
 }
+
+/* SEP-2624 interceptors (ABI 1.1). */
+
+void edge_refuse(edge_buf *out, const char *message) {
+  edge_appends(out, "{\"valid\":false,\"severity\":\"error\",\"messages\":[{\"message\":\"");
+  edge_append_escaped(out, message, strlen(message));
+  edge_appends(out, "\",\"severity\":\"error\"}]}");
+}
+
+void edge_replace(edge_buf *out, const char *payload, size_t n) {
+  edge_appends(out, "{\"modified\":true,\"payload\":");
+  edge_append(out, payload, n);
+  edge_append(out, "}", 1);
+}
+
+int edge_str_is(edge_str s, const char *lit) {
+  return s.s && strlen(lit) == s.n && memcmp(s.s, lit, s.n) == 0;
+}
+
+static void append_quoted(edge_buf *b, const char *s) {
+  edge_append(b, "\"", 1);
+  edge_append_escaped(b, s, strlen(s));
+  edge_append(b, "\"", 1);
+}
+
+static void append_interceptor(edge_buf *b, const edge_interceptor *ic) {
+  edge_appends(b, "{\"name\":");
+  append_quoted(b, ic->name);
+  if (ic->description) {
+    edge_appends(b, ",\"description\":");
+    append_quoted(b, ic->description);
+  }
+  edge_appends(b, ic->mutation ? ",\"type\":\"mutation\"" : ",\"type\":\"validation\"");
+  edge_appends(b, ",\"hooks\":[{\"events\":[");
+  for (size_t i = 0; ic->events && ic->events[i]; i++) {
+    if (i) edge_append(b, ",", 1);
+    append_quoted(b, ic->events[i]);
+  }
+  edge_appends(b, "],\"phase\":");
+  append_quoted(b, ic->phase ? ic->phase : "both");
+  edge_appends(b, "}]");
+  if (ic->mode) {
+    edge_appends(b, ",\"mode\":");
+    append_quoted(b, ic->mode);
+  }
+  if (ic->fail_open) edge_appends(b, ",\"failOpen\":true");
+  if (ic->priority) {
+    char num[16], *p = num + sizeof num;
+    uint32_t v = ic->priority < 0 ? 0u - (uint32_t)ic->priority : (uint32_t)ic->priority;
+    do *--p = (char)('0' + v % 10); while (v /= 10);
+    if (ic->priority < 0) *--p = '-';
+    edge_appends(b, ",\"priorityHint\":");
+    edge_append(b, p, (size_t)(num + sizeof num - p));
+  }
+  if (ic->config_schema) {
+    edge_appends(b, ",\"configSchema\":");
+    edge_appends(b, ic->config_schema);
+  }
+  edge_append(b, "}", 1);
+}
+
+int64_t edge_list_interceptors(int32_t ptr, int32_t len, const edge_interceptor *ics, size_t n) {
+  (void)ptr;
+  (void)len;
+  output.len = 0;
+  edge_appends(&output, "{\"interceptors\":[");
+  for (size_t i = 0; i < n; i++) {
+    if (i) edge_append(&output, ",", 1);
+    append_interceptor(&output, &ics[i]);
+  }
+  edge_appends(&output, "]}");
+  return (int64_t)((uint64_t)(uintptr_t)output.data << 32 | output.len);
+}
+
+/* str sets *dst to the contents of the JSON string v; nonzero when v is
+ * not a string. */
+static int str(edge_str *dst, const char *v, size_t n) {
+  if (n < 2 || v[0] != '"') return 1;
+  dst->s = v + 1;
+  dst->n = n - 2;
+  return 0;
+}
+
+static int context_member(void *ctx, const char *k, size_t kn, const char *v, size_t vn) {
+  edge_invocation *inv = ctx;
+#define KEY(s) (kn == sizeof(s) - 1 && memcmp(k, s, kn) == 0)
+  if (KEY("sessionId")) return str(&inv->session_id, v, vn);
+  if (KEY("server")) return str(&inv->server, v, vn);
+  if (KEY("principal")) {
+    size_t idn;
+    const char *id = edge_member(v, vn, "id", &idn);
+    return id ? str(&inv->principal, id, idn) : 0;
+  }
+  return 0;
+}
+
+static int intercept_member(void *ctx, const char *k, size_t kn, const char *v, size_t vn) {
+  edge_invocation *inv = ctx;
+  if (KEY("name")) return str(&inv->name, v, vn);
+  if (KEY("event")) return str(&inv->event, v, vn);
+  if (KEY("phase")) return str(&inv->phase, v, vn);
+  if (KEY("config")) inv->config = (edge_str){v, vn};
+  else if (KEY("payload")) inv->payload = (edge_str){v, vn};
+  else if (KEY("context")) {
+    inv->context = (edge_str){v, vn};
+    return edge_members(v, vn, context_member, inv) != 0;
+  }
+  return 0;
+#undef KEY
+}
+
+static const edge_interceptor *intercept_ics;
+static size_t intercept_n;
+static const char *no_interceptor = "intercept: no interceptor of that name";
+
+static const char *intercept(const char *in, size_t n, edge_buf *out) {
+  edge_invocation inv = {0};
+  if (edge_members(in, n, intercept_member, &inv) != 0) return "intercept: input is not a valid invocation";
+  if (!inv.name.s || !inv.payload.s) return "intercept: name and payload are required";
+  for (size_t i = 0; i < intercept_n; i++) {
+    if (edge_str_is(inv.name, intercept_ics[i].name)) return intercept_ics[i].fn(&inv, out);
+  }
+  return no_interceptor;
+}
+
+int64_t edge_run_intercept(int32_t ptr, int32_t len, const edge_interceptor *ics, size_t n) {
+  intercept_ics = ics;
+  intercept_n = n;
+  return edge_run(ptr, len, intercept);
+}

@@ -1,4 +1,4 @@
-/* The edge-mcp policy kit for C: the ABI glue of policy/ABI.md (1.0) and
+/* The edge-mcp policy kit for C: the ABI glue of policy/ABI.md (1.1) and
  * small JSON helpers. One header and one source file (edge.c); built with
  * clang for wasm32-wasi as a reactor against wasi-libc:
  *
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EDGE_ABI_VERSION 0x00010000
+#define EDGE_ABI_VERSION 0x00010001
 
 /* A growable byte buffer. */
 typedef struct {
@@ -75,5 +75,66 @@ int edge_is_string(const char *v, size_t n, const char *lit);
 /* Whether name matches pattern: '*' matches any run of bytes, '?' one byte
  * (the host's attachment globs, guest/glob). */
 int edge_glob(const char *pat, size_t pn, const char *name, size_t nn);
+
+/* SEP-2624 interceptors (ABI 1.1). A raw span of the input: for strings
+ * the text between the quotes (escapes kept), else the JSON value; s is
+ * NULL when the member is absent. */
+typedef struct {
+  const char *s;
+  size_t n;
+} edge_str;
+
+/* One call of an interceptor. */
+typedef struct {
+  edge_str name, event, phase;            /* strings */
+  edge_str session_id, server, principal; /* strings from context (principal.id) */
+  edge_str context, config, payload;      /* raw JSON */
+} edge_invocation;
+
+/* An interceptor handler writes its answer to out: for a validator,
+ * nothing (valid) or edge_refuse; for a mutator, nothing (unmodified) or
+ * edge_replace. Returning a message (not NULL) reports {"error":message}. */
+typedef const char *(*edge_intercept_fn)(const edge_invocation *inv, edge_buf *out);
+
+/* An interceptor descriptor (the wire shape of interceptors/list). */
+typedef struct {
+  const char *name, *description;     /* description may be NULL */
+  int mutation;                       /* 0: validation, 1: mutation */
+  const char *const *events;          /* NULL-terminated: "tools/call", "*", ... */
+  const char *phase;                  /* "request", "response", "both" (NULL: both) */
+  const char *mode;                   /* NULL (active) or "audit" */
+  int fail_open;
+  int32_t priority;                   /* priorityHint, 0 by default */
+  const char *config_schema;          /* a JSON Schema object, or NULL */
+  edge_intercept_fn fn;
+} edge_interceptor;
+
+/* Answers. */
+void edge_refuse(edge_buf *out, const char *message);
+void edge_replace(edge_buf *out, const char *payload, size_t n);
+
+/* Whether s (a string span) equals the C string lit. */
+int edge_str_is(edge_str s, const char *lit);
+
+int64_t edge_list_interceptors(int32_t ptr, int32_t len, const edge_interceptor *ics, size_t n);
+int64_t edge_run_intercept(int32_t ptr, int32_t len, const edge_interceptor *ics, size_t n);
+
+/* Exports edge_hook_interceptors and edge_hook_intercept for an array of
+ * edge_interceptor:
+ *
+ *   static const char *const events[] = {"tools/call", NULL};
+ *   static const edge_interceptor ics[] = {
+ *     {.name = "acme/no-delete", .events = events, .phase = "request", .fn = no_delete}};
+ *   EDGE_INTERCEPTORS(ics)
+ */
+#define EDGE_INTERCEPTORS(table)                                                            \
+  __attribute__((export_name("edge_hook_interceptors"))) int64_t edge_hook_interceptors(    \
+      int32_t ptr, int32_t len) {                                                           \
+    return edge_list_interceptors(ptr, len, table, sizeof(table) / sizeof(table[0]));       \
+  }                                                                                         \
+  __attribute__((export_name("edge_hook_intercept"))) int64_t edge_hook_intercept(          \
+      int32_t ptr, int32_t len) {                                                           \
+    return edge_run_intercept(ptr, len, table, sizeof(table) / sizeof(table[0]));           \
+  }
 
 #endif

@@ -1,4 +1,4 @@
-//! The edge-mcp policy kit for Rust: the ABI glue of policy/ABI.md (1.0)
+//! The edge-mcp policy kit for Rust: the ABI glue of policy/ABI.md (1.1)
 //! and small JSON helpers, in one file with no dependencies.
 //!
 //! Mount it at the root of a `cdylib` crate as `mod edge;` and export
@@ -25,8 +25,8 @@
 
 #![allow(dead_code)]
 
-/// ABI version 1.0: major << 16 | minor.
-pub const ABI_VERSION: i32 = 0x0001_0000;
+/// ABI version 1.1: major << 16 | minor.
+pub const ABI_VERSION: i32 = 0x0001_0001;
 
 static mut INPUT: Vec<u8> = Vec::new();
 static mut OUTPUT: Vec<u8> = Vec::new();
@@ -116,6 +116,205 @@ pub fn result(out: &mut Vec<u8>, result: &[u8]) {
     out.extend_from_slice(result);
     out.push(b'}');
 }
+
+// SEP-2624 interceptors (ABI 1.1).
+
+/// An interceptor descriptor (the wire shape of `interceptors/list`) and
+/// its handler.
+pub struct Interceptor {
+    pub name: &'static str,
+    /// "" for none.
+    pub description: &'static str,
+    /// false: validation, true: mutation.
+    pub mutation: bool,
+    /// Lifecycle events or patterns: "tools/call", "tools/*", "*", ...
+    pub events: &'static [&'static str],
+    /// "request", "response" or "both" ("" means both).
+    pub phase: &'static str,
+    /// "" (active) or "audit".
+    pub mode: &'static str,
+    pub fail_open: bool,
+    /// priorityHint (0 by default).
+    pub priority: i32,
+    /// A JSON Schema object as text, or "".
+    pub config_schema: &'static str,
+    pub handler: InterceptHandler,
+}
+
+/// One call of an interceptor. Strings are the raw text between the
+/// quotes (escapes kept; decode with `string` when needed), empty when
+/// absent; `context`, `config` and `payload` are raw JSON (`config` empty
+/// when absent).
+#[derive(Default)]
+pub struct Invocation<'a> {
+    pub name: &'a [u8],
+    pub event: &'a [u8],
+    pub phase: &'a [u8],
+    pub session_id: &'a [u8],
+    pub server: &'a [u8],
+    /// context.principal.id
+    pub principal: &'a [u8],
+    pub context: &'a [u8],
+    pub config: &'a [u8],
+    pub payload: &'a [u8],
+}
+
+/// An interceptor handler writes its answer to out: for a validator,
+/// nothing (valid) or `refuse`; for a mutator, nothing (unmodified) or
+/// `replace`. `Err(msg)` reports `{"error":msg}`.
+pub type InterceptHandler = fn(inv: &Invocation, out: &mut Vec<u8>) -> Result<(), String>;
+
+/// `{"valid":false,"severity":"error","messages":[{"message":...,"severity":"error"}]}`
+pub fn refuse(out: &mut Vec<u8>, message: &str) {
+    out.extend_from_slice(b"{\"valid\":false,\"severity\":\"error\",\"messages\":[{\"message\":");
+    push_string(out, message);
+    out.extend_from_slice(b",\"severity\":\"error\"}]}");
+}
+
+/// `{"modified":true,"payload":...}`; payload is JSON of the same kind.
+pub fn replace(out: &mut Vec<u8>, payload: &[u8]) {
+    out.extend_from_slice(b"{\"modified\":true,\"payload\":");
+    out.extend_from_slice(payload);
+    out.push(b'}');
+}
+
+fn push_descriptor(out: &mut Vec<u8>, ic: &Interceptor) {
+    out.extend_from_slice(b"{\"name\":");
+    push_string(out, ic.name);
+    if !ic.description.is_empty() {
+        out.extend_from_slice(b",\"description\":");
+        push_string(out, ic.description);
+    }
+    out.extend_from_slice(if ic.mutation { &b",\"type\":\"mutation\""[..] } else { &b",\"type\":\"validation\""[..] });
+    out.extend_from_slice(b",\"hooks\":[{\"events\":[");
+    for (i, e) in ic.events.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_string(out, e);
+    }
+    out.extend_from_slice(b"],\"phase\":");
+    push_string(out, if ic.phase.is_empty() { "both" } else { ic.phase });
+    out.extend_from_slice(b"}]");
+    if !ic.mode.is_empty() {
+        out.extend_from_slice(b",\"mode\":");
+        push_string(out, ic.mode);
+    }
+    if ic.fail_open {
+        out.extend_from_slice(b",\"failOpen\":true");
+    }
+    if ic.priority != 0 {
+        out.extend_from_slice(b",\"priorityHint\":");
+        out.extend_from_slice(ic.priority.to_string().as_bytes());
+    }
+    if !ic.config_schema.is_empty() {
+        out.extend_from_slice(b",\"configSchema\":");
+        out.extend_from_slice(ic.config_schema.as_bytes());
+    }
+    out.push(b'}');
+}
+
+/// The `interceptors` hook: the descriptors of ics.
+pub fn list_interceptors(ics: &[Interceptor], out: &mut Vec<u8>) -> Result<(), String> {
+    out.extend_from_slice(b"{\"interceptors\":[");
+    for (i, ic) in ics.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_descriptor(out, ic);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
+
+fn inner(v: &[u8]) -> Option<&[u8]> {
+    if v.len() >= 2 && v[0] == b'"' {
+        Some(&v[1..v.len() - 1])
+    } else {
+        None
+    }
+}
+
+/// Parses the `intercept` hook's input.
+pub fn parse_invocation(input: &[u8]) -> Result<Invocation<'_>, String> {
+    let mut inv = Invocation::default();
+    let mut ok = true;
+    let mut has_payload = false;
+    let parsed = members(input, |k, v| {
+        let s = match k {
+            b"name" => &mut inv.name,
+            b"event" => &mut inv.event,
+            b"phase" => &mut inv.phase,
+            b"config" => {
+                inv.config = v;
+                return true;
+            }
+            b"payload" => {
+                inv.payload = v;
+                has_payload = true;
+                return true;
+            }
+            b"context" => {
+                inv.context = v;
+                ok &= members(v, |ck, cv| {
+                    match ck {
+                        b"sessionId" => inner(cv).map(|s| inv.session_id = s),
+                        b"server" => inner(cv).map(|s| inv.server = s),
+                        b"principal" => member(cv, "id").map_or(Some(()), |id| inner(id).map(|s| inv.principal = s)),
+                        _ => Some(()),
+                    }
+                    .is_some()
+                });
+                return ok;
+            }
+            _ => return true,
+        };
+        match inner(v) {
+            Some(x) => *s = x,
+            None => ok = false,
+        }
+        ok
+    });
+    if !parsed || !ok {
+        return Err("intercept: input is not a valid invocation".into());
+    }
+    if inv.name.is_empty() || !has_payload {
+        return Err("intercept: name and payload are required".into());
+    }
+    Ok(inv)
+}
+
+/// The `intercept` hook: runs the interceptor of ics the input names.
+pub fn run_intercept(ics: &[Interceptor], input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    let inv = parse_invocation(input)?;
+    match ics.iter().find(|ic| ic.name.as_bytes() == inv.name) {
+        Some(ic) => (ic.handler)(&inv, out),
+        None => Err("intercept: no interceptor of that name".into()),
+    }
+}
+
+/// Exports `edge_hook_interceptors` and `edge_hook_intercept` for a
+/// `static` array of `Interceptor`: `interceptors!(ICS);`
+#[macro_export]
+macro_rules! interceptors {
+    ($ics:path) => {
+        #[no_mangle]
+        pub extern "C" fn edge_hook_interceptors(ptr: i32, len: i32) -> i64 {
+            fn list(_: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+                crate::edge::list_interceptors(&$ics, out)
+            }
+            crate::edge::run(ptr, len, list)
+        }
+        #[no_mangle]
+        pub extern "C" fn edge_hook_intercept(ptr: i32, len: i32) -> i64 {
+            fn intercept(input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+                crate::edge::run_intercept(&$ics, input, out)
+            }
+            crate::edge::run(ptr, len, intercept)
+        }
+    };
+}
+pub use interceptors;
 
 // JSON helpers: they work on the text as it is, never building a tree.
 

@@ -1,0 +1,85 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
+)
+
+// FuzzSecurityPortsAgree: the C builds of secretless-redactor and
+// cross-boundary-guard (wasm-examples/*/c) answer like the Go builds on
+// any JSON payload: the same redacted payload (compared as JSON values),
+// and the same verdict on a request to server b carrying what server a
+// returned. Without clang it skips, and fails under CI.
+func FuzzSecurityPortsAgree(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"write_query","arguments":{"query":"VALUES ('AKIA5MZXN8QRF3WBY6OE')"}}`,
+		`{"a":["sk_live_4eC7aRm9Kx2bNw5pQj8sYd","ghp_Xa2bC3dEf4gH5iJk6Lm7nN8oP x"],"b":{"c":"xoxb-17345628901-AbCdEfGhIjKlMnOp"}}`,
+		`{"q":"\u0041KIA5MZXN8QRF3WBY6OE","r":"tab\there \"AKIA5MZXN8QRF3WBY6OE\" é ☃ 😀"}`,
+		`{"AKIA5MZXN8QRF3WBY6OE":1,"n":null,"t":true,"x":[1.5e3,{}]}`,
+		`{"uri":"https://example.com/ghp_Xa2bC3dEf4gH5iJk6Lm7nN8oP"}`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	ctx := context.Background()
+	dir := f.TempDir()
+	cGuard, err := w.CExample("cross-boundary-guard", dir)
+	w.SkipOrFail(f, err)
+	cRedactor, err := w.CExample("secretless-redactor", dir)
+	w.SkipOrFail(f, err)
+	opts := ModuleOptions{PoolSize: 1, RecycleAfterCalls: -1}
+	type build struct{ guard, redactor intercept.Interceptor }
+	var builds []build
+	for i, wasm := range [][2][]byte{
+		{w.Example(f, "cross-boundary-guard"), w.Example(f, "secretless-redactor")},
+		{cGuard, cRedactor},
+	} {
+		g := interceptorsOf(f, loadBytes(f, fmt.Sprint("guard", i), wasm[0], opts))
+		r := interceptorsOf(f, loadBytes(f, fmt.Sprint("redactor", i), wasm[1], opts))
+		builds = append(builds, build{g[0], r[0]})
+	}
+	session := 0
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		var v map[string]any
+		if !utf8.Valid(payload) || json.Unmarshal(payload, &v) != nil {
+			t.Skip("not a JSON object in UTF-8")
+		}
+		session++
+		sid := fmt.Sprint("fuzz-", session)
+		var redacted [2]any
+		var verdict [2]bool
+		for i, b := range builds {
+			inv := func(ic intercept.Interceptor, phase intercept.Phase, server string) *intercept.Result {
+				r, err := ic.Invoke(ctx, &intercept.Invocation{Name: ic.Describe().Name, Event: "tools/call", Phase: phase,
+					Payload: payload, Context: &intercept.Context{SessionID: sid, Server: server}})
+				if err != nil {
+					t.Fatalf("build %d: %s: %v", i, ic.Describe().Name, err)
+				}
+				return r
+			}
+			r := inv(b.redactor, intercept.Request, "b")
+			redacted[i] = v
+			if r.Modified {
+				if err := json.Unmarshal(r.Payload, &redacted[i]); err != nil {
+					t.Fatalf("build %d: redacted payload %s: %v", i, r.Payload, err)
+				}
+			}
+			inv(b.guard, intercept.Request, "a")
+			inv(b.guard, intercept.Response, "a")
+			verdict[i] = inv(b.guard, intercept.Request, "b").Valid
+		}
+		if !reflect.DeepEqual(redacted[0], redacted[1]) {
+			t.Fatalf("redacted payloads differ:\ngo: %v\nc:  %v", redacted[0], redacted[1])
+		}
+		if verdict[0] != verdict[1] {
+			t.Fatalf("guard verdicts differ: go valid=%v, c valid=%v", verdict[0], verdict[1])
+		}
+	})
+}
