@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
+	"github.com/edge-mcp/edge-mcp/runtime/probe"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -27,10 +28,10 @@ import (
 // upstreamProtocolVersion is the version edge-mcp asks upstreams for in
 // initialize: when the server refuses server/discover (probe.go), when the
 // configuration pins it, and over legacy SSE.
-const upstreamProtocolVersion = "2025-11-25"
+const upstreamProtocolVersion = probe.Version2025
 
 // knownProtocolVersions are the MCP revisions edge-mcp speaks, oldest first.
-var knownProtocolVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+var knownProtocolVersions = probe.Known
 
 // State is the connection state of an upstream.
 type State string
