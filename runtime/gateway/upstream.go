@@ -109,8 +109,8 @@ func (u *upstream) current() *link { return u.cur.Load() }
 // backoff does not grow; once a connection held for heldLongEnough, the
 // backoff starts over.
 func (u *upstream) run(ctx context.Context) {
-	u.clients.start(ctx)
-	defer u.clients.stop()
+	u.clients.Start(ctx)
+	defer u.clients.Stop()
 	minBackoff, maxBackoff := u.cfg.RetryInitial, u.cfg.RetryMax
 	if minBackoff <= 0 {
 		minBackoff = time.Second
