@@ -21,7 +21,7 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/interceptchain", "runtime/interceptors", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/interceptchain", "runtime/interceptors", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
 	{"runtime/bridge", []string{"transports", "internal/..."}},
 	{"runtime/fleet", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy/...", "transports", "internal/..."}},
@@ -30,6 +30,9 @@ var importRules = []struct {
 	{"runtime/admission", []string{"runtime/config", "internal/..."}},
 	{"runtime/dial", []string{"runtime/config", "runtime/oauth", "transports"}},
 	{"runtime/listing", []string{"internal/..."}},
+	{"runtime/probe", []string{"transports", "internal/..."}},
+	{"runtime/perclient", nil},
+	{"runtime/whynot", nil},
 	{"runtime/observe", []string{"runtime/config", "internal/..."}},
 	{"runtime/openaiapi", []string{"transports", "internal/..."}},
 	{"runtime/events", nil},

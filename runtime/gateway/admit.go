@@ -1,15 +1,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
@@ -17,7 +11,6 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/audit"
 	"github.com/edge-mcp/edge-mcp/internal/auth"
-	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/admission"
 )
 
@@ -47,7 +40,7 @@ type peer struct {
 }
 
 // anonymous is the identity of clients when authentication is off.
-var anonymous = auth.Identity{Name: auth.AnonymousName, Method: auth.ModeNone}
+var anonymous = admission.Anonymous
 
 // newGuard builds the admission settings of cfg.
 func newGuard(ctx context.Context, cfg *config.Config, opts Options) (*guard, error) {
@@ -55,12 +48,7 @@ func newGuard(ctx context.Context, cfg *config.Config, opts Options) (*guard, er
 }
 
 // identityOf returns the identity an HTTP request was authenticated as.
-func identityOf(r *http.Request) auth.Identity {
-	if id, ok := auth.FromContext(r.Context()); ok {
-		return id
-	}
-	return anonymous
-}
+func identityOf(r *http.Request) auth.Identity { return admission.IdentityOf(r) }
 
 // admit authenticates a request for transport and hands it on with its
 // peer (identity and transport) for the session it opens.
@@ -76,39 +64,17 @@ func (g *Gateway) admit(transport string, next http.Handler) http.Handler {
 				// The identity's newest validated JWT (ar no longer has
 				// it), for token exchange: memory only, never sent
 				// upstream, logged or shown.
-				g.oauth.SetSubject(id.Name, bearerToken(r))
+				g.oauth.SetSubject(id.Name, admission.BearerToken(r))
 			}
 			g.admitted(gd, transport, w, ar, next)
 		})
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &admission.StatusWriter{ResponseWriter: w}
 		gd.Auth.Middleware(inner).ServeHTTP(sw, r)
-		if sw.status == http.StatusUnauthorized {
-			g.metrics.AuthFailure(authReason(w.Header().Get("WWW-Authenticate")))
+		if sw.Status == http.StatusUnauthorized {
+			g.metrics.AuthFailure(admission.AuthReason(w.Header().Get("WWW-Authenticate")))
 		}
 	})
 }
-
-func authReason(challenge string) string {
-	if bytes.Contains([]byte(challenge), []byte("invalid_token")) {
-		return "invalid_token"
-	}
-	return "missing_credentials"
-}
-
-// statusWriter remembers the status code of a response.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // admitted runs after authentication.
 func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -165,15 +131,6 @@ type sessionOwner struct {
 // now is the clock session token expiry is checked against.
 func (g *Gateway) now() time.Time { return time.Now().Add(time.Duration(g.skew.Load())) }
 
-// bearerToken is the token of r's Authorization header.
-func bearerToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
-}
-
 // opensSession reports whether r may open a downstream session, the only
 // time a transport reads the peer: the hot path of calls on an existing
 // session allocates nothing for it.
@@ -191,18 +148,10 @@ func opensSession(transport string, r *http.Request) bool {
 // transport reads it, so that the answer can be HTTP 429 with Retry-After.
 // The body is read (within the body limit) and put back.
 func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, r *http.Request) bool {
-	limit := g.config().MaxBodyBytes
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil || int64(len(body)) > limit {
-		return true // the transport answers (400, 413)
+	body, name, ok := admission.ToolCall(r, g.config().MaxBodyBytes)
+	if !ok {
+		return true // not a tools/call, or the transport answers (400, 413)
 	}
-	if m, _ := wire.String(body, "method"); m != "tools/call" {
-		return true
-	}
-	params, _, _ := wire.Field(body, "params")
-	name, _ := wire.String(params, "name")
 	server := ""
 	if it := g.route.catalogue().index[kindTools][name]; it != nil && it.up != nil {
 		server = it.up.name
@@ -217,19 +166,6 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 		g.auditLog.ToolCall(audit.ToolCall{Time: time.Now().UTC(), Identity: id.Name, Server: server, Tool: name,
 			Outcome: metricsRateLimited, Error: rl.Error(), SessionID: r.Header.Get("Mcp-Session-Id")})
 	}
-	rawID, _, _ := wire.Field(body, "id")
-	if len(rawID) == 0 {
-		rawID = json.RawMessage("null")
-	}
-	data, _ := json.Marshal(map[string]any{"retryAfter": admission.RetryAfterSeconds(rl.RetryAfter), "scope": rl.Scope})
-	resp, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   jsonrpc.Error   `json:"error"`
-	}{"2.0", rawID, jsonrpc.Error{Code: codeRateLimited, Message: rl.Error(), Data: data}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", retryAfterHeader(rl.RetryAfter))
-	w.WriteHeader(http.StatusTooManyRequests)
-	w.Write(resp)
+	admission.WriteRateLimited(w, body, rl, codeRateLimited)
 	return false
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
+	"github.com/edge-mcp/edge-mcp/runtime/perclient"
 )
 
 // This file is the per-client upstream sessions of a server configured with
@@ -32,9 +32,6 @@ var (
 // max_client_sessions is not set.
 const defaultMaxClientSessions = 16
 
-// errTooManyClients is the error for a session beyond max_client_sessions.
-var errTooManyClients = errors.New("too many client sessions")
-
 // perClientSessionCost is what one per-client upstream session is charged
 // to its identity's client-memory account: the gateway's side of it (the
 // link and its goroutines, the transport's buffers, the copies of the
@@ -43,24 +40,8 @@ var errTooManyClients = errors.New("too many client sessions")
 // go-sdk server; README, "What the client-memory budget counts").
 const perClientSessionCost = 128 << 10
 
-// clientLinks are the per-client links of one upstream.
-type clientLinks struct {
-	mu     sync.Mutex
-	ctx    context.Context // the upstream's run; nil before it starts and after it stops
-	links  map[*session]*clientLink
-	closed bool
-	wg     sync.WaitGroup // one per entry of links, done when its link is closed
-}
-
-// clientLink is one session's link, or the attempt to open it.
-type clientLink struct {
-	ready chan struct{} // closed once l or err is set
-	l     *link
-	err   error
-	// release credits the session's charge to its identity's client
-	// memory; called once, when the entry is forgotten.
-	release func()
-}
+// clientLinks are the per-client links of one upstream (runtime/perclient).
+type clientLinks = perclient.Set[*session, *link]
 
 // perClient reports whether u gives each downstream session its own link.
 func (u *upstream) perClient() bool { return u.cfg.Session == "per_client" || u.perIdentity() }
@@ -74,7 +55,10 @@ func (u *upstream) linkFor(s *session) (*link, error) {
 		}
 		return nil, errNotConnected
 	}
-	e, opener, err := u.clients.entry(s, u.maxClients(), u.maxClientsPerIdentity())
+	e, opener, err := u.clients.Add(s, clientOwner{s}, u.maxClients(), u.maxClientsPerIdentity())
+	if errors.Is(err, perclient.ErrStopped) {
+		err = errNotConnected
+	}
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", u.name, err)
 	}
@@ -82,15 +66,16 @@ func (u *upstream) linkFor(s *session) (*link, error) {
 		u.openClient(opener, s, e)
 	}
 	select {
-	case <-e.ready:
+	case <-e.Ready():
 	case <-s.ctx.Done():
 		return nil, fmt.Errorf("server %q: opening a session for this client: %w", u.name, s.ctx.Err())
 	}
-	if e.err != nil {
-		return nil, fmt.Errorf("server %q: opening a session for this client: %w", u.name, e.err)
+	l, err := e.Link()
+	if err != nil {
+		return nil, fmt.Errorf("server %q: opening a session for this client: %w", u.name, err)
 	}
-	e.l.used.Store(time.Now().UnixNano())
-	return e.l, nil
+	l.used.Store(time.Now().UnixNano())
+	return l, nil
 }
 
 // clientLink returns s's own open link to u when u is per_client and one
@@ -99,18 +84,11 @@ func (u *upstream) clientLink(s *session) *link {
 	if !u.perClient() {
 		return nil
 	}
-	u.clients.mu.Lock()
-	e := u.clients.links[s]
-	u.clients.mu.Unlock()
-	if e == nil {
-		return nil
+	l, ok := u.clients.Open(s)
+	if !ok {
+		return nil // none, or still opening: it is told when it opens (tellOpened)
 	}
-	select {
-	case <-e.ready:
-		return e.l
-	default:
-		return nil // still opening: it is told when it opens (tellOpened)
-	}
+	return l
 }
 
 // sessionLinks returns the links that carry what s says to every upstream
@@ -168,102 +146,41 @@ func (u *upstream) maxClientsPerIdentity() int {
 	return min(n, u.maxClients())
 }
 
-// entry returns s's entry, adding it when s has none and the limits allow
-// (limit links in all, perIdentity of them for s's identity when it is an
-// authenticated one); then opener is the context to open the link in, and
-// the caller must open it.
-func (c *clientLinks) entry(s *session, limit, perIdentity int) (e *clientLink, opener context.Context, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ctx == nil || c.closed {
-		return nil, nil, errNotConnected
-	}
-	if e = c.links[s]; e != nil {
-		return e, nil, nil
-	}
-	if len(c.links) >= limit {
-		return nil, nil, fmt.Errorf("%w: %d of %d (max_client_sessions) are open; try again when one ends", errTooManyClients, len(c.links), limit)
-	}
-	if budgetShared(s.id) {
-		mine := 0
-		for o := range c.links {
-			if o.id.Name == s.id.Name {
-				mine++
-			}
-		}
-		if mine >= perIdentity {
-			return nil, nil, fmt.Errorf("%w: identity %q holds %d of its %d (max_client_sessions_per_identity); try again when one ends",
-				errTooManyClients, s.id.Name, mine, perIdentity)
-		}
-	}
+// clientOwner is a session as the owner of a per-client link
+// (runtime/perclient), charged to its identity's client memory.
+type clientOwner struct{ *session }
+
+func (s clientOwner) Identity() (string, bool) { return s.id.Name, budgetShared(s.id) }
+
+func (s clientOwner) Hold() (func(), error) {
 	acct := s.g.clientMem.Acquire(s.id.Name, budgetShared(s.id))
 	release := acct.Hold(budget.PerClientSessions, perClientSessionCost)
 	if release == nil {
-		return nil, nil, fmt.Errorf("%w: over the client memory budget: identity %q holds %d of its %d bytes and a session takes %d "+
+		return nil, fmt.Errorf("%w: over the client memory budget: identity %q holds %d of its %d bytes and a session takes %d "+
 			"(limits.client_memory_per_identity, limits.client_memory); try again when one ends",
-			errTooManyClients, s.id.Name, acct.Used(), acct.Limit(), perClientSessionCost)
+			perclient.ErrTooMany, s.id.Name, acct.Used(), acct.Limit(), perClientSessionCost)
 	}
-	if c.links == nil {
-		c.links = make(map[*session]*clientLink)
-	}
-	e = &clientLink{ready: make(chan struct{}), release: release}
-	c.links[s] = e
-	c.wg.Add(1)
-	return e, c.ctx, nil
-}
-
-// forget removes s's entry if it is still e.
-func (c *clientLinks) forget(s *session, e *clientLink) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.links[s] == e {
-		delete(c.links, s)
-	}
-}
-
-// start lets links be opened in ctx, the upstream's run.
-func (c *clientLinks) start(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ctx, c.closed = ctx, false
-}
-
-// stop refuses new links and waits until every link is closed (its ctx,
-// the upstream's run, has ended: each closes itself).
-func (c *clientLinks) stop() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.wg.Wait()
-}
-
-// count returns the number of per-client links open or opening.
-func (c *clientLinks) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.links)
+	return release, nil
 }
 
 // openClient connects and initializes s's link in ctx, and serves it in the
 // background until it ends.
-func (u *upstream) openClient(ctx context.Context, s *session, e *clientLink) {
+func (u *upstream) openClient(ctx context.Context, s *session, e *perclient.Entry[*link]) {
 	l, err := u.dial(ctx, s)
 	told := int32(-1)
 	if err == nil {
 		told = s.tellOpened(ctx, l, -1) // before the first call goes on it
 	}
-	e.l, e.err = l, err
-	close(e.ready)
+	e.Opened(l, err)
 	if err != nil {
-		u.clients.forget(s, e)
-		e.release()
-		u.clients.wg.Done()
+		u.clients.Forget(s, e)
+		u.clients.Done(e)
 		u.log.Warn("opening a per-client upstream session", "identity", s.id.Name, "err", err)
 		return
 	}
 	l.used.Store(time.Now().UnixNano()) // before serveClient can check it
 	u.log.Info("per-client upstream session opened", "identity", s.id.Name, "session_id", s.conn.SessionID(),
-		"client_sessions", u.clients.count())
+		"client_sessions", u.clients.Count())
 	go l.health(u.health)
 	go u.serveClient(s, e)
 	if s.logLevel.Load() != told {
@@ -285,12 +202,11 @@ func (u *upstream) dial(ctx context.Context, s *session) (*link, error) {
 
 // serveClient waits until s's link should end, then closes it and waits for
 // its read loop (and, over stdio, its process) to be gone.
-func (u *upstream) serveClient(s *session, e *clientLink) {
-	defer u.clients.wg.Done()
-	defer e.release()
-	l := e.l
+func (u *upstream) serveClient(s *session, e *perclient.Entry[*link]) {
+	defer u.clients.Done(e)
+	l, _ := e.Link()
 	reason := l.waitEnd(s)
-	u.clients.forget(s, e)
+	u.clients.Forget(s, e)
 	l.close(reason)
 	<-l.done
 	u.log.Info("per-client upstream session closed", "identity", s.id.Name, "session_id", s.conn.SessionID(),
@@ -324,19 +240,7 @@ func (u *upstream) forwarded() int {
 	if l := u.current(); l != nil {
 		n += l.forwarded()
 	}
-	var links []*link
-	u.clients.mu.Lock()
-	for _, e := range u.clients.links {
-		select {
-		case <-e.ready:
-			if e.l != nil {
-				links = append(links, e.l)
-			}
-		default: // still opening: nothing forwarded on it yet
-		}
-	}
-	u.clients.mu.Unlock()
-	for _, l := range links {
+	for _, l := range u.clients.OpenLinks() { // none still opening: nothing forwarded on it yet
 		n += l.forwarded()
 	}
 	return n

@@ -326,29 +326,6 @@ func idInt(id jsonrpc.ID) (int64, bool) {
 	return v, ok
 }
 
-// initialize performs the MCP handshake.
-func (l *link) initialize(ctx context.Context) error {
-	params := `{"protocolVersion":"` + upstreamProtocolVersion + `","capabilities":` + upstreamCapabilities + `,"clientInfo":` + clientInfo() + `}`
-	res, err := l.call(ctx, "initialize", json.RawMessage(params))
-	if err != nil {
-		return fmt.Errorf("initialize: %w", err)
-	}
-	var r struct {
-		ProtocolVersion string                     `json:"protocolVersion"`
-		Capabilities    map[string]json.RawMessage `json:"capabilities"`
-		Instructions    string                     `json:"instructions"`
-	}
-	if err := json.Unmarshal(res, &r); err != nil {
-		return fmt.Errorf("initialize: decoding result: %w", err)
-	}
-	if !knownVersion(r.ProtocolVersion) {
-		return fmt.Errorf("initialize: server chose unsupported protocol version %q", r.ProtocolVersion)
-	}
-	l.protocolVersion, l.caps, l.instructions = r.ProtocolVersion, r.Capabilities, r.Instructions
-	l.notify("notifications/initialized", nil)
-	return nil
-}
-
 func knownVersion(v string) bool {
 	for _, k := range knownProtocolVersions {
 		if k == v {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/budget"
+	"github.com/edge-mcp/edge-mcp/runtime/admission"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
@@ -212,10 +213,10 @@ func (g *Gateway) authenticated(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &admission.StatusWriter{ResponseWriter: w}
 		a.Middleware(next).ServeHTTP(sw, r)
-		if sw.status == http.StatusUnauthorized {
-			g.metrics.AuthFailure(authReason(w.Header().Get("WWW-Authenticate")))
+		if sw.Status == http.StatusUnauthorized {
+			g.metrics.AuthFailure(admission.AuthReason(w.Header().Get("WWW-Authenticate")))
 		}
 	})
 }

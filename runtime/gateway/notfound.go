@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,40 +10,22 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/whynot"
 )
 
 // This file answers a tools/call or prompts/get whose name the session's
-// view does not hold, with what the caller may know of why:
-//
-//   - the tool's server is down (it offered the name before it went):
-//     -32603 with data {"reason": "server_unavailable", "server", "state",
-//     "retry_at"} — the server's name and when it is retried next;
-//   - the tool's server needs an operator to authorize the gateway (OAuth):
-//     -32603 with data {"reason": "needs_authorization", "server", "state",
-//     "login_command"};
-//   - the tool changed its definition since it was pinned and is withheld
-//     until an operator approves it: -32603 with data {"reason":
-//     "pending_approval", "server", "tool", "approve_command",
-//     "approve_endpoint"};
-//   - the name is hidden from this caller (an access list or a tools_list
-//     policy): "unknown tool", -32602, as for a name nobody offers — the
-//     caller may not learn that it exists. The real reason goes to the
-//     operator's log (INFO, once per session and name) and, for tools, to
-//     the audit log (outcome "denied").
+// view does not hold, with what the caller may know of why (the answers
+// are runtime/whynot's): its server is down or needs authorization, it is
+// withheld pending approval, or it is hidden from this caller — then
+// "unknown", as for a name nobody offers, and the real reason goes to the
+// operator's log (INFO, once per session and name) and, for tools, to the
+// audit log (outcome "denied").
 
 // Reasons in the data of the errors above.
 const (
-	reasonServerUnavailable = "server_unavailable"
-	reasonPendingApproval   = "pending_approval"
-	// reasonNeedsAuthorization: the tool's server wants an OAuth token
-	// that an operator must obtain (edge-mcp auth login SERVER).
-	reasonNeedsAuthorization = "needs_authorization"
+	reasonServerUnavailable = whynot.ReasonServerUnavailable
+	reasonPendingApproval   = whynot.ReasonPendingApproval
 )
-
-// codeUnavailable is the JSON-RPC code of a call whose tool or prompt
-// exists but cannot be served now (server down, pending approval); data
-// says which and why.
-const codeUnavailable = jsonrpc.CodeInternalError
 
 // notFound explains to a session why a name its view does not hold cannot
 // be called; it holds no state of its own.
@@ -90,11 +71,7 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 }
 
 func (s notFound) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
-	what := "tool"
-	if k == kindPrompts {
-		what = "prompt"
-	}
-	s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown %s %q", what, name)
+	s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s", whynot.Unknown(kindWhat(k), name))
 }
 
 // hiddenFrom says why the session may not see it ("" when it may): an
@@ -164,15 +141,10 @@ func (r *router) explainOnce(s *session, name string) bool {
 // pendingApproval answers a call of a tool withheld by tool pinning.
 func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
 	server, tool := it.up.name, it.name
-	msg := fmt.Sprintf("edge-mcp: tool %q of server %q changed its definition since it was pinned and is withheld "+
-		"until an operator approves the change (edge-mcp pins approve %s %s, or POST /admin/tools/%s/%s/approve)",
-		it.exposed, server, server, tool, server, tool)
-	data := map[string]any{"reason": reasonPendingApproval, "server": server, "tool": tool,
-		"approve_command":  "edge-mcp pins approve " + server + " " + tool,
-		"approve_endpoint": "POST /admin/tools/" + server + "/" + tool + "/approve"}
+	msg, data := whynot.PendingApproval(it.exposed, server, tool)
 	args, _, _ := wire.Field(req.Params, "arguments")
 	s.recordToolCall(server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
-	s.replyData(req.ID, codeUnavailable, msg, data)
+	s.replyData(req.ID, whynot.Code, msg, data)
 }
 
 // serverUnavailable answers a call of a tool or prompt whose server is
@@ -180,38 +152,23 @@ func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
 // waiting for it gave up) and its next reconnection attempt.
 func (s notFound) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, waited error) {
 	state, next, lastErr := it.up.retryState()
-	what := "tool"
-	if k == kindPrompts {
-		what = "prompt"
-	}
-	when := "it is reconnecting now"
-	data := map[string]any{"reason": reasonServerUnavailable, "server": it.up.name, "state": string(state)}
-	if wait := time.Until(next); wait > 0 {
-		when = fmt.Sprintf("the next reconnection attempt is at %s (in %s)",
-			next.UTC().Format(time.RFC3339), wait.Round(time.Second))
-		data["retry_at"] = next.UTC().Format(time.RFC3339Nano)
-	}
-	if waited != nil {
-		when = waited.Error() + "; " + when
-	}
-	if lastErr != "" {
-		when += "; last error: " + lastErr
-		data["last_error"] = lastErr
-	}
-	msg := fmt.Sprintf("edge-mcp: server %q is disconnected (%s); %s %q is unavailable until it is back", it.up.name, when, what, it.exposed)
-	if state == StateNeedsAuthorization {
-		// Not a reconnection matter: a person must authorize the gateway.
-		msg = fmt.Sprintf("edge-mcp: server %q needs authorization: an operator must run `edge-mcp auth login %s` (or POST /admin/oauth/%s/login); %s %q is unavailable until then",
-			it.up.name, it.up.name, it.up.name, what, it.exposed)
-		data["reason"], data["login_command"] = reasonNeedsAuthorization, "edge-mcp auth login "+it.up.name
-		delete(data, "retry_at")
-	}
+	what := kindWhat(k)
+	d := whynot.Down{Server: it.up.name, State: string(state), NeedsAuthorization: state == StateNeedsAuthorization, Next: next, LastErr: lastErr}
+	msg, data := d.Unavailable(what, it.exposed, waited)
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
 		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	}
 	s.g.log.Debug("call of an unavailable server's "+what, "server", it.up.name, "name", it.exposed, "state", state)
-	s.replyData(req.ID, codeUnavailable, msg, data)
+	s.replyData(req.ID, whynot.Code, msg, data)
+}
+
+// kindWhat is what a call of kind k names: "tool" or "prompt".
+func kindWhat(k listKind) string {
+	if k == kindPrompts {
+		return "prompt"
+	}
+	return "tool"
 }
 
 // replyData answers req with a JSON-RPC error carrying data.

@@ -59,7 +59,7 @@ func TestPerClientSetLevel(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := g.route.upstreams().byName["e"].clients.count(); n != len(clients) {
+	if n := g.route.upstreams().byName["e"].clients.Count(); n != len(clients) {
 		t.Fatalf("%d per-client upstream sessions, want %d", n, len(clients))
 	}
 	for _, c := range clients {

@@ -144,8 +144,8 @@ func TestServerRequestsOverSharedAndPerClientSessions(t *testing.T) {
 			if n := int(warned.n.Load()); (n > 0) != tc.refused {
 				t.Errorf("%d refusals logged at WARN, want some: %v", n, tc.refused)
 			}
-			if u := g.route.upstreams().byName["s"]; tc.session == "per_client" && u.clients.count() != tc.clients {
-				t.Errorf("%d per-client upstream sessions, want %d", u.clients.count(), tc.clients)
+			if u := g.route.upstreams().byName["s"]; tc.session == "per_client" && u.clients.Count() != tc.clients {
+				t.Errorf("%d per-client upstream sessions, want %d", u.clients.Count(), tc.clients)
 			}
 		})
 	}
@@ -168,7 +168,7 @@ func TestPerClientSessionsBounded(t *testing.T) {
 	}
 	first.Close()
 	u := g.route.upstreams().byName["s"]
-	waitFor(t, "the first client's upstream session to close", func() bool { return u.clients.count() == 0 })
+	waitFor(t, "the first client's upstream session to close", func() bool { return u.clients.Count() == 0 })
 	if res, err := second.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask"}); err != nil || textOrNil(res) != "answer from second" {
 		t.Fatalf("second, after the first left: %v %q", err, textOrNil(res))
 	}
@@ -211,7 +211,7 @@ func TestPerClientStdioChildrenReaped(t *testing.T) {
 			for _, cs := range sessions {
 				tc.end(cs)
 			}
-			waitFor(t, "the per-client links to close", func() bool { return u.clients.count() == 0 })
+			waitFor(t, "the per-client links to close", func() bool { return u.clients.Count() == 0 })
 			for _, pid := range pids {
 				waitFor(t, "child "+strconv.Itoa(pid)+" to be reaped", func() bool {
 					_, err := os.Stat("/proc/" + strconv.Itoa(pid))
@@ -230,16 +230,9 @@ func TestPerClientStdioChildrenReaped(t *testing.T) {
 
 // clientPids returns the process ids of u's per-client stdio links.
 func clientPids(u *upstream) []int {
-	u.clients.mu.Lock()
-	defer u.clients.mu.Unlock()
 	var pids []int
-	for _, e := range u.clients.links {
-		select {
-		case <-e.ready:
-		default:
-			continue
-		}
-		if p, ok := e.l.conn.(interface{ Pid() int }); ok && e.l != nil {
+	for _, l := range u.clients.OpenLinks() {
+		if p, ok := l.conn.(interface{ Pid() int }); ok {
 			pids = append(pids, p.Pid())
 		}
 	}

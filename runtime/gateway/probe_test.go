@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,42 +238,6 @@ func TestUpstreamProtocolProbe(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestStampMeta: the per-request _meta keys of a 2026-07-28 link are added
-// to the params, replacing keys of the same name and keeping the others.
-func TestStampMeta(t *testing.T) {
-	t.Parallel()
-	keys := []metaKey{{metaProtocolVersion, json.RawMessage(`"2026-07-28"`)}}
-	for _, tc := range []struct{ name, params, want string }{
-		{"no params", ``, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
-		{"null", `null`, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`},
-		{"no _meta", `{"name":"t"}`, `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"t"}`},
-		{"other keys kept, same key replaced", `{"_meta":{"progressToken":1,"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}`,
-			`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":1}}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := stampMeta(json.RawMessage(tc.params), keys)
-			if err != nil || !jsonEqual(got, []byte(tc.want)) {
-				t.Fatalf("stampMeta(%s) = %s, %v; want %s", tc.params, got, err, tc.want)
-			}
-		})
-	}
-	if _, err := stampMeta(json.RawMessage(`[1]`), keys); err == nil {
-		t.Fatal("stampMeta of an array: no error")
-	}
-	// Lossless: the other members keep their bytes and their order.
-	params := `{"name":"t","arguments":{"b":1,"a":2.50},"_meta":{"progressToken":7}}`
-	want := `{"name":"t","arguments":{"b":1,"a":2.50},"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
-	if got, err := stampMeta(json.RawMessage(params), keys); err != nil || string(got) != want {
-		t.Fatalf("stampMeta(%s) = %s, %v; want %s", params, got, err, want)
-	}
-}
-
-// jsonEqual reports whether a and b are the same JSON value.
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // checkFixture lists and uses the fixture's tool, prompt and resource, the

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
+	"github.com/edge-mcp/edge-mcp/runtime/probe"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -27,10 +28,10 @@ import (
 // upstreamProtocolVersion is the version edge-mcp asks upstreams for in
 // initialize: when the server refuses server/discover (probe.go), when the
 // configuration pins it, and over legacy SSE.
-const upstreamProtocolVersion = "2025-11-25"
+const upstreamProtocolVersion = probe.Version2025
 
 // knownProtocolVersions are the MCP revisions edge-mcp speaks, oldest first.
-var knownProtocolVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+var knownProtocolVersions = probe.Known
 
 // State is the connection state of an upstream.
 type State string
@@ -108,8 +109,8 @@ func (u *upstream) current() *link { return u.cur.Load() }
 // backoff does not grow; once a connection held for heldLongEnough, the
 // backoff starts over.
 func (u *upstream) run(ctx context.Context) {
-	u.clients.start(ctx)
-	defer u.clients.stop()
+	u.clients.Start(ctx)
+	defer u.clients.Stop()
 	minBackoff, maxBackoff := u.cfg.RetryInitial, u.cfg.RetryMax
 	if minBackoff <= 0 {
 		minBackoff = time.Second
