@@ -17,7 +17,10 @@ func TestRedactPortsPassVectors(t *testing.T) {
 		t.Skip("builds Wasm modules")
 	}
 	vectors := filepath.Join("..", "..", "wasm-examples", "redact-secrets", "vectors.json")
-	for _, lang := range append([]string{"go"}, wasmtest.KitLangs...) {
+	// extism: the AssemblyScript port as an Extism plugin, run by the
+	// engine's Extism adapter.
+	langs := append(append([]string{"go"}, wasmtest.KitLangs...), "extism")
+	for _, lang := range langs {
 		t.Run(lang, func(t *testing.T) {
 			t.Parallel()
 			var wasm []byte
