@@ -19,8 +19,7 @@ func TestRedactPortsPassVectors(t *testing.T) {
 	vectors := filepath.Join("..", "..", "wasm-examples", "redact-secrets", "vectors.json")
 	// extism: the AssemblyScript port as an Extism plugin, run by the
 	// engine's Extism adapter.
-	langs := append(append([]string{"go"}, wasmtest.KitLangs...), "extism")
-	for _, lang := range langs {
+	for _, lang := range append([]string{"go"}, wasmtest.PortLangs...) {
 		t.Run(lang, func(t *testing.T) {
 			t.Parallel()
 			var wasm []byte

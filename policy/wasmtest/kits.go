@@ -15,6 +15,10 @@ import (
 // (guest/kits/<lang>), in the order of `edge-mcp module new --lang`.
 var KitLangs = []string{"rust", "c", "as"}
 
+// PortLangs are the builds of the redact-secrets ports Port makes: one per
+// kit, and "extism", the AssemblyScript port as an Extism plugin.
+var PortLangs = append(append([]string(nil), KitLangs...), "extism")
+
 // ErrNoToolchain is the error of a kit build whose compiler is not
 // installed (its build script exits 127).
 var ErrNoToolchain = errors.New("toolchain not installed")
