@@ -165,6 +165,9 @@ func extismConfig(cfg []byte) map[string][]byte {
 // begin resets the kernel memory and the output for a call on input.
 func (s *extismState) begin(input []byte) {
 	s.mem = s.mem[:1]
+	if cap(s.mem) > 64<<10 {
+		s.mem = make([]byte, 1, 4096) // an idle instance keeps little
+	}
 	clear(s.blocks)
 	s.input, s.output, s.errMsg, s.hasErr, s.fault = input, nil, "", false, nil
 }
