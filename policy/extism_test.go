@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	w "github.com/edge-mcp/edge-mcp/policy/wasmtest"
 )
@@ -101,5 +102,28 @@ func TestExtismPluginConfig(t *testing.T) {
 	}
 	if txt := texts(t, got); len(txt) != 1 || txt[0] != `key <"api_key"> mail a@example.com` {
 		t.Fatalf("texts = %q", txt)
+	}
+}
+
+// An Extism plugin runs under the limits of every module: a loop meets its
+// deadline, a memory bomb its memory cap.
+func TestExtismPluginLimits(t *testing.T) {
+	tests := []struct {
+		name string
+		body []byte
+		opts ModuleOptions
+		want error
+	}{
+		{"loop", loopBody, ModuleOptions{MemoryMB: 4, PoolSize: 1, Timeout: 50 * time.Millisecond}, ErrTimeout},
+		{"grow", growBody, ModuleOptions{MemoryMB: 4, PoolSize: 1}, ErrMemoryLimit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := loadBytes(t, "plugin", extismPlugin(tt.body, extAlloc), tt.opts)
+			_, err := m.call(context.Background(), HookToolCall, []byte(`{"server":"s","tool":"t","arguments":{}}`))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("call error = %v, want %v", err, tt.want)
+			}
+		})
 	}
 }
