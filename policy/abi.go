@@ -154,6 +154,7 @@ type moduleShape struct {
 	hasHooks   bool    // edge_hooks is exported
 	configure  bool
 	initialize bool
+	extism     bool // an Extism plugin (imports extism:host/env)
 }
 
 // checkShape validates a compiled module against the ABI without running
@@ -162,9 +163,20 @@ type moduleShape struct {
 func checkShape(cm wazero.CompiledModule, metered bool) (moduleShape, error) {
 	var shape moduleShape
 	for _, f := range cm.ImportedFunctions() {
+		if mod, _, _ := f.Import(); mod == extismModule {
+			shape.extism = true
+		}
+	}
+	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		if metered && mod == meter.ImportModule && name == meter.ImportName {
 			continue // added by the engine (see internal/meter)
+		}
+		if mod == extismModule {
+			if err := checkExtismImport(name, f); err != nil {
+				return shape, err
+			}
+			continue
 		}
 		if err := checkImport(mod, name, importFunc); err != nil {
 			return shape, err
@@ -173,6 +185,9 @@ func checkShape(cm wazero.CompiledModule, metered bool) (moduleShape, error) {
 	for _, m := range cm.ImportedMemories() {
 		mod, name, _ := m.Import()
 		return shape, checkImport(mod, name, importMemory)
+	}
+	if shape.extism {
+		return checkExtismShape(cm)
 	}
 	if _, ok := cm.ExportedMemories()[exportMemory]; !ok {
 		return shape, staged(ErrMissingExport, fmt.Errorf("does not export its memory as %q", exportMemory))
@@ -266,6 +281,8 @@ func checkImport(mod, name string, kind byte) error {
 	switch {
 	case kind == importMemory:
 		return staged(ErrForbiddenImport, fmt.Errorf("imports memory %s.%s; a policy module must define and export its own memory", mod, name))
+	case kind == importFunc && mod == extismModule:
+		return checkExtismImport(name, nil)
 	case kind != importFunc:
 		return staged(ErrForbiddenImport, fmt.Errorf("imports %s.%s (a table or global), which policy modules may not import", mod, name))
 	case mod != wasi_snapshot_preview1.ModuleName || !allowedWASI[name]:

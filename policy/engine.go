@@ -194,6 +194,10 @@ func (e *Engine) runtime(ctx context.Context, pages uint32) (*runtimeClass, erro
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("instantiating WASI for policy runtime: %w", err)
 	}
+	if err := e.extismHost(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("instantiating the Extism kernel for policy runtime: %w", err)
+	}
 	if e.meter {
 		_, err := rt.NewHostModuleBuilder(meter.ImportModule).
 			NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(e.tick), nil, nil).Export(meter.ImportName).

@@ -27,6 +27,10 @@ var (
 	ErrInputTooLarge = errors.New("policy hook input too large")
 	// ErrGuest: the guest reported an error ({"error":"..."}).
 	ErrGuest = errors.New("policy module reported an error")
+	// ErrForbiddenCall: an Extism plugin called a kernel function it may
+	// not (http_request without allowed_hosts, a var past max_var_bytes,
+	// memory outside its blocks); the error names the function.
+	ErrForbiddenCall = errors.New("policy module called a host function it may not")
 	// ErrBusy: no instance became free within ModuleOptions.MaxWait.
 	ErrBusy = errors.New("policy module busy")
 	// ErrUnhealthy: the module failed too often in a row and is resting.

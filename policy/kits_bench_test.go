@@ -23,7 +23,7 @@ func redactBuild(b *testing.B, lang string) []byte {
 }
 
 // BenchmarkRedactLanguages measures the same policy, redact-secrets, as
-// a Go, Rust, C and AssemblyScript module (BENCHMARKS.md, "Modules in
+// a Go, Rust, C and AssemblyScript module and an Extism plugin (BENCHMARKS.md, "Modules in
 // other languages"): cold load (compile + one instance) with the file size,
 // instantiation of a compiled module, memory per instance, and the
 // latency of hook calls on the vectors and on 1 KiB and 64 KiB results.
@@ -37,7 +37,7 @@ func BenchmarkRedactLanguages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, lang := range append([]string{"go"}, wasmtest.KitLangs...) {
+	for _, lang := range append([]string{"go"}, wasmtest.PortLangs...) {
 		b.Run("lang="+lang, func(b *testing.B) {
 			wasm := redactBuild(b, lang)
 			b.Run("load-cold", func(b *testing.B) { benchLoadCold(b, wasm) })

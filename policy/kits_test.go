@@ -57,7 +57,7 @@ func TestRedactPortsAgreeWithGo(t *testing.T) {
 		}
 		want[i] = out
 	}
-	for _, lang := range wasmtest.KitLangs {
+	for _, lang := range wasmtest.PortLangs {
 		t.Run(lang, func(t *testing.T) {
 			m := loadBytes(t, "redact-"+lang, wasmtest.Port(t, lang), ModuleOptions{PoolSize: 1})
 			differ := 0

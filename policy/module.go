@@ -95,6 +95,10 @@ type ModuleOptions struct {
 	// edge_configure (default 1 s). Load refuses a module whose first
 	// instances do not start in time with ErrInitTimeout.
 	InitTimeout time.Duration
+	// MaxVarBytes bounds an Extism plugin instance's vars, keys and values
+	// together (default 64 KiB); a var_set past it fails the call with
+	// ErrForbiddenCall.
+	MaxVarBytes int
 }
 
 func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
@@ -127,6 +131,9 @@ func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
 	}
 	if o.InitTimeout == 0 {
 		o.InitTimeout = DefaultInitTimeout
+	}
+	if o.MaxVarBytes <= 0 {
+		o.MaxVarBytes = defaultMaxVarBytes
 	}
 	switch {
 	case o.Timeout < 0 || o.InitTimeout < 0:
@@ -215,6 +222,7 @@ type instance struct {
 	inCap    uint32
 	calls    int
 	stack    [2]uint64
+	ext      *extismState // Extism plugins only
 }
 
 // Load compiles wasm (once per distinct binary and memory limit), checks it
@@ -460,6 +468,10 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 		alloc:  mod.ExportedFunction(exportAlloc),
 		log:    glog,
 	}
+	if m.ent.shape.extism {
+		inst.ext = newExtismState(m)
+		m.eng.byModule.Store(mod, inst) // how the kernel functions find it
+	}
 	if m.eng.meter {
 		inst.fuel, _ = mod.ExportedGlobal(meter.FuelExport).(api.MutableGlobal)
 		m.eng.byModule.Store(mod, inst)
@@ -474,7 +486,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 // edge_configure.
 func (m *Module) prepare(ctx context.Context, inst *instance, first bool) error {
 	mod := inst.mod
-	if inst.mem == nil || inst.alloc == nil {
+	if inst.mem == nil || (inst.alloc == nil && inst.ext == nil) {
 		return staged(ErrMissingExport, errors.New("instance lacks memory or edge_alloc"))
 	}
 	if m.eng.meter && inst.fuel == nil {
@@ -491,7 +503,9 @@ func (m *Module) prepare(ctx context.Context, inst *instance, first bool) error 
 		}
 	}
 	for h := Hook(0); h < numHooks; h++ {
-		if m.hooks.Has(h) {
+		if m.hooks.Has(h) && inst.ext != nil {
+			inst.hooks[h] = mod.ExportedFunction(h.String())
+		} else if m.hooks.Has(h) {
 			inst.hooks[h] = mod.ExportedFunction(h.export())
 		}
 	}
@@ -503,6 +517,12 @@ func (m *Module) prepare(ctx context.Context, inst *instance, first bool) error 
 
 // readABI reads and checks the first instance's ABI version and hooks.
 func (m *Module) readABI(ctx context.Context, mod api.Module) error {
+	if m.ent.shape.extism {
+		// An Extism plugin has no ABI version or hook bits of ours: its
+		// hooks are its exports named by hook.
+		m.abi, m.hooks = uint32(ABIMajor)<<16|uint32(ABIMinor), m.ent.shape.exported
+		return nil
+	}
 	res, err := mod.ExportedFunction(exportVersion).Call(ctx)
 	if err != nil {
 		return staged(ErrInstantiate, fmt.Errorf("calling %s: %w", exportVersion, err))
@@ -626,19 +646,12 @@ func (m *Module) invoke(ctx context.Context, inst *instance, fn api.Function, in
 	cerr := func(kind, detail error) error {
 		return &CallError{Module: m.name, Kind: kind, Err: detail}
 	}
-	parent := ctx
-	if m.eng.meter {
-		// The meter's tick checks the deadline, ctx and the module's
-		// closing; no timer needed.
-		inst.deadline = deadline.UnixNano()
-	} else {
-		// wazero closes the instance when ctx ends: at the deadline, or
-		// when the module closes.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-		defer context.AfterFunc(m.bgCtx, cancel)()
+	if inst.ext != nil {
+		return m.invokeExtism(ctx, inst, fn, input, deadline)
 	}
+	parent := ctx
+	ctx, cancel := m.callContext(ctx, inst, deadline)
+	defer cancel()
 	inst.log.begin()
 	defer inst.log.end()
 	n := uint32(len(input))
@@ -674,6 +687,20 @@ func (m *Module) invoke(ctx context.Context, inst *instance, fn api.Function, in
 		return nil, cerr(ErrBadOutput, fmt.Errorf("output [%#x, +%d) is outside guest memory (%d bytes)", ptr, size, inst.mem.Size()))
 	}
 	return bytes.Clone(buf), nil
+}
+
+// callContext sets up a call's deadline: the meter's tick checks it (and
+// ctx and the module's closing) on metered engines; otherwise wazero
+// closes the instance when the returned context ends, at the deadline or
+// when the module closes.
+func (m *Module) callContext(ctx context.Context, inst *instance, deadline time.Time) (context.Context, context.CancelFunc) {
+	if m.eng.meter {
+		inst.deadline = deadline.UnixNano()
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	stop := context.AfterFunc(m.bgCtx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // classify maps a wazero call error to one of the sentinel kinds. parent

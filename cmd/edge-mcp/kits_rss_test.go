@@ -35,7 +35,7 @@ func BenchmarkIdleRSSPolicy(b *testing.B) {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
 	b.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	bin := buildEdgeMCP(b, []string{"-trimpath", "-ldflags=-s -w"}, []string{"CGO_ENABLED=0"})
-	for _, lang := range append([]string{"none", "go"}, wasmtest.KitLangs...) {
+	for _, lang := range append([]string{"none", "go"}, wasmtest.PortLangs...) {
 		b.Run("policy="+lang, func(b *testing.B) {
 			config := redactConfig(b, lang, srv.URL)
 			pid := startIdle(b, bin, []string{"serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"}, 1)
@@ -92,7 +92,7 @@ func BenchmarkStartToFirstCallPolicy(b *testing.B) {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
 	b.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	bin := buildEdgeMCP(b, []string{"-trimpath", "-ldflags=-s -w"}, []string{"CGO_ENABLED=0"})
-	for _, lang := range append([]string{"none", "go"}, wasmtest.KitLangs...) {
+	for _, lang := range append([]string{"none", "go"}, wasmtest.PortLangs...) {
 		config := redactConfig(b, lang, srv.URL)
 		for _, cache := range []string{"cold", "warm"} {
 			b.Run(fmt.Sprintf("policy=%s/cache=%s", lang, cache), func(b *testing.B) {

@@ -15,6 +15,10 @@ import (
 // (guest/kits/<lang>), in the order of `edge-mcp module new --lang`.
 var KitLangs = []string{"rust", "c", "as"}
 
+// PortLangs are the builds of the redact-secrets ports Port makes: one per
+// kit, and "extism", the AssemblyScript port as an Extism plugin.
+var PortLangs = append(append([]string(nil), KitLangs...), "extism")
+
 // ErrNoToolchain is the error of a kit build whose compiler is not
 // installed (its build script exits 127).
 var ErrNoToolchain = errors.New("toolchain not installed")
@@ -71,6 +75,8 @@ func RunBuild(dir string, name string, args ...string) error {
 // with its kit's build script, the way go tool task wasm does, into a
 // temporary file, and returns the module. Without the toolchain the test
 // is skipped, and fails under CI (CI set), which installs every toolchain.
+// lang "extism" is the AssemblyScript port as an Extism plugin
+// (wasm-examples/redact-secrets/extism, the PDK from $EXTISM_PDK).
 func Port(tb testing.TB, lang string) []byte {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), "redact-secrets-"+lang+".wasm")
@@ -82,6 +88,8 @@ func Port(tb testing.TB, lang string) []byte {
 		err = RunBuild(".", "sh", "guest/kits/c/build.sh", out, "wasm-examples/redact-secrets/c/redact.c")
 	case "as":
 		err = RunBuild(".", "sh", "guest/kits/as/build.sh", "wasm-examples/redact-secrets/as/redact.ts", out)
+	case "extism":
+		err = RunBuild(".", "sh", "wasm-examples/redact-secrets/extism/build.sh", out)
 	default:
 		tb.Fatalf("no kit for %q", lang)
 	}
