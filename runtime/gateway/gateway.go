@@ -17,7 +17,6 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
-	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -86,7 +85,7 @@ type Gateway struct {
 	pol     policyset.Set
 	guard   atomic.Pointer[guard] // admission settings of the running config
 	// icept is the interceptor chain of the running config (stage_intercept.go); nil without one.
-	icept atomic.Pointer[interceptchain.Set]
+	icept interceptState
 
 	// bridge parks 2025 upstreams' requests for 2026-07-28 clients (bridge.go).
 	bridge *bridge.Bridge
@@ -201,7 +200,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.icept.Store(ics)
-	g.metrics.Interceptors(g.interceptorMetrics)
+	g.metrics.Interceptors(func() *metrics.InterceptorStats { return interceptorMetrics(g.InterceptorStatus()) })
 	g.events.Observe = policyEvents{g}.observe
 	g.events.Wants = func() bool { return g.pol.Hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})

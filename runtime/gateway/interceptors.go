@@ -114,8 +114,7 @@ type InterceptorCounts struct {
 }
 
 // interceptorMetrics is what /metrics reports of the running chain.
-func (g *Gateway) interceptorMetrics() *metrics.InterceptorStats {
-	st := g.InterceptorStatus()
+func interceptorMetrics(st *InterceptorStatus) *metrics.InterceptorStats {
 	if st == nil {
 		return nil
 	}

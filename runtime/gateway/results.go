@@ -42,7 +42,7 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 	if c.method == "tasks/get" {
 		return tasks.FilterInlined(resp, func(r *jsonrpc.Response) *jsonrpc.Response { return s.filterResult(c.inlined(), r) })
 	}
-	if c.pg == nil || !s.g.oldPolicyPath() {
+	if c.pg == nil || !s.g.icept.oldPolicyPath() {
 		return s.interceptResult(c, resp.ID, resp.Result)
 	}
 	var (

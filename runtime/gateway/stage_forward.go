@@ -28,7 +28,7 @@ func forwardCall(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		info.args = tc.args
 	}
 	info.ic = tc.ic
-	if pg := tc.scope.Gen; pg != nil && s.g.oldPolicyPath() && resultPolicy(pg.Chain(), kindTools, tc.target.name, tc.tool) {
+	if pg := tc.scope.Gen; pg != nil && s.g.icept.oldPolicyPath() && resultPolicy(pg.Chain(), kindTools, tc.target.name, tc.tool) {
 		info.pg = pg
 		info.args = tc.args
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -22,9 +24,15 @@ import (
 // chain (one atomic load). With a chain, the policies of the config run as
 // its members, not through the ABI 1.0 call and result hooks.
 
-// interceptChain returns the chain of the running config, or nil.
-func (g *Gateway) interceptChain() *intercept.Chain {
-	if set := g.icept.Load(); set != nil {
+// interceptState is the interceptor chain set of the running config
+// (nil without one), swapped whole by a reload.
+type interceptState struct {
+	atomic.Pointer[interceptchain.Set]
+}
+
+// chain returns the chain of the running config, or nil.
+func (st *interceptState) chain() *intercept.Chain {
+	if set := st.Load(); set != nil {
 		return set.Chain()
 	}
 	return nil
@@ -68,7 +76,7 @@ func moduleInterceptors(ctx context.Context, pg *policyset.Gen, name string) ([]
 
 // oldPolicyPath reports whether the ABI 1.0 call and result hooks run:
 // not when the chain runs the config's policies.
-func (g *Gateway) oldPolicyPath() bool { return g.icept.Load() == nil }
+func (st *interceptState) oldPolicyPath() bool { return st.Load() == nil }
 
 // interceptContext is the SEP context of an event of the session's, about
 // subject on server.
@@ -88,15 +96,15 @@ func (s *session) interceptContext(server, subject string) *intercept.Context {
 
 // logOutcome logs what audit and fail-open interceptors did with an event
 // that went on.
-func (g *Gateway) logOutcome(ev, server, subject string, out *intercept.Outcome) {
+func logOutcome(log *slog.Logger, ev, server, subject string, out *intercept.Outcome) {
 	for _, r := range out.Audits {
-		g.log.Info("audit interceptor would have refused", "interceptor", r.Interceptor, "event", ev, "server", server, "subject", subject, "reason", r.Reason())
+		log.Info("audit interceptor would have refused", "interceptor", r.Interceptor, "event", ev, "server", server, "subject", subject, "reason", r.Reason())
 	}
 	for _, sh := range out.Shadows {
-		g.log.Info("audit interceptor would have changed the payload", "interceptor", sh.Interceptor, "event", ev, "server", server, "subject", subject)
+		log.Info("audit interceptor would have changed the payload", "interceptor", sh.Interceptor, "event", ev, "server", server, "subject", subject)
 	}
 	for _, f := range out.Failures {
-		g.log.Warn("interceptor failed (fail-open)", "interceptor", f.Interceptor, "event", ev, "server", server, "subject", subject, "err", f.Error())
+		log.Warn("interceptor failed (fail-open)", "interceptor", f.Interceptor, "event", ev, "server", server, "subject", subject, "err", f.Error())
 	}
 }
 
@@ -106,7 +114,7 @@ func (g *Gateway) logOutcome(ev, server, subject string, out *intercept.Outcome)
 func interceptCall(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		s := tc.s
-		ch := s.g.interceptChain()
+		ch := s.g.icept.chain()
 		if ch == nil {
 			return next(tc)
 		}
@@ -121,7 +129,7 @@ func interceptCall(next Handler) Handler {
 			}
 			return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, msg)
 		}
-		s.g.logOutcome("tools/call", tc.target.name, tc.it.exposed, out)
+		logOutcome(s.g.log, "tools/call", tc.target.name, tc.it.exposed, out)
 		if out.Modified {
 			params, err := wire.SetField(out.Payload, "name", wire.AppendString(nil, tc.it.exposed))
 			if err != nil {
@@ -155,7 +163,7 @@ func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstrea
 		s.write(s.ctx, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: code, Message: msg}})
 		return
 	}
-	s.g.logOutcome(req.Method, u.name, subject, out)
+	logOutcome(s.g.log, req.Method, u.name, subject, out)
 	if out.Modified && key == "name" {
 		info.args, _, _ = wire.Field(params, "arguments")
 	}
@@ -167,7 +175,7 @@ func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstrea
 // the chain: the request phase on its params, the response phase on the
 // client's result. A refusal is the upstream's JSON-RPC error.
 func (s *session) interceptedRequest(ctx context.Context, server string, rel jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	ch := s.g.interceptChain()
+	ch := s.g.icept.chain()
 	if ch == nil {
 		return s.request(ctx, rel, method, params)
 	}
@@ -178,7 +186,7 @@ func (s *session) interceptedRequest(ctx context.Context, server string, rel jso
 		s.g.log.Info("interceptor refused a server request", "method", method, "server", server, "reason", msg)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 	}
-	s.g.logOutcome(method, server, "", out)
+	logOutcome(s.g.log, method, server, "", out)
 	res, rerr := s.request(ctx, rel, method, out.Payload)
 	if rerr != nil {
 		return res, rerr
@@ -189,7 +197,7 @@ func (s *session) interceptedRequest(ctx context.Context, server string, rel jso
 		s.g.log.Info("interceptor withheld a client's answer", "method", method, "server", server, "reason", msg)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
 	}
-	s.g.logOutcome(method, server, "", out)
+	logOutcome(s.g.log, method, server, "", out)
 	return out.Payload, nil
 }
 
@@ -219,6 +227,6 @@ func (s *session) interceptResult(c *call, id jsonrpc.ID, result json.RawMessage
 		s.g.log.Info("interceptor withheld a result", "server", c.server, "subject", subject, "reason", msg)
 		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}}
 	}
-	s.g.logOutcome(ev, c.server, subject, out)
+	logOutcome(s.g.log, ev, c.server, subject, out)
 	return &jsonrpc.Response{ID: id, Result: out.Payload}
 }

@@ -17,7 +17,7 @@ import (
 // tool, deny it, or ask for a person's approval.
 func policyDecision(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
-		if tc.scope.Gen == nil || !tc.scope.Gen.Chain().Hooks().Has(policy.HookToolCall) || !tc.s.g.oldPolicyPath() {
+		if tc.scope.Gen == nil || !tc.scope.Gen.Chain().Hooks().Has(policy.HookToolCall) || !tc.s.g.icept.oldPolicyPath() {
 			return next(tc)
 		}
 		s := tc.s
