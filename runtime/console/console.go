@@ -13,6 +13,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -108,7 +109,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer browsers post forms
+	// with "Origin: null", which the guard refuses.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	c.mux.ServeHTTP(w, r)
 }
@@ -174,6 +177,10 @@ func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler 
 			return
 		}
 		if r.Method == http.MethodPost {
+			if !sameOrigin(r) {
+				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "Forbidden: a form posted from another origin"})
+				return
+			}
 			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 			if !c.keys.checkCSRF(who.session, r.PostFormValue("csrf")) {
 				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "the form's CSRF token is missing or not this session's; reload the page"})
@@ -244,7 +251,7 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 // login exchanges an admin token for a session cookie.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if !c.keys.checkCSRF("login", r.PostFormValue("csrf")) {
+	if !sameOrigin(r) || !c.keys.checkCSRF("login", r.PostFormValue("csrf")) {
 		c.render(w, http.StatusForbidden, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"), Error: "the form's CSRF token is missing or wrong; reload the page"})
 		return
 	}
@@ -261,12 +268,26 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	who := c.whoIs(r)
-	if !c.keys.checkCSRF(who.session, r.PostFormValue("csrf")) {
-		c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "the form's CSRF token is missing or not this session's"})
+	if !sameOrigin(r) || !c.keys.checkCSRF(who.session, r.PostFormValue("csrf")) {
+		c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "the form's origin or CSRF token is not this session's"})
 		return
 	}
 	c.clearSession(w, r)
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// sameOrigin says whether a form post came from the console's own origin:
+// Origin absent (not a browser) or naming exactly this Host. The admin
+// guard lets any loopback origin through to a loopback listener (another
+// port is another origin, yet same-site for cookies); the console does
+// not.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host == r.Host && u.Path == ""
 }
 
 // record audits a change made from the console.

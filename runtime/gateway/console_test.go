@@ -163,6 +163,7 @@ func TestConsoleLoginSessionAndCSRF(t *testing.T) {
 		{"no CSRF token", c, url.Values{"action": {"detach"}, "name": {"x"}}, nil, http.StatusForbidden},
 		{"the login form's CSRF token", c, url.Values{"action": {"detach"}, "name": {"x"}, "csrf": {loginCSRF}}, nil, http.StatusForbidden},
 		{"another origin", c, url.Values{"action": {"detach"}, "name": {"x"}, "csrf": {csrf}}, map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"another loopback port", c, url.Values{"action": {"detach"}, "name": {"x"}, "csrf": {csrf}}, map[string]string{"Origin": "http://127.0.0.1:1"}, http.StatusForbidden},
 		{"another Host", c, url.Values{"action": {"detach"}, "name": {"x"}, "csrf": {csrf}}, map[string]string{"Host": "evil.example"}, http.StatusForbidden},
 		{"forged cookie", forged, url.Values{"action": {"detach"}, "name": {"x"}, "csrf": {csrf}}, nil, http.StatusUnauthorized},
 		{"valid, unknown policy", c, url.Values{"action": {"detach"}, "name": {"x"}, "csrf": {csrf}}, nil, http.StatusNotFound},
