@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -98,15 +99,21 @@ type policiesData struct {
 	Generation uint64
 	Policies   []admin.PolicyInfo
 	Modules    []admin.ModuleInfo
+	// NoModules says why modules cannot be listed (no module store).
+	NoModules string
 }
 
 func (c *Console) policies(r *http.Request) (string, any, error) {
 	gen, pols := c.ops.ListPolicies()
-	mods, err := c.ops.ListModules()
-	if err != nil {
+	d := policiesData{Generation: gen, Policies: pols}
+	var err error
+	var ae *admin.Error
+	if d.Modules, err = c.ops.ListModules(); errors.As(err, &ae) {
+		d.NoModules = ae.Reason
+	} else if err != nil {
 		return "", nil, err
 	}
-	return "policies.html", policiesData{Generation: gen, Policies: pols, Modules: mods}, nil
+	return "policies.html", d, nil
 }
 
 // policyAction promotes a shadow attachment or detaches one.

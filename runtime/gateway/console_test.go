@@ -21,7 +21,7 @@ import (
 const hostileDescription = `<script>document.title="pwned"</script><img src=x onerror="document.title='pwned'">`
 
 // hostileUpstream serves n tools, tool0000 with hostileDescription.
-func hostileUpstream(t *testing.T, n int) (*mcp.Server, string) {
+func hostileUpstream(t testing.TB, n int) (*mcp.Server, string) {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
 	handler := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -38,7 +38,7 @@ func hostileUpstream(t *testing.T, n int) (*mcp.Server, string) {
 }
 
 // consoleClient keeps cookies and does not follow redirects.
-func consoleClient(t *testing.T) *http.Client {
+func consoleClient(t testing.TB) *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -215,5 +215,28 @@ func TestConsoleOpenOnLoopback(t *testing.T) {
 	}
 	if resp, _ := consoleDo(t, c, "POST", srv.URL+"/ui/pins", url.Values{"action": {"approve"}, "server": {"hostile"}, "tool": {"x"}, "csrf": {csrfOf(t, page)}}, nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("approving a tool with no pending change: %d, want 404", resp.StatusCode)
+	}
+}
+
+// BenchmarkConsolePages renders each console page of a gateway whose
+// upstream offers 1,000 tools (the catalogue pages them 100 at a time).
+func BenchmarkConsolePages(b *testing.B) {
+	_, up := hostileUpstream(b, 1000)
+	_, g := startGateway(b, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}}`, up), Options{})
+	waitFor(b, "the upstream's tools", func() bool { return len(consoleSource{g}.Tools()) == 1000 })
+	h := g.AdminHandler()
+	for _, p := range []string{"/ui/", "/ui/catalogue", "/ui/catalogue?q=number+5", "/ui/policies", "/ui/oauth", "/ui/fleet"} {
+		b.Run(p, func(b *testing.B) {
+			size := 0
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1"+p, nil))
+				if rec.Code != 200 {
+					b.Fatalf("%s: %d", p, rec.Code)
+				}
+				size = rec.Body.Len()
+			}
+			b.ReportMetric(float64(size), "bytes/page")
+		})
 	}
 }
