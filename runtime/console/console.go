@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
@@ -140,7 +141,11 @@ func (c *Console) routes() {
 	})
 }
 
+// parses counts template parsings (one at most, on the first page).
+var parses atomic.Int32
+
 var parsed = sync.OnceValues(func() (*template.Template, error) {
+	parses.Add(1)
 	return template.New("console").Funcs(template.FuncMap{
 		"ago": func(t time.Time) string {
 			if t.IsZero() {
