@@ -18,6 +18,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/internal/testenv"
 )
 
 // browser starts Debian's chromium (headless) for chromedp; the test
@@ -163,4 +165,27 @@ func TestConsoleInBrowser(t *testing.T) {
 	if title := value(t, ctx, "title", chromedp.Title()); !strings.HasPrefix(title, "Log in") {
 		t.Errorf("a forged cookie reached %q", title)
 	}
+}
+
+// TestConsoleOAuthInBrowser: an upstream that needs OAuth shows on the
+// OAuth page with its pending authorization's link; clicking it in the
+// browser completes the login against the in-process authorization
+// server, and the page then shows the server authorized.
+func TestConsoleOAuthInBrowser(t *testing.T) {
+	ctx := browser(t)
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true})
+	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {}}`, as.MCPURL), t.TempDir())
+	og.waitState(t, StateNeedsAuthorization)
+	admin := httptest.NewServer(og.g.AdminHandler())
+	defer admin.Close()
+
+	run(t, ctx, "oauth page", chromedp.Navigate(admin.URL+"/ui/oauth"), chromedp.WaitVisible(chromedp.Search(`//a[text()="Authorize up"]`)))
+	shot(t, ctx, "oauth-pending")
+	run(t, ctx, "authorize", chromedp.Click(chromedp.Search(`//a[text()="Authorize up"]`)), chromedp.WaitVisible(chromedp.CSS("body")))
+	og.waitState(t, StateConnected)
+	run(t, ctx, "oauth page again", chromedp.Navigate(admin.URL+"/ui/oauth"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if body := value(t, ctx, "body", chromedp.Evaluate[string]("document.body.innerText")); strings.Contains(body, "Authorize up") || !strings.Contains(body, "authorized") {
+		t.Errorf("after the login the OAuth page shows:\n%s", body)
+	}
+	shot(t, ctx, "oauth-authorized")
 }
