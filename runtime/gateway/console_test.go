@@ -240,3 +240,19 @@ func BenchmarkConsolePages(b *testing.B) {
 		})
 	}
 }
+
+// TestConsoleCookieSecureUnderTLS: served over TLS, the session cookie is
+// Secure.
+func TestConsoleCookieSecureUnderTLS(t *testing.T) {
+	_, up := hostileUpstream(t, 1)
+	_, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`, up, adminToken), Options{})
+	srv := httptest.NewTLSServer(g.AdminHandler())
+	t.Cleanup(srv.Close)
+	c := consoleClient(t)
+	c.Transport = srv.Client().Transport
+	_, page := consoleDo(t, c, "GET", srv.URL+"/ui/login", nil, nil)
+	resp, _ := consoleDo(t, c, "POST", srv.URL+"/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {adminToken}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].Secure {
+		t.Fatalf("login over TLS: %d %+v, want a Secure cookie", resp.StatusCode, resp.Cookies())
+	}
+}
