@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/transports"
@@ -46,6 +47,7 @@ type Server struct {
 	log    *slog.Logger
 	guard  *transports.Guard
 	mux    *http.ServeMux
+	ui     http.Handler // under /ui/; nil: none
 }
 
 // New returns the admin API over opts.Ops.
@@ -101,6 +103,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, Errorf(status, "forbidden", "%s", reason))
 		return
 	}
+	if s.ui != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) {
+		// The console authenticates its own way (a session cookie from
+		// the login form), with TokenIdentity and Identities.
+		s.ui.ServeHTTP(w, r)
+		return
+	}
 	id, challenge, err := s.authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", challenge)
@@ -124,6 +132,15 @@ func (s *Server) authenticate(r *http.Request) (id, challenge string, err error)
 	if !ok {
 		return "", realm, Errorf(http.StatusUnauthorized, "unauthorized", "this admin API needs Authorization: Bearer <admin token>")
 	}
+	id = tokenIdentity(tokens, tok)
+	if id == "" {
+		return "", realm + `, error="invalid_token"`, Errorf(http.StatusUnauthorized, "unauthorized", "the admin token is not valid")
+	}
+	return id, "", nil
+}
+
+// tokenIdentity is the identity whose token tok is; "" when none.
+func tokenIdentity(tokens map[string]string, tok string) (id string) {
 	presented := sha256.Sum256([]byte(tok))
 	for name, want := range tokens {
 		w := sha256.Sum256([]byte(want))
@@ -131,10 +148,35 @@ func (s *Server) authenticate(r *http.Request) (id, challenge string, err error)
 			id = name
 		}
 	}
-	if id == "" {
-		return "", realm + `, error="invalid_token"`, Errorf(http.StatusUnauthorized, "unauthorized", "the admin token is not valid")
+	return id
+}
+
+// MountUI serves h under /ui/, behind the Origin/Host guard but not the
+// bearer-token check: h authenticates with [Server.TokenIdentity] and
+// [Server.Identities]. Call it before serving.
+func (s *Server) MountUI(h http.Handler) { s.ui = h }
+
+// TokenIdentity returns the admin identity whose token tok is, and
+// whether there is one.
+func (s *Server) TokenIdentity(tok string) (string, bool) {
+	id := tokenIdentity(s.allTokens(), tok)
+	return id, id != ""
+}
+
+// Identities lists the admin identities that have a token now (the
+// config's and "env"); none means requests are not authenticated.
+func (s *Server) Identities() []string {
+	var out []string
+	for id := range s.allTokens() {
+		out = append(out, id)
 	}
-	return id, "", nil
+	return out
+}
+
+// WithIdentity returns ctx carrying the admin identity id, as
+// [Identity] reads it.
+func WithIdentity(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
 }
 
 // allTokens is the configured tokens plus the one of TokenEnv.

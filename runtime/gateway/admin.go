@@ -8,6 +8,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/console"
 )
 
 // This file connects the admin API (package admin, which owns the HTTP
@@ -27,13 +28,17 @@ type (
 // Host with the gateway's guard, then authenticates it with the admin
 // tokens of the running config (and EDGE_MCP_ADMIN_TOKEN).
 func (g *Gateway) AdminHandler() http.Handler {
-	return admin.New(admin.Options{
-		Ops:    adminAPI{admin.NewPolicyOps(policyHost{&g.pol, g}), adminOps{g}},
+	ops := adminAPI{admin.NewPolicyOps(policyHost{&g.pol, g}), adminOps{g}}
+	srv := admin.New(admin.Options{
+		Ops:    ops,
 		Tokens: func() map[string]string { return g.config().Admin.Tokens },
 		Audit:  g.audit,
 		Log:    g.log,
 		Guard:  g.door,
 	})
+	// The operator console under /ui/ (console.go).
+	srv.MountUI(console.New(console.Options{Ops: ops, Source: consoleSource{g}, Auth: srv, Audit: g.audit, Log: g.log}))
+	return srv
 }
 
 // adminAPI is admin.Operations for a gateway: the policy and module

@@ -1,0 +1,306 @@
+// Package console is the operator console: server-rendered HTML pages
+// under /ui/ on the admin listener (overview, catalogue and tool pins,
+// policies, upstream OAuth, fleet). The pages carry no script and load
+// nothing from another origin; every change is a form posted with a CSRF
+// token and carried out through the admin API's operations.
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+)
+
+//go:embed templates/*.html static/console.css
+var files embed.FS
+
+// Auth is the admin API's token check (an *admin.Server).
+type Auth interface {
+	// TokenIdentity returns the admin identity whose token tok is.
+	TokenIdentity(tok string) (string, bool)
+	// Identities lists the identities with a token now; none means the
+	// console is open (the admin listener is loopback-only then).
+	Identities() []string
+}
+
+// Source is what the console reads of the gateway beyond admin
+// operations.
+type Source interface {
+	Upstreams() []Upstream
+	// Tools lists every upstream's tools, in config order.
+	Tools() []Tool
+	Sessions() int
+	// Fleet is nil outside a fleet.
+	Fleet(ctx context.Context) *fleet.Status
+}
+
+// Upstream is one upstream server's line on the overview.
+type Upstream struct {
+	Name, Transport, State, Protocol string
+	Tools, Prompts, Resources        int
+	Retries                          int
+	LastHealthCheck, NextRetry       time.Time
+	LastError                        string
+}
+
+// Tool is one tool in the catalogue.
+type Tool struct {
+	Server, Name, Description string
+}
+
+// Options configure a Console.
+type Options struct {
+	Ops    admin.Operations
+	Source Source
+	Auth   Auth
+	// Audit receives the record of every change made from the console.
+	Audit func(admin.Record)
+	Log   *slog.Logger
+}
+
+// Console is the operator console's HTTP handler, mounted at /ui/.
+type Console struct {
+	ops    admin.Operations
+	src    Source
+	auth   Auth
+	audit  func(admin.Record)
+	log    *slog.Logger
+	keys   keys
+	now    func() time.Time
+	mux    *http.ServeMux
+	static []byte
+}
+
+// New returns the console. It parses no template until the first page is
+// asked for.
+func New(opts Options) *Console {
+	key := make([]byte, 32)
+	rand.Read(key)
+	c := &Console{ops: opts.Ops, src: opts.Source, auth: opts.Auth, audit: opts.Audit, log: opts.Log,
+		keys: keys{key}, now: time.Now, mux: http.NewServeMux()}
+	if c.audit == nil {
+		c.audit = func(admin.Record) {}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.routes()
+	return c
+}
+
+// csp allows this origin's stylesheet and images, and nothing else: no
+// script at all, no frames, forms posted only here.
+const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// ServeHTTP serves the console. The admin server has checked Origin and
+// Host already.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	// same-origin, not no-referrer: under no-referrer browsers post forms
+	// with "Origin: null", which the guard refuses.
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	c.mux.ServeHTTP(w, r)
+}
+
+func (c *Console) routes() {
+	c.mux.HandleFunc("GET /ui/static/console.css", c.serveCSS)
+	c.mux.HandleFunc("GET /ui/login", c.loginForm)
+	c.mux.HandleFunc("POST /ui/login", c.login)
+	c.mux.HandleFunc("POST /ui/logout", c.logout)
+	pages := map[string]func(*http.Request) (string, any, error){
+		"GET /ui/{$}":       c.overview,
+		"GET /ui/catalogue": c.catalogue,
+		"GET /ui/policies":  c.policies,
+		"GET /ui/oauth":     c.oauthPage,
+		"GET /ui/fleet":     c.fleetPage,
+		"POST /ui/pins":     c.pinAction,
+		"POST /ui/policies": c.policyAction,
+		"POST /ui/oauth":    c.oauthAction,
+	}
+	for pattern, f := range pages {
+		c.mux.Handle(pattern, c.page(f))
+	}
+	c.mux.HandleFunc("/ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusSeeOther) })
+	c.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no console page here", http.StatusNotFound)
+	})
+}
+
+// parses counts template parsings (one at most, on the first page).
+var parses atomic.Int32
+
+var parsed = sync.OnceValues(func() (*template.Template, error) {
+	parses.Add(1)
+	return template.New("console").Funcs(template.FuncMap{
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return time.Since(t).Round(time.Second).String() + " ago"
+		},
+		"add": func(a, b int) int { return a + b },
+	}).ParseFS(files, "templates/*.html")
+})
+
+// view is what every template gets.
+type view struct {
+	Title, Nav string
+	Identity   string
+	CSRF       string
+	Open       bool // no admin tokens: no login, no logout
+	Error      string
+	Data       any
+}
+
+// page wraps a page or action: it authenticates (redirecting to the login
+// form), checks the CSRF token of a POST, and renders the template f
+// names. An action returns "redirect:<path>" to answer 303.
+func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who := c.whoIs(r)
+		if who.identity == "" {
+			if r.Method != http.MethodGet {
+				c.render(w, http.StatusUnauthorized, "error.html", view{Title: "Not logged in", Error: "log in first"})
+				return
+			}
+			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+			return
+		}
+		if r.Method == http.MethodPost {
+			if !sameOrigin(r) {
+				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "Forbidden: a form posted from another origin"})
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			if !c.keys.checkCSRF(who.session, r.PostFormValue("csrf")) {
+				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "the form's CSRF token is missing or not this session's; reload the page"})
+				return
+			}
+		}
+		r = r.WithContext(admin.WithIdentity(r.Context(), who.identity))
+		name, data, err := f(r)
+		v := view{Identity: who.identity, CSRF: c.keys.csrf(who.session), Open: who.session == "local", Data: data}
+		if err != nil {
+			status := http.StatusInternalServerError
+			var ae *admin.Error
+			if errors.As(err, &ae) {
+				status = ae.Status
+			} else {
+				c.log.Error("console: operation failed", "err", err)
+			}
+			v.Title, v.Error = "Failed", err.Error()
+			c.render(w, status, "error.html", v)
+			return
+		}
+		if path, ok := cutPrefix(name, "redirect:"); ok {
+			http.Redirect(w, r, path, http.StatusSeeOther)
+			return
+		}
+		v.Title, v.Nav = titles[name], name
+		c.render(w, http.StatusOK, name, v)
+	})
+}
+
+var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet"}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+func (c *Console) render(w http.ResponseWriter, status int, name string, v view) {
+	t, err := parsed()
+	if err != nil {
+		c.log.Error("console: parsing templates", "err", err)
+		http.Error(w, "console templates are broken", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := t.ExecuteTemplate(w, name, v); err != nil {
+		c.log.Error("console: rendering", "page", name, "err", err)
+	}
+}
+
+func (c *Console) serveCSS(w http.ResponseWriter, r *http.Request) {
+	b, _ := files.ReadFile("static/console.css")
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Write(b)
+}
+
+func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
+	if c.whoIs(r).identity != "" {
+		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+		return
+	}
+	c.render(w, http.StatusOK, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login")})
+}
+
+// login exchanges an admin token for a session cookie.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if !sameOrigin(r) || !c.keys.checkCSRF("login", r.PostFormValue("csrf")) {
+		c.render(w, http.StatusForbidden, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"), Error: "the form's CSRF token is missing or wrong; reload the page"})
+		return
+	}
+	id, ok := c.auth.TokenIdentity(r.PostFormValue("token"))
+	if !ok {
+		c.audit(admin.Record{Time: c.now().UTC(), Action: "console.login.rejected", Detail: "not a valid admin token"})
+		c.render(w, http.StatusUnauthorized, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"), Error: "that is not a valid admin token"})
+		return
+	}
+	c.audit(admin.Record{Time: c.now().UTC(), Identity: id, Action: "console.login"})
+	c.setSession(w, r, id)
+	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	who := c.whoIs(r)
+	if !sameOrigin(r) || !c.keys.checkCSRF(who.session, r.PostFormValue("csrf")) {
+		c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "the form's origin or CSRF token is not this session's"})
+		return
+	}
+	c.clearSession(w, r)
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// sameOrigin says whether a form post came from the console's own origin:
+// Origin absent (not a browser) or naming exactly this Host. The admin
+// guard lets any loopback origin through to a loopback listener (another
+// port is another origin, yet same-site for cookies); the console does
+// not.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host == r.Host && u.Path == ""
+}
+
+// record audits a change made from the console.
+func (c *Console) record(r *http.Request, action, target string, err error) {
+	rec := admin.Record{Time: c.now().UTC(), Identity: admin.Identity(r.Context()), Action: action, Target: target, Detail: "from the console"}
+	if err != nil {
+		rec.Action += ".rejected"
+		rec.Detail = err.Error()
+	}
+	c.audit(rec)
+}

@@ -1,0 +1,61 @@
+package console
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// TestTemplatesParsedOnFirstUse: a console that is built but never opened
+// holds no parsed template (idle memory unchanged); the first page parses
+// them.
+func TestTemplatesParsedOnFirstUse(t *testing.T) {
+	if parses.Load() != 0 {
+		t.Skip("a page of this process parsed the templates already (-count > 1)")
+	}
+	c := New(Options{Auth: openAuth{}})
+	if n := parses.Load(); n != 0 {
+		t.Fatalf("templates parsed %d time(s) by New", n)
+	}
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/ui/fleet", nil))
+	if rec.Code != 200 || parses.Load() != 1 {
+		t.Fatalf("first page: %d, %d parsing(s)", rec.Code, parses.Load())
+	}
+	c.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "http://127.0.0.1/ui/login", nil))
+	if parses.Load() != 1 {
+		t.Errorf("templates parsed again")
+	}
+}
+
+// openAuth is an admin API without tokens.
+type openAuth struct{}
+
+func (openAuth) TokenIdentity(string) (string, bool) { return "", false }
+func (openAuth) Identities() []string                { return nil }
+
+func TestSameOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		name, host, origin string
+		ok                 bool
+	}{
+		{"no Origin (not a browser)", "127.0.0.1:9000", "", true},
+		{"its own", "127.0.0.1:9000", "http://127.0.0.1:9000", true},
+		{"its own over TLS", "admin.example:443", "https://admin.example:443", true},
+		{"another port", "127.0.0.1:9000", "http://127.0.0.1:9001", false},
+		{"another host", "127.0.0.1:9000", "http://localhost:9000", false},
+		{"null", "127.0.0.1:9000", "null", false},
+		{"another scheme", "127.0.0.1:9000", "ftp://127.0.0.1:9000", false},
+		{"with a path", "127.0.0.1:9000", "http://127.0.0.1:9000/x", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "http://"+tc.host+"/ui/policies", nil)
+			if tc.origin != "" {
+				r.Header.Set("Origin", tc.origin)
+			}
+			if got := sameOrigin(r); got != tc.ok {
+				t.Errorf("sameOrigin(Host %s, Origin %s) = %v", tc.host, tc.origin, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,168 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+)
+
+// pageSize is how many tools one catalogue page lists.
+const pageSize = 100
+
+type overviewData struct {
+	Upstreams  []Upstream
+	Sessions   int
+	Pending    int
+	HeapMB     string
+	SysMB      string
+	Goroutines int
+}
+
+func (c *Console) overview(r *http.Request) (string, any, error) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mb := func(n uint64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) }
+	return "overview.html", overviewData{Upstreams: c.src.Upstreams(), Sessions: c.src.Sessions(),
+		Pending: len(c.ops.PendingToolChanges()), HeapMB: mb(ms.HeapInuse), SysMB: mb(ms.Sys), Goroutines: runtime.NumGoroutine()}, nil
+}
+
+type catalogueData struct {
+	Query      string
+	Tools      []Tool
+	Total      int
+	Page, Last int
+	Prev, Next string
+	Pending    []admin.PendingToolChange
+}
+
+func (c *Console) catalogue(r *http.Request) (string, any, error) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	d := catalogueData{Query: q, Pending: c.ops.PendingToolChanges()}
+	all := c.src.Tools()
+	if q != "" {
+		lq := strings.ToLower(q)
+		kept := all[:0:0]
+		for _, t := range all {
+			if strings.Contains(strings.ToLower(t.Server+" "+t.Name+" "+t.Description), lq) {
+				kept = append(kept, t)
+			}
+		}
+		all = kept
+	}
+	d.Total = len(all)
+	d.Last = max(0, (len(all)-1)/pageSize)
+	d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
+	d.Page = min(max(d.Page, 0), d.Last)
+	d.Tools = all[d.Page*pageSize : min(len(all), (d.Page+1)*pageSize)]
+	link := func(p int) string {
+		v := url.Values{"page": {strconv.Itoa(p)}}
+		if q != "" {
+			v.Set("q", q)
+		}
+		return "/ui/catalogue?" + v.Encode()
+	}
+	if d.Page > 0 {
+		d.Prev = link(d.Page - 1)
+	}
+	if d.Page < d.Last {
+		d.Next = link(d.Page + 1)
+	}
+	return "catalogue.html", d, nil
+}
+
+// pinAction approves or rejects a changed tool definition.
+func (c *Console) pinAction(r *http.Request) (string, any, error) {
+	server, tool := r.PostFormValue("server"), r.PostFormValue("tool")
+	var err error
+	switch action := r.PostFormValue("action"); action {
+	case "approve":
+		err = c.ops.ApproveToolChange(r.Context(), server, tool)
+	case "reject":
+		err = c.ops.RejectToolChange(r.Context(), server, tool)
+	default:
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: approve or reject", action)
+	}
+	c.record(r, "tool."+r.PostFormValue("action"), server+"/"+tool, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/catalogue", nil, nil
+}
+
+type policiesData struct {
+	Generation uint64
+	Policies   []admin.PolicyInfo
+	Modules    []admin.ModuleInfo
+	// NoModules says why modules cannot be listed (no module store).
+	NoModules string
+}
+
+func (c *Console) policies(r *http.Request) (string, any, error) {
+	gen, pols := c.ops.ListPolicies()
+	d := policiesData{Generation: gen, Policies: pols}
+	var err error
+	var ae *admin.Error
+	if d.Modules, err = c.ops.ListModules(); errors.As(err, &ae) {
+		d.NoModules = ae.Reason
+	} else if err != nil {
+		return "", nil, err
+	}
+	return "policies.html", d, nil
+}
+
+// policyAction promotes a shadow attachment or detaches one.
+func (c *Console) policyAction(r *http.Request) (string, any, error) {
+	name := r.PostFormValue("name")
+	var err error
+	switch action := r.PostFormValue("action"); action {
+	case "promote":
+		err = c.ops.PromotePolicy(r.Context(), name)
+	case "detach":
+		err = c.ops.DetachPolicy(r.Context(), name)
+	default:
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote or detach", action)
+	}
+	c.record(r, "policy."+r.PostFormValue("action"), name, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/policies", nil, nil
+}
+
+func (c *Console) oauthPage(r *http.Request) (string, any, error) {
+	return "oauth.html", c.ops.OAuthStatus(), nil
+}
+
+// oauthAction starts an authorization (the page then shows its link) or
+// forgets a server's tokens.
+func (c *Console) oauthAction(r *http.Request) (string, any, error) {
+	server := r.PostFormValue("server")
+	var err error
+	switch action := r.PostFormValue("action"); action {
+	case "login":
+		_, err = c.ops.OAuthLogin(r.Context(), server)
+	case "logout":
+		err = c.ops.OAuthLogout(server, r.PostFormValue("identity"))
+	default:
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: login or logout", action)
+	}
+	c.record(r, "oauth."+r.PostFormValue("action"), server, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/oauth", nil, nil
+}
+
+func (c *Console) fleetPage(r *http.Request) (string, any, error) {
+	var st *fleet.Status
+	if c.src != nil {
+		st = c.src.Fleet(r.Context())
+	}
+	return "fleet.html", st, nil
+}
