@@ -7,8 +7,8 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
-	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/runtime/console"
+	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 )
 
 // This file connects the admin API (package admin, which owns the HTTP
