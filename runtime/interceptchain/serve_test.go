@@ -3,6 +3,8 @@ package interceptchain
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -61,5 +63,43 @@ func TestServeAndStatus(t *testing.T) {
 	}
 	if m := Metrics(st); len(m.Servers) != 1 || !m.Servers[0].Reached || m.Interceptors[0].Denials != 1 {
 		t.Fatalf("metrics %+v", m)
+	}
+}
+
+// TestRun: a refusal is the client's message naming the interceptor, a
+// chain that ends (ctx done) says so and is no refusal, an event that
+// goes on returns its outcome; Open gives no Set for a config without a
+// chain.
+func TestRun(t *testing.T) {
+	if s, err := Open(context.Background(), parse(t, `{}`), Options{}); s != nil || err != nil {
+		t.Fatalf("Open without interceptors: %v, %v", s, err)
+	}
+	url, _ := serve(t, "127.0.0.1:0", denyIf("pii/secret", "SECRET"))
+	s := start(t, parse(t, fmt.Sprintf(`{"interceptorServers": {"a": {"url": %q}}, "interceptors": [{"server": "a"}]}`, url)), Options{})
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		payload string
+		refused bool
+		msg     string
+	}{
+		{"refused", context.Background(), `{"name":"t","arguments":{"x":"SECRET"}}`, true, "edge-mcp: "},
+		{"chain ended", done, `{"name":"t","arguments":{}}`, false, "edge-mcp: interceptor chain ended: "},
+		{"goes on", context.Background(), `{"name":"t","arguments":{}}`, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: []byte(tc.payload),
+				Context: &intercept.Context{Server: "github", Subject: "t"}}
+			out, msg, refused := Run(tc.ctx, log, s.Chain(), ev, "github", "t", "refused")
+			if (out == nil) != (tc.msg != "") || refused != tc.refused || !strings.HasPrefix(msg, tc.msg) {
+				t.Fatalf("got %+v, %q, %v", out, msg, refused)
+			}
+			if tc.refused && !strings.Contains(msg, "pii/secret") {
+				t.Errorf("the refusal does not name the interceptor: %q", msg)
+			}
+		})
 	}
 }
