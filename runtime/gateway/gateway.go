@@ -17,6 +17,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -200,7 +201,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.icept.Store(ics)
-	g.metrics.Interceptors(func() *metrics.InterceptorStats { return interceptorMetrics(g.InterceptorStatus()) })
+	g.metrics.Interceptors(func() *metrics.InterceptorStats { return interceptchain.Metrics(g.InterceptorStatus()) })
 	g.events.Observe = policyEvents{g}.observe
 	g.events.Wants = func() bool { return g.pol.Hooks().Has(policy.HookEvent) }
 	g.door = transports.NewGuard(transports.GuardOptions{AllowedOrigins: cfg.AllowedOrigins, AllowedHosts: cfg.AllowedHosts})

@@ -148,7 +148,7 @@ func TestInterceptorsRemote(t *testing.T) {
 	  ]}`, up, ics))
 	logs := &lockedBuf{}
 	url, g := startGatewayConfig(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if g.icept.chain() == nil {
+	if g.icept.Load().Chain() == nil {
 		t.Fatal("no interceptor chain")
 	}
 	cs := connect(t, url, nil)

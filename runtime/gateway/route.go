@@ -459,7 +459,7 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 			return
 		}
 	}
-	info := forwardInfo{kind: k, upName: it.name, ic: s.g.icept.chain()}
+	info := forwardInfo{kind: k, upName: it.name, ic: s.g.icept.Load().Chain()}
 	sc := policyScope(&s.g.pol, k, it.up.name, it.name)
 	if sc.Held() {
 		info.pg, info.waited = sc.Gen, true
@@ -518,7 +518,7 @@ func (s routing) forwardURI(req *jsonrpc.Request) {
 		s.g.bridge.Resume(bridgeSession{s.session}, req, bridge.Target{Name: uri}, state)
 		return
 	}
-	info := forwardInfo{kind: kindResources, upName: uri, ic: s.g.icept.chain()}
+	info := forwardInfo{kind: kindResources, upName: uri, ic: s.g.icept.Load().Chain()}
 	sc := policyScope(&s.g.pol, kindResources, u.name, uri)
 	info.pg, info.waited = sc.Gen, sc.Held()
 	if info.ic != nil {

@@ -3,9 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -30,48 +28,16 @@ type interceptState struct {
 	atomic.Pointer[interceptchain.Set]
 }
 
-// chain returns the chain of the running config, or nil.
-func (st *interceptState) chain() *intercept.Chain {
-	if set := st.Load(); set != nil {
-		return set.Chain()
-	}
-	return nil
-}
-
-// wantsInterceptors reports whether cfg describes an interceptor chain.
-func wantsInterceptors(cfg *config.Config) bool {
-	return len(cfg.Interceptors) > 0 || len(cfg.InterceptorServers) > 0
-}
-
 // newInterceptSet builds and starts the chain of cfg, its module entries
 // taking the interceptors of pg's loaded modules; nil when cfg has none.
 func (g *Gateway) newInterceptSet(ctx context.Context, cfg *config.Config, pg *policyset.Gen) (*interceptchain.Set, error) {
-	if !wantsInterceptors(cfg) {
-		return nil, nil
-	}
-	set, err := interceptchain.NewSet(cfg, interceptchain.Options{
-		Logger: g.log,
+	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log,
 		Modules: func(ctx context.Context, name string) ([]intercept.Interceptor, error) {
-			return moduleInterceptors(ctx, pg, name)
-		},
-	})
-	if err != nil {
-		return nil, &config.Error{File: cfg.Path, Key: "interceptors", Reason: err.Error()}
-	}
-	if err := set.Start(ctx); err != nil {
-		set.Close()
-		return nil, &config.Error{File: cfg.Path, Key: "interceptors", Reason: err.Error()}
-	}
-	return set, nil
-}
-
-// moduleInterceptors returns the interceptors of the policy named name in
-// pg.
-func moduleInterceptors(ctx context.Context, pg *policyset.Gen, name string) ([]intercept.Interceptor, error) {
-	if m := pg.Module(name); m != nil {
-		return interceptchain.ModuleInterceptors(ctx, m)
-	}
-	return nil, fmt.Errorf("policy %q is not loaded", name)
+			if m := pg.Module(name); m != nil {
+				return interceptchain.ModuleInterceptors(ctx, m)
+			}
+			return nil, fmt.Errorf("policy %q is not loaded", name)
+		}})
 }
 
 // oldPolicyPath reports whether the ABI 1.0 call and result hooks run:
@@ -94,42 +60,25 @@ func (s *session) interceptContext(server, subject string) *intercept.Context {
 	return c
 }
 
-// logOutcome logs what audit and fail-open interceptors did with an event
-// that went on.
-func logOutcome(log *slog.Logger, ev, server, subject string, out *intercept.Outcome) {
-	for _, r := range out.Audits {
-		log.Info("audit interceptor would have refused", "interceptor", r.Interceptor, "event", ev, "server", server, "subject", subject, "reason", r.Reason())
-	}
-	for _, sh := range out.Shadows {
-		log.Info("audit interceptor would have changed the payload", "interceptor", sh.Interceptor, "event", ev, "server", server, "subject", subject)
-	}
-	for _, f := range out.Failures {
-		log.Warn("interceptor failed (fail-open)", "interceptor", f.Interceptor, "event", ev, "server", server, "subject", subject, "err", f.Error())
-	}
-}
-
 // interceptCall runs the request phase of tools/call: mutators may
 // rewrite the params (the tool's name stays the one called), validators
 // may refuse the call with a JSON-RPC error naming the interceptor.
 func interceptCall(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		s := tc.s
-		ch := s.g.icept.chain()
+		ch := s.g.icept.Load().Chain()
 		if ch == nil {
 			return next(tc)
 		}
 		tc.ic = ch
-		out, err := ch.Run(s.ctx, intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: tc.params,
-			Context: s.interceptContext(tc.target.name, tc.it.exposed)})
-		if err != nil {
-			msg, refused := refusalMessage(err)
-			s.g.log.Info("interceptor refused a call", "server", tc.target.name, "tool", tc.it.exposed, "reason", msg)
-			if refused {
-				return nil, tc.failed(metrics.OutcomeDenied, jsonrpc.CodeInvalidParams, msg)
-			}
+		out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: tc.params,
+			Context: s.interceptContext(tc.target.name, tc.it.exposed)}, tc.target.name, tc.it.exposed, "interceptor refused a call")
+		switch {
+		case out == nil && refused:
+			return nil, tc.failed(metrics.OutcomeDenied, jsonrpc.CodeInvalidParams, msg)
+		case out == nil:
 			return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, msg)
 		}
-		logOutcome(s.g.log, "tools/call", tc.target.name, tc.it.exposed, out)
 		if out.Modified {
 			params, err := wire.SetField(out.Payload, "name", wire.AppendString(nil, tc.it.exposed))
 			if err != nil {
@@ -147,15 +96,16 @@ func interceptCall(next Handler) Handler {
 // member key of params (name or uri) keeps the value routed on, whatever
 // a mutator did. A refusal is the client's JSON-RPC error.
 func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstream, params json.RawMessage, info forwardInfo, key, routed, subject string) {
-	out, err := info.ic.Run(s.ctx, intercept.Event{Event: req.Method, Phase: intercept.Request, Payload: params,
-		Context: s.interceptContext(u.name, subject)})
-	if err == nil && out.Modified {
-		params, err = wire.SetField(out.Payload, key, wire.AppendString(nil, routed))
+	out, msg, refused := interceptchain.Run(s.ctx, s.g.log, info.ic, intercept.Event{Event: req.Method, Phase: intercept.Request, Payload: params,
+		Context: s.interceptContext(u.name, subject)}, u.name, subject, "interceptor refused a request")
+	if out != nil && out.Modified {
+		var err error
+		if params, err = wire.SetField(out.Payload, key, wire.AppendString(nil, routed)); err != nil {
+			out, msg = nil, "edge-mcp: interceptor chain ended: "+err.Error()
+		}
 	}
-	if err != nil {
+	if out == nil {
 		sc.Release()
-		msg, refused := refusalMessage(err)
-		s.g.log.Info("interceptor refused a request", "method", req.Method, "server", u.name, "subject", subject, "reason", msg)
 		code := int64(jsonrpc.CodeInternalError)
 		if refused {
 			code = jsonrpc.CodeInvalidParams
@@ -163,7 +113,6 @@ func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstrea
 		s.write(s.ctx, &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: code, Message: msg}})
 		return
 	}
-	logOutcome(s.g.log, req.Method, u.name, subject, out)
 	if out.Modified && key == "name" {
 		info.args, _, _ = wire.Field(params, "arguments")
 	}
@@ -175,40 +124,26 @@ func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstrea
 // the chain: the request phase on its params, the response phase on the
 // client's result. A refusal is the upstream's JSON-RPC error.
 func (s *session) interceptedRequest(ctx context.Context, server string, rel jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	ch := s.g.icept.chain()
+	ch := s.g.icept.Load().Chain()
 	if ch == nil {
 		return s.request(ctx, rel, method, params)
 	}
 	ictx := s.interceptContext(server, "")
-	out, err := ch.Run(ctx, intercept.Event{Event: method, Phase: intercept.Request, Payload: params, Context: ictx})
-	if err != nil {
-		msg, _ := refusalMessage(err)
-		s.g.log.Info("interceptor refused a server request", "method", method, "server", server, "reason", msg)
+	out, msg, _ := interceptchain.Run(ctx, s.g.log, ch, intercept.Event{Event: method, Phase: intercept.Request, Payload: params, Context: ictx},
+		server, "", "interceptor refused a server request")
+	if out == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 	}
-	logOutcome(s.g.log, method, server, "", out)
 	res, rerr := s.request(ctx, rel, method, out.Payload)
 	if rerr != nil {
 		return res, rerr
 	}
-	out, err = ch.Run(ctx, intercept.Event{Event: method, Phase: intercept.Response, Payload: res, Context: ictx})
-	if err != nil {
-		msg, _ := refusalMessage(err)
-		s.g.log.Info("interceptor withheld a client's answer", "method", method, "server", server, "reason", msg)
+	out, msg, _ = interceptchain.Run(ctx, s.g.log, ch, intercept.Event{Event: method, Phase: intercept.Response, Payload: res, Context: ictx},
+		server, "", "interceptor withheld a client's answer")
+	if out == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
 	}
-	logOutcome(s.g.log, method, server, "", out)
 	return out.Payload, nil
-}
-
-// refusalMessage is the client's message for a chain's error, and whether
-// an interceptor refused the event (else the chain ended, its ctx done).
-func refusalMessage(err error) (string, bool) {
-	var ref *intercept.Refusal
-	if errors.As(err, &ref) {
-		return "edge-mcp: " + ref.Error(), true
-	}
-	return "edge-mcp: interceptor chain ended: " + err.Error(), false
 }
 
 // interceptResult runs the response phase of c's method on a result.
@@ -220,13 +155,10 @@ func (s *session) interceptResult(c *call, id jsonrpc.ID, result json.RawMessage
 	if c.tool != "" {
 		subject = c.tool
 	}
-	out, err := c.ic.Run(s.ctx, intercept.Event{Event: ev, Phase: intercept.Response, Payload: result,
-		Context: s.interceptContext(c.server, subject)})
-	if err != nil {
-		msg, _ := refusalMessage(err)
-		s.g.log.Info("interceptor withheld a result", "server", c.server, "subject", subject, "reason", msg)
+	out, msg, _ := interceptchain.Run(s.ctx, s.g.log, c.ic, intercept.Event{Event: ev, Phase: intercept.Response, Payload: result,
+		Context: s.interceptContext(c.server, subject)}, c.server, subject, "interceptor withheld a result")
+	if out == nil {
 		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}}
 	}
-	logOutcome(s.g.log, ev, c.server, subject, out)
 	return &jsonrpc.Response{ID: id, Result: out.Payload}
 }

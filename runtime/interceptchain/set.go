@@ -162,8 +162,14 @@ func (s *Set) Start(ctx context.Context) error {
 	return nil
 }
 
-// Chain returns the current chain: never nil after NewSet.
-func (s *Set) Chain() *intercept.Chain { return s.chain.Load() }
+// Chain returns the current chain: never nil after NewSet; nil for a nil
+// Set (no chain).
+func (s *Set) Chain() *intercept.Chain {
+	if s == nil {
+		return nil
+	}
+	return s.chain.Load()
+}
 
 // Close stops the background work and closes the connections.
 func (s *Set) Close() error {
