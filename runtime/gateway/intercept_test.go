@@ -119,7 +119,8 @@ func icCall(t *testing.T, cs *mcp.ClientSession, tool, text string) (string, err
 // gateway's chain refuses a tools/call (the client's JSON-RPC error names
 // the interceptor), rewrites the arguments the upstream sees, lets an
 // audit validator's refusal through and logs it, and withholds a result
-// its response validator refuses.
+// its response validator refuses, counted as a denied call in /metrics,
+// /status and the audit log, as a refused request is.
 func TestInterceptorsRemote(t *testing.T) {
 	received := make(chan string, 4)
 	up := vaultServer(t, "vault", received)
@@ -139,13 +140,14 @@ func TestInterceptorsRemote(t *testing.T) {
 		icValidator("acme/audited", "tools/call", intercept.Request, "AUDITME"),
 		icValidator("acme/no-leak", "tools/call", intercept.Response, "the key is"),
 	)
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
-	  "observability": {"metrics": true},
+	  "observability": {"metrics": true}, "audit": {"path": %q},
 	  "interceptorServers": {"acme": {"url": %q}},
 	  "interceptors": [
 	    {"server": "acme", "names": ["acme/no-secret", "acme/shout", "acme/no-leak", "acme/ctx"]},
 	    {"server": "acme", "names": ["acme/audited"], "mode": "audit"}
-	  ]}`, up, ics))
+	  ]}`, up, auditPath, ics))
 	logs := &lockedBuf{}
 	url, g := startGatewayConfig(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if g.icept.Load().Chain() == nil {
@@ -201,6 +203,8 @@ func TestInterceptorsRemote(t *testing.T) {
 			`edge_mcp_interceptor_denials_total{interceptor="acme/no-secret"} 1`,
 			`edge_mcp_interceptor_audits_total{interceptor="acme/audited"} 1`,
 			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_record"} 1`,
+			`edge_mcp_interceptor_denials_total{interceptor="acme/no-leak"} 1`,
+			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_leak"} 1`,
 		} {
 			if !strings.Contains(metricsText, want) {
 				t.Errorf("/metrics lacks %s in:\n%s", want, grepLines(metricsText, "tool_calls_total{"))
@@ -214,6 +218,20 @@ func TestInterceptorsRemote(t *testing.T) {
 		}
 		if len(st.Interceptors.Servers) != 1 || st.Interceptors.Servers[0].State != "reached" || len(st.Interceptors.Interceptors) != 5 {
 			t.Fatalf("/status interceptors %+v", st.Interceptors)
+		}
+		for _, c := range st.Interceptors.Interceptors {
+			if c.Name == "acme/no-leak" && c.Denials != 1 {
+				t.Errorf("/status: acme/no-leak %+v, want 1 denial", c)
+			}
+		}
+		outcomes := map[string]string{}
+		for _, r := range readAudit(t, auditPath) {
+			if r.Type == "tool_call" {
+				outcomes[r.Tool] += r.Outcome + " "
+			}
+		}
+		if outcomes["vault_leak"] != "denied " || !strings.HasPrefix(outcomes["vault_record"], "denied ") {
+			t.Errorf("audit outcomes %q, want vault_leak and the refused vault_record denied", outcomes)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
@@ -37,10 +38,14 @@ func resultPolicy(ch *policy.Chain, kind listKind, server, name string) bool {
 }
 
 // filterResult runs the result policies of a finished call and returns the
-// response to send downstream.
-func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Response {
+// response to send downstream and, when they withheld the result, the
+// call's outcome (denied when a policy or an interceptor refused it).
+func (s *session) filterResult(c *call, resp *jsonrpc.Response) (*jsonrpc.Response, string) {
 	if c.method == "tasks/get" {
-		return tasks.FilterInlined(resp, func(r *jsonrpc.Response) *jsonrpc.Response { return s.filterResult(c.inlined(), r) })
+		return tasks.FilterInlined(resp, func(r *jsonrpc.Response) *jsonrpc.Response {
+			out, _ := s.filterResult(c.inlined(), r)
+			return out
+		}), ""
 	}
 	if c.pg == nil || !s.g.icept.oldPolicyPath() {
 		return s.interceptResult(c, resp.ID, resp.Result)
@@ -62,14 +67,32 @@ func (s *session) filterResult(c *call, resp *jsonrpc.Response) *jsonrpc.Respons
 	switch {
 	case errors.As(err, &denied):
 		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-			Message: fmt.Sprintf("edge-mcp: policy %q withheld this result: %s", denied.Module, denied.Reason)}}
+			Message: fmt.Sprintf("edge-mcp: policy %q withheld this result: %s", denied.Module, denied.Reason)}}, metrics.OutcomeDenied
 	case err != nil:
-		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: policy check ended: " + err.Error()}}
+		return &jsonrpc.Response{ID: resp.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: policy check ended: " + err.Error()}}, metricsError
 	}
 	if c.ic != nil {
 		return s.interceptResult(c, resp.ID, res)
 	}
-	return &jsonrpc.Response{ID: resp.ID, Result: res}
+	return &jsonrpc.Response{ID: resp.ID, Result: res}, ""
+}
+
+// recordFiltered records a tool call whose result went through the result
+// policies: withheld (outcome set), or delivered as the upstream said.
+func (s *session) recordFiltered(c *call, result json.RawMessage, fr *jsonrpc.Response, outcome string) {
+	if outcome != "" {
+		msg := ""
+		if e, ok := fr.Error.(*jsonrpc.Error); ok {
+			msg = e.Message
+		}
+		s.recordToolCall(c.server, c.tool, outcome, c.start, c.args, msg)
+		return
+	}
+	outcome = metricsOK
+	if v, ok, _ := wire.Field(result, "isError"); ok && string(v) == "true" {
+		outcome = metricsError
+	}
+	s.recordToolCall(c.server, c.tool, outcome, c.start, c.args, "")
 }
 
 // finish delivers an upstream's answer to a forwarded call.
@@ -83,7 +106,8 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 	s.mu.Unlock()
 	out := &jsonrpc.Response{ID: c.origID, Result: resp.Result, Error: resp.Error}
 	s.g.route.tasks.Answer(taskOps{s.g}, taskSession{s}, c.task(f.l), out) // runtime/tasks
-	if c.tool != "" {
+	filtered := (c.pg != nil || c.ic != nil) && resp.Error == nil
+	if c.tool != "" && !filtered {
 		outcome, msg := metricsOK, ""
 		if e, ok := resp.Error.(*jsonrpc.Error); ok {
 			outcome, msg = metricsError, e.Message
@@ -98,11 +122,17 @@ func (s *session) finish(c *call, resp *jsonrpc.Response) {
 		s.recordToolCall(c.server, c.tool, outcome, c.start, c.args, msg)
 	}
 	switch {
-	case (c.pg != nil || c.ic != nil) && resp.Error == nil:
+	case filtered:
 		// Result policies may take a while: off the upstream's read loop.
+		// The call is recorded once they are done: a withheld result is a
+		// denied call, as a refused request is.
 		go func() {
 			defer c.end("")
-			s.write(s.ctx, s.filterResult(c, out))
+			fr, outcome := s.filterResult(c, out)
+			if c.tool != "" {
+				s.recordFiltered(c, resp.Result, fr, outcome)
+			}
+			s.write(s.ctx, fr)
 		}()
 	default:
 		c.end("")

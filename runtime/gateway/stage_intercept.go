@@ -146,19 +146,24 @@ func (s *session) interceptedRequest(ctx context.Context, server string, rel jso
 	return out.Payload, nil
 }
 
-// interceptResult runs the response phase of c's method on a result.
-func (s *session) interceptResult(c *call, id jsonrpc.ID, result json.RawMessage) *jsonrpc.Response {
+// interceptResult runs the response phase of c's method on a result; a
+// withheld result comes with the call's outcome (denied when refused).
+func (s *session) interceptResult(c *call, id jsonrpc.ID, result json.RawMessage) (*jsonrpc.Response, string) {
 	if c.ic == nil {
-		return &jsonrpc.Response{ID: id, Result: result}
+		return &jsonrpc.Response{ID: id, Result: result}, ""
 	}
 	ev, subject := c.method, c.upName
 	if c.tool != "" {
 		subject = c.tool
 	}
-	out, msg, _ := interceptchain.Run(s.ctx, s.g.log, c.ic, intercept.Event{Event: ev, Phase: intercept.Response, Payload: result,
+	out, msg, refused := interceptchain.Run(s.ctx, s.g.log, c.ic, intercept.Event{Event: ev, Phase: intercept.Response, Payload: result,
 		Context: s.interceptContext(c.server, subject)}, c.server, subject, "interceptor withheld a result")
 	if out == nil {
-		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}}
+		outcome := metrics.OutcomeError
+		if refused {
+			outcome = metrics.OutcomeDenied
+		}
+		return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}}, outcome
 	}
-	return &jsonrpc.Response{ID: id, Result: out.Payload}
+	return &jsonrpc.Response{ID: id, Result: out.Payload}, ""
 }
