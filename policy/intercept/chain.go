@@ -147,6 +147,12 @@ type Event struct {
 	Phase   Phase
 	Payload json.RawMessage
 	Context *Context
+	// Check, when set, checks each payload a mutator produces beyond the
+	// event's shape (a tools/call's arguments against the tool's
+	// inputSchema, say). An error is that mutator's failure, named in the
+	// refusal: its failOpen decides, and a fail-open mutator's payload is
+	// not applied (the chain goes on with the last valid one).
+	Check func(payload json.RawMessage) error
 }
 
 // Shadow is what an audit mutator would have done.

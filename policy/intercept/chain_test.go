@@ -43,6 +43,19 @@ func failing(name string, t Type, err error) *Func {
 
 func ptr[T any](v T) *T { return &v }
 
+// checked gives ev a Check that wants "n" a number (the gateway's is a
+// tool's inputSchema).
+func checked(ev Event) Event {
+	ev.Check = func(p json.RawMessage) error {
+		var v struct{ N json.RawMessage }
+		if err := json.Unmarshal(p, &v); err != nil || kind(v.N) != "number" {
+			return errors.New(`"n" must be a number`)
+		}
+		return nil
+	}
+	return ev
+}
+
 func TestChain(t *testing.T) {
 	call := func(payload string) Event {
 		return Event{Event: "tools/call", Phase: Request, Payload: json.RawMessage(payload)}
@@ -88,6 +101,14 @@ func TestChain(t *testing.T) {
 		}, ev: call(`{}`), refuser: "f"},
 		{name: "mutator of the wrong shape", members: []Member{{Interceptor: replacer("m", `{"a"`, `{"arguments":[1],"a"`, "*")}}, ev: call(`{"a":1}`), refuser: "m", reason: `"arguments" is a JSON array, want object`},
 		{name: "mutator of the wrong shape, fail-open", members: []Member{{Interceptor: replacer("m", `{"a"`, `["a"`, "*"), FailOpen: ptr(true)}}, ev: call(`{"a":1}`), payload: `{"a":1}`},
+		{name: "mutated payload the event's check refuses", members: []Member{
+			{Interceptor: replacer("a", "1", "2", "*")},
+			{Interceptor: replacer("b", "2", `"two"`, "*")},
+		}, ev: checked(call(`{"n":1}`)), refuser: "b", reason: `"n" must be a number`},
+		{name: "mutated payload the event's check refuses, fail-open", members: []Member{
+			{Interceptor: replacer("a", "1", "2", "*")},
+			{Interceptor: replacer("b", "2", `"two"`, "*"), FailOpen: ptr(true)},
+		}, ev: checked(call(`{"n":1}`)), payload: `{"n":2}`},
 		{name: "several refuse: first by name, others named", members: []Member{
 			{Interceptor: validator("z", "s", "*")},
 			{Interceptor: validator("y", "s", "*")},

@@ -25,6 +25,11 @@ func (c *Chain) checkMutation(m *member, ev Event, before, after json.RawMessage
 	if err := CheckShape(ev.Event, ev.Phase, after); err != nil {
 		return bad("%v", err)
 	}
+	if ev.Check != nil {
+		if err := ev.Check(after); err != nil {
+			return bad("%v", err)
+		}
+	}
 	return nil
 }
 

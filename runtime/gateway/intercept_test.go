@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
@@ -537,5 +539,42 @@ func TestInterceptorsSampling(t *testing.T) {
 	}
 	if got := ask("bad"); !strings.Contains(got, `interceptor "acme/no-paris" refused sampling/createMessage (response)`) {
 		t.Fatalf("refused answer: %q", got)
+	}
+}
+
+// TestInterceptorsMutationRevalidated: a mutator whose arguments no longer
+// fit the tool's inputSchema fails: the call is refused with -32602
+// naming it and the upstream never sees it; a fail-open one's change is
+// dropped and the call goes on with the client's arguments.
+func TestInterceptorsMutationRevalidated(t *testing.T) {
+	received := make(chan string, 4)
+	up := vaultServer(t, "vault", received)
+	ics := serveInterceptors(t,
+		icMutator("acme/numbers", `"NUMBER"`, `42`),
+		icMutator("acme/numbers-open", `"NUMBER"`, `42`))
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "interceptorServers": {"acme": {"url": %q}},
+	  "interceptors": [
+	    {"server": "acme", "names": ["acme/numbers"], "tools": ["vault_record"]},
+	    {"server": "acme", "names": ["acme/numbers-open"], "tools": ["vault_echo"], "fail_open": true}
+	  ]}`, up, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	cs := connect(t, url, nil)
+	_, err := icCall(t, cs, "vault_record", "NUMBER")
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, `interceptor "acme/numbers"`) ||
+		!strings.Contains(rpc.Message, `invalid arguments for tool "vault_record"`) {
+		t.Fatalf("err %v, want -32602 naming acme/numbers and the invalid arguments", err)
+	}
+	select {
+	case got := <-received:
+		t.Fatalf("the upstream received %q", got)
+	default:
+	}
+	if got, err := icCall(t, cs, "vault_echo", "NUMBER"); err != nil || got != "vault:NUMBER" {
+		t.Fatalf("fail-open mutator: %q, %v, want its change dropped", got, err)
+	}
+	if got, err := icCall(t, cs, "vault_record", "fine"); err != nil || got != "recorded" || <-received != "fine" {
+		t.Fatalf("a call the mutator leaves alone: %q, %v", got, err)
 	}
 }

@@ -62,7 +62,11 @@ func (s *session) interceptContext(server, subject string) *intercept.Context {
 
 // interceptCall runs the request phase of tools/call: mutators may
 // rewrite the params (the tool's name stays the one called), validators
-// may refuse the call with a JSON-RPC error naming the interceptor.
+// may refuse the call with a JSON-RPC error naming the interceptor. When
+// the tool's arguments are validated (validate_arguments), so is each
+// mutator's result: arguments that no longer fit the inputSchema are that
+// mutator's failure (-32602 naming it, unless it is fail-open: then its
+// change is dropped).
 func interceptCall(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		s := tc.s
@@ -71,8 +75,17 @@ func interceptCall(next Handler) Handler {
 			return next(tc)
 		}
 		tc.ic = ch
-		out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: tc.params,
-			Context: s.interceptContext(tc.target.name, tc.it.exposed)}, tc.target.name, tc.it.exposed, "interceptor refused a call")
+		ev := intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: tc.params, Context: s.interceptContext(tc.target.name, tc.it.exposed)}
+		if tc.ts.Validate { // what a mutator makes of the arguments must still fit the tool
+			ev.Check = func(p json.RawMessage) error {
+				args, _, _ := wire.Field(p, "arguments")
+				if err := validateArguments(s.g, tc.it, args); err != nil {
+					return fmt.Errorf("invalid arguments for tool %q: %w", tc.it.exposed, err)
+				}
+				return nil
+			}
+		}
+		out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, ev, tc.target.name, tc.it.exposed, "interceptor refused a call")
 		switch {
 		case out == nil && refused:
 			return nil, tc.failed(metrics.OutcomeDenied, jsonrpc.CodeInvalidParams, msg)
