@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,11 +55,19 @@ func icMutator(name, from, to string, events ...string) intercept.Interceptor {
 // HTTP on 127.0.0.1) for ics and returns its URL.
 func serveInterceptors(t testing.TB, ics ...intercept.Interceptor) string {
 	t.Helper()
+	return serveInterceptorsWith(t, func(*mcp.Server) {}, ics...)
+}
+
+// serveInterceptorsWith is serveInterceptors with setup run on the server
+// first.
+func serveInterceptorsWith(t testing.TB, setup func(*mcp.Server), ics ...intercept.Interceptor) string {
+	t.Helper()
 	reg, err := intercept.NewRegistry(0, ics...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "ics", Version: "1"}, nil)
+	setup(srv)
 	if err := interceptors.Register(srv, reg); err != nil {
 		t.Fatal(err)
 	}
@@ -297,10 +306,22 @@ func TestInterceptorsServerDownAtStart(t *testing.T) {
 }
 
 // TestInterceptorsReload: a reload that adds interceptors swaps the chain
-// in; one that removes them takes it out (and closes it).
+// in; one that leaves the interceptor server's config alone rebuilds the
+// chain on the same connection (the server sees one session); one that
+// removes them takes it out (and closes it).
 func TestInterceptorsReload(t *testing.T) {
 	up := vaultServer(t, "vault", make(chan string, 4))
-	ics := serveInterceptors(t, icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"))
+	var sessions atomic.Int32 // MCP sessions the interceptor server opened
+	ics := serveInterceptorsWith(t, func(srv *mcp.Server) {
+		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "initialize" {
+					sessions.Add(1)
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}, icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"))
 	path := filepath.Join(t.TempDir(), "edge-mcp.json")
 	write := func(extra string) {
 		doc := fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}}%s}`, up, extra)
@@ -327,6 +348,12 @@ func TestInterceptorsReload(t *testing.T) {
 	}
 	if g.icept.Load() == first {
 		t.Fatal("the chain was not rebuilt on reload")
+	}
+	if n := sessions.Load(); n != 1 {
+		t.Fatalf("the interceptor server (config unchanged) saw %d sessions, want 1: the reload dialed it again", n)
+	}
+	if _, err := icCall(t, cs, "vault_echo", "SECRET"); err == nil || !strings.Contains(err.Error(), "acme/no-secret") {
+		t.Fatalf("after a reload keeping the connection: %v, want the refusal", err)
 	}
 	write("")
 	if _, err := g.ReloadFile(context.Background()); err != nil {

@@ -30,8 +30,10 @@ type interceptState struct {
 
 // newInterceptSet builds and starts the chain of cfg, its module entries
 // taking the interceptors of pg's loaded modules; nil when cfg has none.
+// Interceptor servers whose config is unchanged keep the running chain's
+// connections (a reload dials only the changed ones).
 func (g *Gateway) newInterceptSet(ctx context.Context, cfg *config.Config, pg *policyset.Gen) (*interceptchain.Set, error) {
-	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log,
+	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log, Previous: g.icept.Load(),
 		Modules: func(ctx context.Context, name string) ([]intercept.Interceptor, error) {
 			if m := pg.Module(name); m != nil {
 				return interceptchain.ModuleInterceptors(ctx, m)

@@ -41,7 +41,7 @@ func (s *Set) build() (changed bool, err error) {
 		var ics []intercept.Interceptor
 		if e.Server != "" {
 			sv := s.byName[e.Server]
-			if sv.client == nil {
+			if sv.conn == nil {
 				standIns[e.Server]++
 				m := base
 				m.Interceptor = intercept.Unavailable(StandIn(e.Server, standIns[e.Server]), fmt.Errorf("interceptor server %q not reached: %v", e.Server, sv.err))
@@ -104,12 +104,7 @@ func member(e config.InterceptorEntry) (intercept.Member, error) {
 // stdio program.
 func (s *Set) serverOptions(sv *server) (interceptors.ServerOptions, error) {
 	sc := sv.cfg
-	opts := interceptors.ServerOptions{URL: sc.URL, Logger: s.log, OnReconnect: func() {
-		select {
-		case sv.relist <- struct{}{}:
-		default:
-		}
-	}}
+	opts := interceptors.ServerOptions{URL: sc.URL, Logger: s.log}
 	if sc.Type == "stdio" {
 		env := os.Environ()
 		for k, v := range sc.Env {

@@ -50,6 +50,11 @@ type Options struct {
 	Relist time.Duration
 	// OnChange, when set, is called with each new chain after Start.
 	OnChange func(*intercept.Chain)
+	// Previous is the Set this one replaces (a reload), or nil: a server
+	// whose config is the same in both keeps its connection and its last
+	// list instead of being dialed again; the others are dialed anew.
+	// Closing either Set leaves the shared connections to the other.
+	Previous *Set
 }
 
 // Set is the chain of one config generation. Chain is safe for
@@ -75,7 +80,7 @@ type server struct {
 	cfg    config.Server
 	relist chan struct{} // a list is wanted now (after a reconnect)
 
-	client  *interceptors.Client // nil until reached
+	conn    *conn // nil until reached
 	ics     []intercept.Interceptor
 	skipped []error
 	err     error // why it was never reached, or why the last list failed
@@ -111,14 +116,19 @@ func NewSet(cfg *config.Config, opts Options) (*Set, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if opts.Previous != nil {
+		s.adopt(opts.Previous)
+	}
 	if _, err := s.build(); err != nil {
+		s.closeLocked()
 		return nil, err
 	}
 	return s, nil
 }
 
 // Start reads the modules' interceptors (an error ends Start: the
-// operator's modules are part of the config), dials every server once,
+// operator's modules are part of the config), dials every server once
+// (but those whose connection it kept from Options.Previous),
 // concurrently (one that does not answer is logged and dialed again in
 // the background with the server's retry_initial/retry_max backoff),
 // builds the chain and starts listing on a timer. The servers live until
@@ -138,6 +148,9 @@ func (s *Set) Start(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	for _, sv := range s.servers {
+		if s.reached(sv) { // kept from the previous Set
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -179,11 +192,16 @@ func (s *Set) Close() error {
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.closeLocked()
+}
+
+// closeLocked lets go of the connections (s.mu held).
+func (s *Set) closeLocked() error {
 	var errs []error
 	for _, sv := range s.servers {
-		if sv.client != nil {
-			errs = append(errs, sv.client.Close())
-			sv.client = nil
+		if sv.conn != nil {
+			errs = append(errs, sv.conn.release())
+			sv.conn = nil
 		}
 	}
 	return errors.Join(errs...)
@@ -211,7 +229,7 @@ func (s *Set) Refresh(ctx context.Context) error {
 func (s *Set) reached(sv *server) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return sv.client != nil
+	return sv.conn != nil
 }
 
 // watch keeps one server current until ctx ends: dialing with backoff
@@ -256,13 +274,14 @@ func (s *Set) connect(ctx context.Context, sv *server) bool {
 	defer cancel()
 	opts, err := s.serverOptions(sv)
 	if err == nil {
-		var c *interceptors.Client
-		if c, err = interceptors.Dial(ctx, sv.cfg.Name, opts); err == nil {
+		cn := &conn{refs: 1, relist: sv.relist}
+		opts.OnReconnect = cn.reconnected
+		if cn.client, err = interceptors.Dial(ctx, sv.cfg.Name, opts); err == nil {
 			s.mu.Lock()
-			if sv.client == nil {
-				sv.client = c
+			if sv.conn == nil {
+				sv.conn = cn
 			} else { // Refresh and the watch both dialed
-				_ = c.Close()
+				_ = cn.release()
 			}
 			s.mu.Unlock()
 			s.list(ctx, sv)
@@ -284,7 +303,7 @@ func (s *Set) list(ctx context.Context, sv *server) {
 	ctx, cancel := context.WithTimeout(ctx, timeout(sv))
 	defer cancel()
 	s.mu.Lock()
-	c := sv.client
+	c := sv.conn.client
 	s.mu.Unlock()
 	ics, skipped, err := c.Interceptors(ctx)
 	s.mu.Lock()
@@ -349,7 +368,7 @@ func (s *Set) Servers() []ServerStatus {
 	defer s.mu.Unlock()
 	out := make([]ServerStatus, 0, len(s.servers))
 	for _, sv := range s.servers {
-		st := ServerStatus{Name: sv.cfg.Name, Type: sv.cfg.Type, Reached: sv.client != nil, Listed: sv.listed}
+		st := ServerStatus{Name: sv.cfg.Name, Type: sv.cfg.Type, Reached: sv.conn != nil, Listed: sv.listed}
 		for _, ic := range sv.ics {
 			st.Interceptors = append(st.Interceptors, ic.Describe())
 		}
