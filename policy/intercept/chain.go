@@ -133,6 +133,20 @@ func (c *Chain) Descriptors() []Descriptor {
 	return out
 }
 
+// Hooks reports whether a member of c hooks event in either phase: false
+// for a nil chain. An event no member hooks can skip the chain.
+func (c *Chain) Hooks(event string) bool {
+	if c == nil {
+		return false
+	}
+	for _, m := range c.members {
+		if m.desc.HooksEvent(event) {
+			return true
+		}
+	}
+	return false
+}
+
 // Counters returns the counters of the named interceptor, or nil.
 func (c *Chain) Counters(name string) *Counters {
 	if m := c.byName[name]; m != nil {

@@ -300,3 +300,21 @@ func TestMatchEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestChainHooks: Hooks says whether any member hooks an event, in
+// either phase, through wildcards too; a nil chain hooks nothing.
+func TestChainHooks(t *testing.T) {
+	var none *Chain
+	if none.Hooks("tools/list") {
+		t.Fatal("a nil chain hooks tools/list")
+	}
+	c, err := NewChain(Options{}, Member{Interceptor: validator("v", "", "resources/*")}, Member{Interceptor: validator("w", "", "tools/call")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, want := range map[string]bool{"resources/templates/list": true, "resources/subscribe": true, "tools/call": true, "tools/list": false, "prompts/list": false} {
+		if got := c.Hooks(ev); got != want {
+			t.Errorf("Hooks(%q) = %v, want %v", ev, got, want)
+		}
+	}
+}

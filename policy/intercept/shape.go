@@ -61,18 +61,20 @@ type shapeKey struct {
 }
 
 var shapes = map[shapeKey]map[string]string{
-	{"tools/call", Request}:             {"name": "string", "arguments": "object", "_meta": "object"},
-	{"tools/call", Response}:            {"content": "array", "structuredContent": "object", "isError": "boolean", "_meta": "object"},
-	{"resources/read", Request}:         {"uri": "string", "_meta": "object"},
-	{"resources/read", Response}:        {"contents": "array", "_meta": "object"},
-	{"prompts/get", Request}:            {"name": "string", "arguments": "object", "_meta": "object"},
-	{"prompts/get", Response}:           {"messages": "array", "_meta": "object"},
-	{"tools/list", Response}:            {"tools": "array", "nextCursor": "string"},
-	{"prompts/list", Response}:          {"prompts": "array", "nextCursor": "string"},
-	{"resources/list", Response}:        {"resources": "array", "nextCursor": "string"},
-	{"sampling/createMessage", Request}: {"messages": "array", "maxTokens": "number"},
-	{"elicitation/create", Request}:     {"message": "string", "requestedSchema": "object"},
-	{"roots/list", Response}:            {"roots": "array"},
+	{"tools/call", Request}:                {"name": "string", "arguments": "object", "_meta": "object"},
+	{"tools/call", Response}:               {"content": "array", "structuredContent": "object", "isError": "boolean", "_meta": "object"},
+	{"resources/read", Request}:            {"uri": "string", "_meta": "object"},
+	{"resources/read", Response}:           {"contents": "array", "_meta": "object"},
+	{"prompts/get", Request}:               {"name": "string", "arguments": "object", "_meta": "object"},
+	{"prompts/get", Response}:              {"messages": "array", "_meta": "object"},
+	{"tools/list", Response}:               {"tools": "array", "nextCursor": "string"},
+	{"prompts/list", Response}:             {"prompts": "array", "nextCursor": "string"},
+	{"resources/list", Response}:           {"resources": "array", "nextCursor": "string"},
+	{"resources/templates/list", Response}: {"resourceTemplates": "array", "nextCursor": "string"},
+	{"resources/subscribe", Request}:       {"uri": "string", "_meta": "object"},
+	{"sampling/createMessage", Request}:    {"messages": "array", "maxTokens": "number"},
+	{"elicitation/create", Request}:        {"message": "string", "requestedSchema": "object"},
+	{"roots/list", Response}:               {"roots": "array"},
 }
 
 // CheckShape checks a payload of a known event for members of the wrong

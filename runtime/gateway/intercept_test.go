@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -603,5 +604,96 @@ func TestInterceptorsMutationRevalidated(t *testing.T) {
 	}
 	if got, err := icCall(t, cs, "vault_record", "fine"); err != nil || got != "recorded" || <-received != "fine" {
 		t.Fatalf("a call the mutator leaves alone: %q, %v", got, err)
+	}
+}
+
+// icFunc is an interceptor of type typ hooking events in phase ph.
+func icFunc(name string, typ intercept.Type, ph intercept.Phase, fn func(payload string) *intercept.Result, events ...string) intercept.Interceptor {
+	return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: typ, Hooks: []intercept.Hook{{Events: events, Phase: ph}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			return fn(string(inv.Payload)), nil
+		}}
+}
+
+// TestInterceptorsListsAndSubscribe: the list methods and
+// resources/subscribe are interceptable events: a response mutator takes
+// a tool out of tools/list (and renames a template in
+// resources/templates/list), a request validator refuses prompts/list
+// (-32602), a response validator withholds resources/list (-32603), and a
+// request validator refuses a subscription, which never reaches the
+// upstream, while another goes through.
+func TestInterceptorsListsAndSubscribe(t *testing.T) {
+	subscribed := make(chan string, 4)
+	s := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			subscribed <- req.Params.URI
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	for _, n := range []string{"visible", "hidden"} {
+		s.AddTool(&mcp.Tool{Name: n, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: n}}}, nil
+		})
+	}
+	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	for _, uri := range []string{"mem://note", "mem://key"} {
+		s.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
+		})
+	}
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "mem://t/{id}", Name: "tmpl"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	up := serveHandler(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+
+	hide := icFunc("acme/hide", intercept.Mutation, intercept.Response, func(p string) *intercept.Result {
+		var res struct {
+			Tools []map[string]any `json:"tools"`
+		}
+		_ = json.Unmarshal([]byte(p), &res)
+		res.Tools = slices.DeleteFunc(res.Tools, func(tool map[string]any) bool { return tool["name"] == "hidden" })
+		b, _ := json.Marshal(res)
+		return intercept.Replace(b)
+	}, "tools/list")
+	rename := icFunc("acme/rename", intercept.Mutation, intercept.Response, func(p string) *intercept.Result {
+		return intercept.Replace(json.RawMessage(strings.ReplaceAll(p, `"tmpl"`, `"TMPL"`)))
+	}, "resources/templates/list")
+	noPrompts := icFunc("acme/no-prompts", intercept.Validation, intercept.Request, func(string) *intercept.Result { return intercept.Deny("no prompts here") }, "prompts/list")
+	ics := serveInterceptors(t, hide, rename, noPrompts,
+		icValidator("acme/no-key-listed", "resources/list", intercept.Response, "mem://key"),
+		icValidator("acme/no-key-subscription", "resources/subscribe", intercept.Request, "mem://key"))
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"docs": {"url": %q}},
+	  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, up, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	cs := connect(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "visible" {
+		t.Fatalf("tools/list %+v %v, want only the visible tool", tools, err)
+	}
+	tmpls, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(tmpls.ResourceTemplates) != 1 || tmpls.ResourceTemplates[0].Name != "TMPL" {
+		t.Fatalf("resources/templates/list %+v %v, want the renamed template", tmpls, err)
+	}
+	var rpc *jsonrpc.Error
+	if _, err := cs.ListPrompts(ctx, nil); !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, `interceptor "acme/no-prompts" refused prompts/list (request): no prompts here`) {
+		t.Fatalf("prompts/list: %v, want -32602 naming acme/no-prompts", err)
+	}
+	if _, err := cs.ListResources(ctx, nil); !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInternalError || !strings.Contains(rpc.Message, `interceptor "acme/no-key-listed" refused resources/list (response)`) {
+		t.Fatalf("resources/list: %v, want -32603 naming acme/no-key-listed", err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://key"}); !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, `interceptor "acme/no-key-subscription" refused resources/subscribe (request)`) {
+		t.Fatalf("resources/subscribe mem://key: %v, want -32602 naming acme/no-key-subscription", err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://note"}); err != nil {
+		t.Fatalf("resources/subscribe mem://note: %v", err)
+	}
+	if got := <-subscribed; got != "mem://note" {
+		t.Fatalf("the upstream was asked to subscribe to %q, want only mem://note", got)
 	}
 }

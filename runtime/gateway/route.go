@@ -14,7 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -404,20 +406,32 @@ func (r *router) relist(l *link, kinds []listKind) {
 type routing struct{ *session }
 
 func (s routing) list(req *jsonrpc.Request, k listKind) {
-	cursor, _ := wire.String(req.Params, "cursor")
+	if ch := s.g.icept.Load().Chain(); ch.Hooks(req.Method) {
+		go s.interceptList(req, k, ch) // stage_intercept.go: off the read loop
+		return
+	}
+	page, f := s.listPage(req.Method, req.Params, k)
+	if f != nil {
+		s.replyError(req.ID, f.Code, "%s", f.Message)
+		return
+	}
+	s.reply(req.ID, page)
+}
+
+// listPage is the page of the catalogue params.cursor asks for.
+func (s routing) listPage(method string, params json.RawMessage, k listKind) (json.RawMessage, *interceptchain.Failure) {
+	cursor, _ := wire.String(params, "cursor")
 	cat := s.catalogue()
 	page, err := cat.page(k, cursor, s.g.opts.PageSize)
 	if err != nil {
-		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
-		return
+		return nil, &interceptchain.Failure{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %v", method, err)}
 	}
 	if s.modern.Load() {
 		if page, err = (bridgeOps{s.g}).hintsFor(k).Apply(page); err != nil {
-			s.replyError(req.ID, jsonrpc.CodeInternalError, "%s: adding caching hints: %v", req.Method, err)
-			return
+			return nil, &interceptchain.Failure{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: adding caching hints: %v", method, err)}
 		}
 	}
-	s.reply(req.ID, page)
+	return page, nil
 }
 
 // forwardNamed routes tools/call and prompts/get by params.name.
@@ -533,6 +547,16 @@ func (s routing) subscribe(req *jsonrpc.Request) {
 	if !ok {
 		return
 	}
+	if ch := s.g.icept.Load().Chain(); ch.Hooks(req.Method) {
+		go s.interceptSubscribe(req, u, uri, ch) // stage_intercept.go: off the read loop
+		return
+	}
+	s.subscribeTo(req, u, uri, nil)
+}
+
+// subscribeTo subscribes the session to uri of u; a forwarded request's
+// result passes ic's response phase when ic is set.
+func (s routing) subscribeTo(req *jsonrpc.Request, u *upstream, uri string, ic *intercept.Chain) {
 	if !s.g.route.subscribe(s.session, uri) && !u.perClient() {
 		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
 		return
@@ -541,7 +565,7 @@ func (s routing) subscribe(req *jsonrpc.Request) {
 		go u.subscribe2026(s.session, req, uri)
 		return
 	}
-	s.forward(req, u, req.Params, forwardInfo{})
+	s.forward(req, u, req.Params, forwardInfo{kind: kindResources, upName: uri, ic: ic})
 }
 
 func (s routing) unsubscribe(req *jsonrpc.Request) {

@@ -182,3 +182,48 @@ func (s *session) interceptResult(c *call, id jsonrpc.ID, result json.RawMessage
 	}
 	return &jsonrpc.Response{ID: id, Result: out.Payload}, ""
 }
+
+// interceptList answers a list method through the chain: the request
+// phase on its params (a mutated cursor is the one paged), the response
+// phase on the page (a mutator may take entries out or change them; what
+// it hides stays callable). The context names no server or subject.
+func (s routing) interceptList(req *jsonrpc.Request, k listKind, ch *intercept.Chain) {
+	res, f := interceptchain.Around(s.ctx, s.g.log, ch, req.Method, s.interceptContext("", ""), req.Params,
+		func(p json.RawMessage) (json.RawMessage, *interceptchain.Failure) {
+			return s.listPage(req.Method, p, k)
+		})
+	if f != nil {
+		s.replyError(req.ID, f.Code, "%s", f.Message)
+		return
+	}
+	s.reply(req.ID, res)
+}
+
+// interceptSubscribe runs the request phase of resources/subscribe (a
+// refusal is the client's -32602 and no subscription is made; the URI
+// subscribed to is the one routed on, whatever a mutator did), then
+// subscribes; a forwarded subscription's answer passes the response
+// phase (the gateway's own {}, when the upstream already sends updates
+// for uri, does not).
+func (s routing) interceptSubscribe(req *jsonrpc.Request, u *upstream, uri string, ch *intercept.Chain) {
+	ictx := s.interceptContext(u.name, uri)
+	out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, intercept.Event{Event: req.Method, Phase: intercept.Request, Payload: req.Params, Context: ictx},
+		u.name, uri, "interceptor refused a subscription")
+	if out == nil {
+		code := int64(jsonrpc.CodeInternalError)
+		if refused {
+			code = jsonrpc.CodeInvalidParams
+		}
+		s.replyError(req.ID, code, "%s", msg)
+		return
+	}
+	if out.Modified {
+		params, err := wire.SetField(out.Payload, "uri", wire.AppendString(nil, uri))
+		if err != nil {
+			s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: interceptor chain ended: %v", err)
+			return
+		}
+		req = &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params, Extra: req.Extra}
+	}
+	s.subscribeTo(req, u, uri, ch)
+}

@@ -2,6 +2,7 @@ package interceptchain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 
@@ -60,4 +61,40 @@ func Run(ctx context.Context, log *slog.Logger, ch *intercept.Chain, ev intercep
 		log.Warn("interceptor failed (fail-open)", "interceptor", f.Interceptor, "event", ev.Event, "server", server, "subject", subject, "err", f.Error())
 	}
 	return out, "", false
+}
+
+// Failure is why an event Around ran did not get its answer: the client's
+// JSON-RPC error code and message; Refused when an interceptor refused
+// it (else the chain ended, or answer failed).
+type Failure struct {
+	Code    int64
+	Message string
+	Refused bool
+}
+
+// Around runs an event the gateway answers itself (a list) or forwards
+// and waits for through ch: the request phase on params, answer on the
+// params the mutators leave, the response phase on its result. A refused
+// request is -32602, a refused result -32603, both naming the
+// interceptor; answer's own failure is returned as it is.
+func Around(ctx context.Context, log *slog.Logger, ch *intercept.Chain, event string, ictx *intercept.Context, params json.RawMessage,
+	answer func(params json.RawMessage) (json.RawMessage, *Failure)) (json.RawMessage, *Failure) {
+	subject := ictx.Subject
+	out, msg, refused := Run(ctx, log, ch, intercept.Event{Event: event, Phase: intercept.Request, Payload: params, Context: ictx}, ictx.Server, subject, "interceptor refused a request")
+	if out == nil {
+		code := int64(intercept.CodeInternalError)
+		if refused {
+			code = intercept.CodeInvalidParams
+		}
+		return nil, &Failure{Code: code, Message: msg, Refused: refused}
+	}
+	res, f := answer(out.Payload)
+	if f != nil {
+		return nil, f
+	}
+	out, msg, refused = Run(ctx, log, ch, intercept.Event{Event: event, Phase: intercept.Response, Payload: res, Context: ictx}, ictx.Server, subject, "interceptor withheld a result")
+	if out == nil {
+		return nil, &Failure{Code: intercept.CodeInternalError, Message: msg, Refused: refused}
+	}
+	return out.Payload, nil
 }
