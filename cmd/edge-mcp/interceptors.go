@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +30,7 @@ import (
 func interceptorCommands() []*command {
 	return []*command{
 		{name: "interceptors ls", define: interceptorsLsFlags,
-			summary: "list the interceptors of a config's policy modules and interceptor servers: name, source, type, events, mode, fail-open, in the chain (no gateway needed)",
+			summary: "list the interceptors of a config's policy modules and interceptor servers: name, source, type, events, mode, fail-open, in the chain (no gateway needed); without --config and --module, a running gateway's chain with its servers' state and counts (admin API)",
 			example: "edge-mcp interceptors ls --config gw.json"},
 		{name: "interceptors test", args: "NAME", nargs: 1, define: interceptorsTestFlags,
 			summary: "run one conformance fixture against interceptor NAME of a module, or of a config's modules and interceptor servers",
@@ -154,92 +157,80 @@ func (l *loaded) lookup(name string) (intercept.Interceptor, string, bool) {
 func interceptorsLsFlags(fs *flag.FlagSet) runFunc {
 	var o icSource
 	o.define(fs, true)
+	client := adminFlags(fs)
 	return func(ctx context.Context, _ []string, s streams) error {
+		if o.config == "" && o.module == "" { // a running gateway's chain
+			var ls interceptchain.Listing
+			c := client()
+			code, raw, err := c.do(ctx, http.MethodGet, "/admin/interceptors", nil, nil)
+			if err == nil {
+				err = check(code, raw)
+			}
+			if err == nil {
+				err = json.Unmarshal(raw, &ls)
+			}
+			if err != nil {
+				return fmt.Errorf("interceptors of the gateway at %s: %w", c.base, err)
+			}
+			return printListing(s.stdout, &ls, true, true)
+		}
 		l, err := o.open(ctx, s.stderr)
 		if err != nil {
 			return err
 		}
 		defer l.close()
-		return l.print(s.stdout)
+		if l.set != nil {
+			return printListing(s.stdout, l.set.List(), true, false)
+		}
+		ls := &interceptchain.Listing{}
+		for name, ics := range l.modules {
+			for _, ic := range ics {
+				d := ic.Describe()
+				ls.Interceptors = append(ls.Interceptors, interceptchain.Listed{Name: d.Name, Source: "module " + name, Type: string(d.Type),
+					Events: interceptchain.Events(d), Mode: string(cmp.Or(d.Mode, intercept.Active)), FailOpen: d.FailOpen})
+			}
+		}
+		return printListing(s.stdout, ls, false, false)
 	}
 }
 
-// print writes one row per interceptor: the modules', the reached
-// servers', then the stand-ins of servers never reached; then what went
-// wrong with the servers.
-func (l *loaded) print(w io.Writer) error {
-	inChain := map[string]intercept.Descriptor{}
-	if l.set != nil {
-		for _, d := range l.set.Chain().Descriptors() {
-			inChain[d.Name] = d
-		}
-	}
+// printListing writes one row per interceptor: the modules', the reached
+// servers', then the stand-ins of servers never reached (CHAIN says
+// whether the chain runs it, when there is a chain; the counts, from a
+// running gateway); then what went wrong with the servers.
+func printListing(w io.Writer, ls *interceptchain.Listing, chain, counts bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSOURCE\tTYPE\tEVENTS\tMODE\tFAIL-OPEN\tCHAIN")
-	row := func(d intercept.Descriptor, source string) {
-		chain := "no"
-		if e, ok := inChain[d.Name]; ok {
-			d, chain = e, "yes"
-			delete(inChain, d.Name)
-		}
-		if l.set == nil {
-			chain = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", d.Name, source, d.Type, events(d), d.Mode, d.FailOpen, chain)
+	head := "NAME\tSOURCE\tTYPE\tEVENTS\tMODE\tFAIL-OPEN\tCHAIN"
+	if counts {
+		head += "\tCALLS\tDENIALS\tFAILURES\tAUDITS"
 	}
-	var notes []string
-	if l.cfg != nil {
-		for _, p := range l.cfg.Policies {
-			for _, ic := range l.modules[p.Name] {
-				row(ic.Describe(), "module "+p.Name)
-			}
+	fmt.Fprintln(tw, head)
+	for _, l := range ls.Interceptors {
+		in := "-"
+		if chain {
+			in = map[bool]string{true: "yes", false: "no"}[l.InChain]
 		}
-		for _, st := range l.set.Servers() {
-			for _, d := range st.Interceptors {
-				row(d, "server "+st.Name)
-			}
-			if !st.Reached {
-				notes = append(notes, fmt.Sprintf("server %s: not reached: %s", st.Name, st.Err))
-			}
-			for _, sk := range st.Skipped {
-				notes = append(notes, fmt.Sprintf("server %s: skipped: %s", st.Name, sk))
-			}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s", l.Name, l.Source, l.Type, l.Events, l.Mode, l.FailOpen, in)
+		if counts {
+			fmt.Fprintf(tw, "\t%d\t%d\t%d\t%d", l.Calls, l.Denials, l.Failures, l.Audits)
 		}
-		for _, d := range l.set.Chain().Descriptors() {
-			if _, left := inChain[d.Name]; left { // a stand-in
-				row(d, "server "+strings.SplitN(strings.TrimPrefix(d.Name, "interceptorServers."), "#", 2)[0]+" (not reached)")
-			}
-		}
-	} else {
-		for name, ics := range l.modules {
-			for _, ic := range ics {
-				row(ic.Describe(), "module "+name)
-			}
-		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, n := range notes {
-		fmt.Fprintln(w, n)
+	for _, st := range ls.Servers {
+		if counts {
+			fmt.Fprintf(w, "server %s: %s, %d interceptors\n", st.Name, st.State, st.Interceptors)
+		}
+		if st.State != "reached" {
+			fmt.Fprintf(w, "server %s: not reached: %s\n", st.Name, st.LastError)
+		}
+		for _, sk := range st.Skipped {
+			fmt.Fprintf(w, "server %s: skipped: %s\n", st.Name, sk)
+		}
 	}
 	return nil
-}
-
-// events writes a descriptor's hooks as EVENT,EVENT:PHASE, a hook of
-// both phases as :both.
-func events(d intercept.Descriptor) string {
-	var parts []string
-	for i := 0; i < len(d.Hooks); i++ {
-		h := d.Hooks[i]
-		ph := string(h.Phase)
-		if i+1 < len(d.Hooks) && h.Phase == intercept.Request && d.Hooks[i+1].Phase == intercept.Response && strings.Join(d.Hooks[i+1].Events, ",") == strings.Join(h.Events, ",") {
-			ph = "both"
-			i++
-		}
-		parts = append(parts, strings.Join(h.Events, ",")+":"+ph)
-	}
-	return strings.Join(parts, " ")
 }
 
 func interceptorsTestFlags(fs *flag.FlagSet) runFunc {

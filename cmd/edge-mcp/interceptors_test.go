@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -153,5 +155,63 @@ func TestInterceptorsTest(t *testing.T) {
 	}
 	if _, err := runCLI(t, "interceptors", "test", "x", "--module", guard); err == nil || !strings.Contains(err.Error(), "--fixture is required") {
 		t.Errorf("no fixture: %v", err)
+	}
+}
+
+// TestInterceptorsLsRunning: without --config, interceptors ls asks a
+// running gateway's admin API (GET /admin/interceptors): the remote
+// interceptors and the module's with the chain's counts after a refused
+// call, each server's state, the stand-in of the one that is down.
+func TestInterceptorsLsRunning(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "redactor.wasm"), securityModule(t, "secretless-redactor"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := mcp.NewServer(&mcp.Implementation{Name: "up", Version: "1"}, nil)
+	mcp.AddTool(up, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(func() { upSrv.CloseClientConnections(); upSrv.Close() })
+	pii := serveInterceptors(t, verdict("pii/deny", false), verdict("pii/allow", true))
+	cfg := filepath.Join(dir, "gw.json")
+	doc := fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}},
+	  "interceptorServers": {"pii": {"url": %q}, "down": {"url": "http://127.0.0.1:%d/mcp", "timeout": 2, "retry_initial": 60}},
+	  "policies": [{"name": "redactor", "module": "redactor.wasm"}],
+	  "interceptors": [{"server": "pii", "names": ["pii/deny"]}, {"server": "down", "tools": ["write_*"]}, {"module": "redactor"}]}`,
+		upSrv.URL, pii, testenv.FreePort(t))
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	url := startServe(t, "--config", cfg, "--listen", "127.0.0.1:0", "--admin", adminAddr, "--state-dir", filepath.Join(dir, "state"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}); err == nil || !strings.Contains(err.Error(), "pii/deny") {
+		t.Fatalf("call: %v, want the refusal by pii/deny", err)
+	}
+	out, err := runCLI(t, "interceptors", "ls", "--admin", "http://"+adminAddr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`NAME\s+SOURCE\s+TYPE\s+EVENTS\s+MODE\s+FAIL-OPEN\s+CHAIN\s+CALLS\s+DENIALS\s+FAILURES\s+AUDITS`,
+		`pii/deny\s+server pii\s+validation\s+tools/call:both\s+active\s+false\s+yes\s+1\s+1\s+0\s+0`,
+		`pii/allow\s+server pii\s+validation\s+tools/call:both\s+active\s+false\s+no\s+0\s+0\s+0\s+0`,
+		`security/secretless-redactor\s+module redactor\s+mutation\s+\S+\s+active\s+false\s+yes\s+\d+`,
+		`interceptorServers.down\s+server down \(not reached\)\s+validation\s+\*:both\s+active\s+false\s+yes\s+0\s+0\s+0\s+0`,
+		`server pii: reached, 2 interceptors`,
+		`server down: not reached: connecting to interceptor server "down"`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("no line matching %s in\n%s", want, out)
+		}
 	}
 }

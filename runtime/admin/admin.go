@@ -14,6 +14,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/store"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
@@ -53,6 +54,11 @@ type Operations interface {
 	// RejectToolChange keeps the old pin and the tool withheld, and stops
 	// offering this definition for approval until it changes again.
 	RejectToolChange(ctx context.Context, server, tool string) error
+
+	// Interceptors lists the running interceptor chain (SEP-2624): its
+	// servers' state, every interceptor known with its counts; empty
+	// without a chain.
+	Interceptors() *interceptchain.Listing
 
 	// OAuthStatus lists the upstream OAuth authorizations (no tokens).
 	OAuthStatus() []oauth.Status

@@ -269,3 +269,8 @@ func wasmBody(r *http.Request) error {
 	}
 	return nil
 }
+
+// interceptors lists the running interceptor chain: GET /admin/interceptors.
+func (s *Server) interceptors(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.ops.Interceptors())
+}

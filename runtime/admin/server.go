@@ -86,6 +86,7 @@ func (s *Server) routes() {
 		"POST /admin/tools/{server}/{tool}/approve": s.approveTool,
 		"POST /admin/tools/{server}/{tool}/reject":  s.rejectTool,
 		"GET /admin/oauth":                          s.oauthStatus,
+		"GET /admin/interceptors":                   s.interceptors,
 		"POST /admin/oauth/{server}/login":          s.oauthLogin,
 		"DELETE /admin/oauth/{server}":              s.oauthLogout,
 	} {

@@ -25,3 +25,7 @@ type InterceptorStatus = interceptchain.Status
 
 // InterceptorStatus reports the running chain; nil without one.
 func (g *Gateway) InterceptorStatus() *InterceptorStatus { return g.icept.Load().Status() }
+
+// Interceptors is the admin API's listing of the running chain
+// (GET /admin/interceptors); empty without one.
+func (o adminOps) Interceptors() *interceptchain.Listing { return o.g.icept.Load().List() }
