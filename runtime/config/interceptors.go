@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/edge-mcp/edge-mcp/policy/spec"
@@ -243,6 +244,9 @@ func (d *decoder) finishInterceptors(doc *document) *Error {
 		sc, cerr := d.finishServer(rs)
 		if cerr != nil {
 			return cerr
+		}
+		if sc.OAuth != nil && slices.ContainsFunc(doc.cfg.Servers, func(u Server) bool { return u.Name == sc.Name }) {
+			return d.fail(rs.path+".oauth", "interceptor server %s has the name of an mcpServers server: OAuth tokens are kept by server name; rename one", configQuote(sc.Name))
 		}
 		doc.cfg.InterceptorServers = append(doc.cfg.InterceptorServers, sc)
 	}

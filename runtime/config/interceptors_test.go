@@ -112,6 +112,7 @@ func TestParseInterceptorsRejects(t *testing.T) {
 		{"bad type", `{"interceptorServers": {"pii": {"type": "grpc", "url": "https://p"}}}`, "interceptorServers.pii.type", `must be "streamable-http"`},
 		{"bearer with prefix", `{"interceptorServers": {"pii": {"url": "https://p", "bearer_token": "Bearer x"}}}`, "interceptorServers.pii.bearer_token", "without the \"Bearer \" prefix"},
 		{"stdio key on a remote", `{"interceptorServers": {"pii": {"url": "https://p", "args": ["x"]}}}`, "interceptorServers.pii.args", "applies only to stdio servers"},
+		{"oauth server named like an upstream", `{"mcpServers": {"pii": {"url": "https://u/mcp"}}, "interceptorServers": {"pii": {"url": "https://p", "oauth": {"grant": "client_credentials", "clientId": "c", "clientSecret": "s"}}}}`, "interceptorServers.pii.oauth", "has the name of an mcpServers server"},
 		{"duplicate server", `{"interceptorServers": {"pii": {"url": "https://p"}, "pii": {"url": "https://q"}}}`, "interceptorServers.pii", "duplicate interceptor server name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

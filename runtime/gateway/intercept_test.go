@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edge-mcp/edge-mcp/internal/testenv"
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
@@ -695,5 +696,61 @@ func TestInterceptorsListsAndSubscribe(t *testing.T) {
 	}
 	if got := <-subscribed; got != "mem://note" {
 		t.Fatalf("the upstream was asked to subscribe to %q, want only mem://note", got)
+	}
+}
+
+// TestInterceptorsOAuth: an interceptor server behind OAuth (a real
+// authorization server, client credentials, as for an upstream) is
+// reached with the gateway's OAuth client (runtime/oauth): its
+// interceptor refuses a call; the token came from the client-credentials
+// grant, and without the oauth section the server stays unreached with
+// its 401.
+func TestInterceptorsOAuth(t *testing.T) {
+	const secret = "ic-cc-secret-0123456789"
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Clients: map[string]string{"svc": secret}})
+	reg, err := intercept.NewRegistry(0, icValidator("pii/no-secret", "tools/call", intercept.Request, "SECRET"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "pii", Version: "1"}, nil)
+	if err := interceptors.Register(srv, reg); err != nil {
+		t.Fatal(err)
+	}
+	icURL := as.Mount("/ics", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	up := vaultServer(t, "vault", make(chan string, 4))
+	t.Setenv("EDGE_MCP_TEST_IC_SECRET", secret)
+	for _, c := range []struct {
+		name, oauth string
+		reached     bool
+	}{
+		{"with oauth", `, "oauth": {"grant": "client_credentials", "clientId": "svc", "clientSecret": "${EDGE_MCP_TEST_IC_SECRET}"}`, true},
+		{"without oauth", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+			  "interceptorServers": {"pii": {"url": %q, "retry_initial": 60%s}},
+			  "interceptors": [{"server": "pii"}]}`, up, icURL, c.oauth))
+			url, g := startGatewayConfig(t, cfg, Options{})
+			st := g.InterceptorStatus()
+			if got := st.Servers[0].State == "reached"; got != c.reached {
+				t.Fatalf("interceptor server %+v, want reached %v", st.Servers[0], c.reached)
+			}
+			if !c.reached {
+				if !strings.Contains(st.Servers[0].LastError, "Unauthorized") {
+					t.Errorf("last error %q, want Unauthorized", st.Servers[0].LastError)
+				}
+				return
+			}
+			if as.Grants("client_credentials") == 0 {
+				t.Fatal("no client credentials grant")
+			}
+			cs := connect(t, url, nil)
+			if _, err := icCall(t, cs, "vault_echo", "a SECRET"); err == nil || !strings.Contains(err.Error(), `interceptor "pii/no-secret" refused`) {
+				t.Fatalf("call: %v, want the refusal of the OAuth-protected interceptor", err)
+			}
+			if got, err := icCall(t, cs, "vault_echo", "fine"); err != nil || got != "vault:fine" {
+				t.Fatalf("call: %q %v", got, err)
+			}
+		})
 	}
 }

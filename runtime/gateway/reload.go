@@ -167,7 +167,7 @@ func restartNeeded(old, cfg *config.Config) []string {
 func (plan *reloadPlan) prepareUpstreams() error {
 	g := plan.g
 	cur := g.route.upstreams()
-	g.oauth.Configure(plan.cfg.Servers) // before newUpstream: the transports take their handlers
+	g.oauth.Configure(oauth.Servers(plan.cfg)) // before newUpstream: the transports take their handlers
 	next := &upstreamSet{byName: make(map[string]*upstream, len(plan.cfg.Servers))}
 	res := &plan.res
 	for _, sc := range plan.cfg.Servers {

@@ -33,7 +33,7 @@ type interceptState struct {
 // Interceptor servers whose config is unchanged keep the running chain's
 // connections (a reload dials only the changed ones).
 func (g *Gateway) newInterceptSet(ctx context.Context, cfg *config.Config, pg *policyset.Gen) (*interceptchain.Set, error) {
-	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log, Previous: g.icept.Load(),
+	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log, Previous: g.icept.Load(), HTTPClient: g.oauth.HTTPClient,
 		Modules: func(ctx context.Context, name string) ([]intercept.Interceptor, error) {
 			if m := pg.Module(name); m != nil {
 				return interceptchain.ModuleInterceptors(ctx, m)

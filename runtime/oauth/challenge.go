@@ -7,6 +7,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/oauth2"
+
+	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/transports"
 )
 
 // Challenge returns the handler for a remote server without an "oauth"
@@ -59,4 +62,21 @@ func (c *challenge) Authorize(_ context.Context, _ *http.Request, resp *http.Res
 	c.m.challenged[c.server] = true
 	c.m.mu.Unlock()
 	return &NotConfiguredError{Server: c.server, HadToken: c.hadToken}
+}
+
+// HTTPClient is the HTTP client of a remote server that is not an
+// upstream (an interceptor server): with an "oauth" section, one whose
+// requests carry the server's token and authorize on a 401 as an
+// upstream's transport does (a grant that needs a person starts an
+// authorization, shown in Status; the request fails until it completes);
+// else http.DefaultClient.
+func (m *Manager) HTTPClient(sc config.Server) (*http.Client, error) {
+	if sc.OAuth == nil {
+		return http.DefaultClient, nil
+	}
+	h := m.Handler(sc.Name, "")
+	if h == nil {
+		return nil, fmt.Errorf("server %q: its oauth section is not configured in this process's OAuth manager", sc.Name)
+	}
+	return transports.WithOAuth(&http.Client{}, h), nil
 }

@@ -45,8 +45,23 @@ func Open(cfg *config.Config, stateDir string, log *slog.Logger, redirect string
 		return nil, err
 	}
 	m := New(Options{Logger: log, Store: store, PendingWait: cfg.OAuth.PendingWait, RedirectURL: redirect})
-	m.Configure(cfg.Servers)
+	m.Configure(Servers(cfg))
 	return m, nil
+}
+
+// Servers are the servers of cfg a Manager is configured with: every
+// mcpServers entry, and the interceptorServers entries with an "oauth"
+// section (their tokens are kept under their name as an upstream's are:
+// the config refuses an interceptor server with oauth named like an
+// upstream).
+func Servers(cfg *config.Config) []config.Server {
+	out := cfg.Servers
+	for _, sc := range cfg.InterceptorServers {
+		if sc.OAuth != nil {
+			out = append(out[:len(out):len(out)], sc)
+		}
+	}
+	return out
 }
 
 // ConfigKey returns the token store's key and folder ("" for memory).
