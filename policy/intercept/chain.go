@@ -47,6 +47,9 @@ type Options struct {
 	// Logger receives failures and audit findings, at most once per minute
 	// per interceptor and kind; nil discards.
 	Logger *slog.Logger
+	// State keeps the session state of the interceptors that ask for it
+	// (Descriptor.SessionState); nil: they get none.
+	State SessionStore
 }
 
 // Counters are one interceptor's counts in a chain.
@@ -73,11 +76,12 @@ type Chain struct {
 	timeout    time.Duration
 	maxPayload int
 	log        *slog.Logger
+	state      SessionStore
 }
 
 // NewChain builds a chain. Names must be unique.
 func NewChain(opts Options, members ...Member) (*Chain, error) {
-	c := &Chain{byName: map[string]*member{}, timeout: opts.Timeout, maxPayload: opts.MaxPayload, log: opts.Logger}
+	c := &Chain{byName: map[string]*member{}, timeout: opts.Timeout, maxPayload: opts.MaxPayload, log: opts.Logger, state: opts.State}
 	if c.timeout <= 0 {
 		c.timeout = 2 * time.Second
 	}
@@ -348,9 +352,18 @@ func (c *Chain) invoke(ctx context.Context, m *member, ev Event, payload json.Ra
 		Name: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Payload: payload,
 		Config: m.config, TimeoutMs: m.timeout.Milliseconds(), Context: ev.Context,
 	}
+	stateful, ferr := c.withState(ctx, m, inv)
+	if ferr != nil {
+		return nil, ferr
+	}
 	res, err := Call(ctx, m.ic, inv, m.timeout)
 	if err != nil {
 		return nil, err
+	}
+	if stateful {
+		if err := c.keepState(ctx, m, inv, res); err != nil {
+			return nil, err
+		}
 	}
 	res.Interceptor, res.Type, res.Phase = m.desc.Name, m.desc.Type, ev.Phase
 	if m.desc.Type == Mutation && !res.Modified {

@@ -160,6 +160,12 @@ type Descriptor struct {
 	PriorityHint Priority
 	Compat       json.RawMessage // kept as received
 	ConfigSchema json.RawMessage // kept as received
+	// SessionState asks the host for per-session state (an edge-mcp
+	// extension, "sessionState": true on the wire): each invocation's
+	// context carries the interceptorState this interceptor last returned
+	// in the session, and a result's contextUpdates.interceptorState
+	// replaces it (see SessionStore).
+	SessionState bool
 }
 
 // Limits on what a descriptor may hold, so a remote server cannot make the
@@ -186,6 +192,7 @@ type wireDescriptor struct {
 	PriorityHint *Priority       `json:"priorityHint,omitempty"`
 	Compat       json.RawMessage `json:"compat,omitempty"`
 	ConfigSchema json.RawMessage `json:"configSchema,omitempty"`
+	SessionState bool            `json:"sessionState,omitempty"`
 }
 
 type wireHook struct {
@@ -198,7 +205,7 @@ type wireHook struct {
 func (d Descriptor) MarshalJSON() ([]byte, error) {
 	w := wireDescriptor{
 		Name: d.Name, Version: d.Version, Description: d.Description, Type: d.Type,
-		FailOpen: d.FailOpen, Compat: d.Compat, ConfigSchema: d.ConfigSchema,
+		FailOpen: d.FailOpen, Compat: d.Compat, ConfigSchema: d.ConfigSchema, SessionState: d.SessionState,
 	}
 	for _, h := range d.Hooks {
 		w.Hooks = append(w.Hooks, wireHook{Events: h.Events, Phase: string(h.Phase)})
@@ -270,7 +277,7 @@ func (w wireDescriptor) descriptor() (Descriptor, error) {
 	}
 	d := Descriptor{
 		Name: w.Name, Version: w.Version, Description: w.Description, Type: w.Type,
-		Mode: mode, FailOpen: w.FailOpen, Compat: w.Compat, ConfigSchema: w.ConfigSchema,
+		Mode: mode, FailOpen: w.FailOpen, Compat: w.Compat, ConfigSchema: w.ConfigSchema, SessionState: w.SessionState,
 	}
 	if w.PriorityHint != nil {
 		d.PriorityHint = *w.PriorityHint
@@ -344,6 +351,11 @@ type Context struct {
 	SessionID string     `json:"sessionId,omitempty"`
 	Server    string     `json:"server,omitempty"`
 	Subject   string     `json:"subject,omitempty"`
+	// InterceptorState is the SEP's reserved interceptorState: for an
+	// interceptor whose descriptor asks for SessionState, what it last
+	// returned in this session ({} at first), when the chain has a
+	// SessionStore.
+	InterceptorState json.RawMessage `json:"interceptorState,omitempty"`
 }
 
 // Invocation is the input of one interceptor call: interceptor/invoke's
@@ -403,6 +415,10 @@ type Result struct {
 
 	Modified bool
 	Payload  json.RawMessage
+
+	// State is the result's contextUpdates.interceptorState: the
+	// interceptor's new session state (nil: unchanged).
+	State json.RawMessage
 }
 
 // Blocks reports whether a validation result refuses the event: not valid,
@@ -440,6 +456,19 @@ type wireValidation struct {
 	Suggestions json.RawMessage `json:"suggestions,omitempty"`
 	DurationMs  int64           `json:"durationMs,omitempty"`
 	Info        json.RawMessage `json:"info,omitempty"`
+	Updates     *wireUpdates    `json:"contextUpdates,omitempty"`
+}
+
+// wireUpdates is the SEP's (future) contextUpdates of a result.
+type wireUpdates struct {
+	InterceptorState json.RawMessage `json:"interceptorState,omitempty"`
+}
+
+func updates(state json.RawMessage) *wireUpdates {
+	if state == nil {
+		return nil
+	}
+	return &wireUpdates{InterceptorState: state}
 }
 
 type wireMutation struct {
@@ -450,6 +479,7 @@ type wireMutation struct {
 	Payload     json.RawMessage `json:"payload"`
 	DurationMs  int64           `json:"durationMs,omitempty"`
 	Info        json.RawMessage `json:"info,omitempty"`
+	Updates     *wireUpdates    `json:"contextUpdates,omitempty"`
 }
 
 // MarshalJSON writes the SEP's ValidationResult or MutationResult.
@@ -459,9 +489,9 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		if len(p) == 0 {
 			p = json.RawMessage("null")
 		}
-		return json.Marshal(wireMutation{r.Interceptor, r.Type, r.Phase, r.Modified, p, r.DurationMs, r.Info})
+		return json.Marshal(wireMutation{r.Interceptor, r.Type, r.Phase, r.Modified, p, r.DurationMs, r.Info, updates(r.State)})
 	}
-	return json.Marshal(wireValidation{r.Interceptor, r.Type, r.Phase, r.Valid, r.Severity, r.Messages, r.Suggestions, r.DurationMs, r.Info})
+	return json.Marshal(wireValidation{r.Interceptor, r.Type, r.Phase, r.Valid, r.Severity, r.Messages, r.Suggestions, r.DurationMs, r.Info, updates(r.State)})
 }
 
 // wireResult reads every member of both result shapes, plus the nested
@@ -480,6 +510,7 @@ type wireResult struct {
 	Payload     json.RawMessage `json:"payload"`
 	Validation  *wireResult     `json:"validation"`
 	Mutation    *wireResult     `json:"mutation"`
+	Updates     *wireUpdates    `json:"contextUpdates"`
 }
 
 // ParseResult parses an interceptor's answer and checks it is a result of
@@ -494,6 +525,7 @@ func ParseResult(b []byte, want Type) (*Result, error) {
 	if w.Type != "" && w.Type != want {
 		return nil, fmt.Errorf("result has type %q, the interceptor is a %s interceptor", w.Type, want)
 	}
+	upd := w.Updates
 	if nested := w.Validation; want == Validation && nested != nil && nested.Valid != nil {
 		nested.Interceptor, nested.Phase = w.Interceptor, w.Phase
 		w = *nested
@@ -506,6 +538,12 @@ func ParseResult(b []byte, want Type) (*Result, error) {
 		w = *nested
 	}
 	r := &Result{Interceptor: w.Interceptor, Type: want, Phase: w.Phase, DurationMs: int64(w.DurationMs), Info: w.Info}
+	if w.Updates != nil {
+		upd = w.Updates
+	}
+	if upd != nil && len(upd.InterceptorState) > 0 {
+		r.State = upd.InterceptorState
+	}
 	switch want {
 	case Validation:
 		if w.Valid == nil {
