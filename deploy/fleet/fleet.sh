@@ -59,7 +59,7 @@ nkey_pub=$(sed -n 2p "$tmp/fleet.nk.pair")
 rm "$tmp/fleet.nk.pair"
 chmod 600 "$tmp/fleet.nk"
 allow='["edge.>", "_INBOX.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O.edge_modules.>",
-         "$KV.edge_control.>", "$KV.edge_sessions.>", "$KV.edge_members.>", "$KV.edge_rates.>", "$KV.edge_oauth.>"]'
+         "$KV.edge_control.>", "$KV.edge_sessions.>", "$KV.edge_members.>", "$KV.edge_rates.>", "$KV.edge_oauth.>", "$KV.edge_icstate.>"]'
 cat >"$tmp/nats.conf" <<CONF
 listen: "127.0.0.1:$nats_port"
 jetstream { store_dir: "$tmp/nats" }

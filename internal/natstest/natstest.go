@@ -156,7 +156,7 @@ func StartAuth(t testing.TB, prefix string) *Auth {
 // same.
 func FleetPermissions(prefix string) *server.Permissions {
 	allow := []string{prefix + ".>", "_INBOX.>", "$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$O." + prefix + "_modules.>"}
-	for _, b := range []string{"control", "sessions", "members", "rates", "oauth"} {
+	for _, b := range []string{"control", "sessions", "members", "rates", "oauth", "icstate"} {
 		allow = append(allow, "$KV."+prefix+"_"+b+".>")
 	}
 	return &server.Permissions{Publish: &server.SubjectPermission{Allow: allow}, Subscribe: &server.SubjectPermission{Allow: allow}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -26,6 +27,11 @@ import (
 // (nil without one), swapped whole by a reload.
 type interceptState struct {
 	atomic.Pointer[interceptchain.Set]
+	// store keeps stateful interceptors' session state for every chain
+	// generation: the fleet's (runtime/fleet) in a fleet, else this
+	// process's; made with the first chain.
+	store     intercept.SessionStore
+	storeOnce sync.Once
 }
 
 // newInterceptSet builds and starts the chain of cfg, its module entries
@@ -33,7 +39,14 @@ type interceptState struct {
 // Interceptor servers whose config is unchanged keep the running chain's
 // connections (a reload dials only the changed ones).
 func (g *Gateway) newInterceptSet(ctx context.Context, cfg *config.Config, pg *policyset.Gen) (*interceptchain.Set, error) {
+	g.icept.storeOnce.Do(func() {
+		g.icept.store = &intercept.MemoryStore{}
+		if g.fleet != nil {
+			g.icept.store = g.fleet.InterceptorState()
+		}
+	})
 	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log, Previous: g.icept.Load(), HTTPClient: g.oauth.HTTPClient,
+		Chain: intercept.Options{State: g.icept.store},
 		Modules: func(ctx context.Context, name string) ([]intercept.Interceptor, error) {
 			if m := pg.Module(name); m != nil {
 				return interceptchain.ModuleInterceptors(ctx, m)
