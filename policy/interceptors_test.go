@@ -240,3 +240,42 @@ func TestLoopingInterceptorTimesOut(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleSessionState: a Go-guest module whose validator keeps its
+// count of a session's calls in the host's session state (SessionState,
+// policy/testdata/sessioncounter) counts right though every call runs on
+// a fresh instance (recycled after each call, two in the pool): the third
+// call of a session is refused, another session starts over, and without
+// a store the module is told it has none.
+func TestModuleSessionState(t *testing.T) {
+	opts := ModuleOptions{PoolSize: 2, RecycleAfterCalls: 1}
+	ics := interceptorsOf(t, loadBytes(t, "counter", w.Build(t, "policy/testdata/sessioncounter"), opts))
+	if len(ics) != 1 || !ics[0].Describe().SessionState {
+		t.Fatalf("interceptors %+v, want one with sessionState", ics)
+	}
+	withStore, err := intercept.NewChain(intercept.Options{State: &intercept.MemoryStore{}}, intercept.Member{Interceptor: ics[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := intercept.NewChain(intercept.Options{}, intercept.Member{Interceptor: ics[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(c *intercept.Chain, session string) error {
+		_, err := c.Run(context.Background(), intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: json.RawMessage(`{"name":"t"}`),
+			Context: &intercept.Context{SessionID: session}})
+		return err
+	}
+	for i, c := range []struct {
+		session string
+		refused string
+	}{{"s1", ""}, {"s1", ""}, {"s2", ""}, {"s1", "request 3 of session s1: at most 2"}, {"s2", ""}, {"s2", "request 3 of session s2"}} {
+		err := run(withStore, c.session)
+		if c.refused == "" && err != nil || c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)) {
+			t.Fatalf("call %d (%s): %v, want refused %q", i, c.session, err, c.refused)
+		}
+	}
+	if err := run(without, "s1"); err == nil || !strings.Contains(err.Error(), "no session state from the host") {
+		t.Fatalf("without a store: %v", err)
+	}
+}
