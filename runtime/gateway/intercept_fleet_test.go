@@ -9,7 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
+	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
@@ -96,5 +99,56 @@ func TestInterceptorsFleetSessionState(t *testing.T) {
 	}
 	if seen.Load() == 0 {
 		t.Fatal("no invocation carried the remembered state")
+	}
+}
+
+// keyServer is an upstream whose "read" returns an AWS access key and
+// whose "echo" answers its text.
+func keyServer(t *testing.T, name string) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "read"}, func(context.Context, *mcp.CallToolRequest, struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "key " + fleetAWSKey}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + ":" + in.Text}}}, nil, nil
+	})
+	return serveMCP(t, s)
+}
+
+const fleetAWSKey = "AKIA5MZXN8QRF3WBY6OE"
+
+// TestInterceptorsFleetGuardModule: the shipped cross-boundary-guard
+// module (ABI 1.1, sessionState) on three replicas of a fleet behind a
+// round-robin proxy, each with its own instances: a key read from server
+// a on one replica may not be sent to server b on any replica, and may
+// be written back to a. The guard's memory of the session is the fleet's
+// session state, not an instance's.
+func TestInterceptorsFleetGuardModule(t *testing.T) {
+	mod := writeModule(t, wasmtest.Example(t, "cross-boundary-guard"))
+	a, b := keyServer(t, "a"), keyServer(t, "b")
+	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "prefix": "a"}, "b": {"url": %q, "prefix": "b"}},
+	  "policies": [{"name": "guard", "module": %q}], "interceptors": [{"module": "guard"}]}`, a, b, mod))
+	cs := connect(t, f.url, nil)
+	if got, err := icCall(t, cs, "a_read", ""); err != nil || !strings.Contains(got, fleetAWSKey) {
+		t.Fatalf("reading the key from a: %q %v", got, err)
+	}
+	for round := range 3 {
+		_, err := icCall(t, cs, "b_echo", fleetAWSKey)
+		if err == nil || !strings.Contains(err.Error(), "read from server 'a' may not be sent to server 'b'") {
+			t.Fatalf("round %d: sending a's key to b: %v, want the guard's refusal", round, err)
+		}
+		if got, err := icCall(t, cs, "a_echo", fleetAWSKey); err != nil || got != "a:"+fleetAWSKey {
+			t.Fatalf("round %d: writing it back to a: %q %v", round, got, err)
+		}
+	}
+	for i, n := range f.servedBy() {
+		if n != 1 {
+			t.Fatalf("replica %d serves %d sessions, want 1 each (%v)", i, n, f.servedBy())
+		}
 	}
 }

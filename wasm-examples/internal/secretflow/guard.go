@@ -1,11 +1,16 @@
 package secretflow
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/edge-mcp/edge-mcp/guest/jsonlite"
+)
 
 // Limits of the guard's memory.
 const (
-	MaxSessions        = 4096 // the oldest session is forgotten past this
-	MaxTaintPerSession = 1024 // later secrets of a session are not recorded
+	MaxStateBytes      = 60 << 10 // an exported session stops growing here (the host keeps 64 KiB)
+	MaxSessions        = 4096     // the oldest session is forgotten past this
+	MaxTaintPerSession = 1024     // later secrets of a session are not recorded
 )
 
 type origin struct {
@@ -80,3 +85,37 @@ func (g *Guard) Ingest(sessionID, server string, hits []Hit) int {
 
 // Sessions returns how many sessions the guard remembers.
 func (g *Guard) Sessions() int { return len(g.sessions) }
+
+// Export returns session id's memory as the host's session state: a JSON
+// array of strings, the server in flight first, then "value format
+// server" per secret (secrets, formats and server names have no spaces),
+// at most MaxStateBytes.
+func (g *Guard) Export(id string) []byte {
+	s := g.session(id)
+	out := jsonlite.AppendString([]byte{'['}, s.inFlight)
+	for v, o := range s.taint {
+		if len(out)+len(v)+len(o.format)+len(o.server)+8 > MaxStateBytes {
+			break
+		}
+		out = append(out, ',')
+		out = jsonlite.AppendString(out, v+" "+o.format+" "+o.server)
+	}
+	return append(out, ']')
+}
+
+// Restore replaces session id's memory by what Export returned ({} or an
+// empty state: nothing yet).
+func (g *Guard) Restore(id string, state []byte) error {
+	s := g.session(id)
+	s.taint, s.inFlight = map[string]origin{}, ""
+	first := true
+	return Strings(state, func(b []byte) {
+		if first {
+			s.inFlight, first = string(b), false
+			return
+		}
+		if f := strings.SplitN(string(b), " ", 3); len(f) == 3 && len(s.taint) < MaxTaintPerSession {
+			s.taint[f[0]] = origin{format: f[1], server: f[2]}
+		}
+	})
+}

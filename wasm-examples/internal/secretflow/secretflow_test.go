@@ -123,3 +123,28 @@ func FuzzFind(f *testing.F) {
 		_ = ServerOf("tools/call", b)
 	})
 }
+
+// TestGuardExportRestore: a session's memory exported as the host's
+// session state and restored in another guard (another instance or
+// replica) refuses the same flows; an empty state is an empty memory.
+func TestGuardExportRestore(t *testing.T) {
+	secret := []Hit{{Format: "aws_access_key", Value: "AKIA5MZXN8QRF3WBY6OE"}}
+	g := NewGuard()
+	g.Check("s", "files", nil)
+	g.Ingest("s", "", secret)
+	st := g.Export("s")
+	h := NewGuard()
+	if err := h.Restore("s", st); err != nil {
+		t.Fatal(err)
+	}
+	if why := h.Check("s", "db", secret); !strings.Contains(why, "read from server 'files'") {
+		t.Fatalf("restored guard: %q, want the refusal (state %s)", why, st)
+	}
+	if string(h.Export("s")) != `["files","AKIA5MZXN8QRF3WBY6OE aws_access_key files"]` {
+		t.Fatalf("export %s", h.Export("s"))
+	}
+	e := NewGuard()
+	if err := e.Restore("s", []byte(`{}`)); err != nil || e.Check("s", "db", secret) != "" {
+		t.Fatalf("empty state: %v", err)
+	}
+}
