@@ -202,7 +202,7 @@ func printListing(w io.Writer, ls *interceptchain.Listing, chain, counts bool) e
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "NAME\tSOURCE\tTYPE\tEVENTS\tMODE\tFAIL-OPEN\tCHAIN"
 	if counts {
-		head += "\tCALLS\tDENIALS\tFAILURES\tAUDITS"
+		head += "\tCALLS\tDENIALS\tFAILURES\tAUDITS\tP50"
 	}
 	fmt.Fprintln(tw, head)
 	for _, l := range ls.Interceptors {
@@ -212,7 +212,11 @@ func printListing(w io.Writer, ls *interceptchain.Listing, chain, counts bool) e
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s", l.Name, l.Source, l.Type, l.Events, l.Mode, l.FailOpen, in)
 		if counts {
-			fmt.Fprintf(tw, "\t%d\t%d\t%d\t%d", l.Calls, l.Denials, l.Failures, l.Audits)
+			p50 := "-"
+			if l.Calls > 0 {
+				p50 = (time.Duration(l.P50Micros) * time.Microsecond).String()
+			}
+			fmt.Fprintf(tw, "\t%d\t%d\t%d\t%d\t%s", l.Calls, l.Denials, l.Failures, l.Audits, p50)
 		}
 		fmt.Fprintln(tw)
 	}

@@ -202,9 +202,9 @@ func TestInterceptorsLsRunning(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`NAME\s+SOURCE\s+TYPE\s+EVENTS\s+MODE\s+FAIL-OPEN\s+CHAIN\s+CALLS\s+DENIALS\s+FAILURES\s+AUDITS`,
-		`pii/deny\s+server pii\s+validation\s+tools/call:both\s+active\s+false\s+yes\s+1\s+1\s+0\s+0`,
-		`pii/allow\s+server pii\s+validation\s+tools/call:both\s+active\s+false\s+no\s+0\s+0\s+0\s+0`,
+		`NAME\s+SOURCE\s+TYPE\s+EVENTS\s+MODE\s+FAIL-OPEN\s+CHAIN\s+CALLS\s+DENIALS\s+FAILURES\s+AUDITS\s+P50`,
+		`pii/deny\s+server pii\s+validation\s+tools/call:both\s+active\s+false\s+yes\s+1\s+1\s+0\s+0\s+[0-9.]+(µs|ms|s)\n`,
+		`pii/allow\s+server pii\s+validation\s+tools/call:both\s+active\s+false\s+no\s+0\s+0\s+0\s+0\s+-\n`,
 		`security/secretless-redactor\s+module redactor\s+mutation\s+\S+\s+active\s+false\s+yes\s+\d+`,
 		`interceptorServers.down\s+server down \(not reached\)\s+validation\s+\*:both\s+active\s+false\s+yes\s+0\s+0\s+0\s+0`,
 		`server pii: reached, 2 interceptors`,

@@ -52,9 +52,36 @@ type Options struct {
 	State SessionStore
 }
 
-// Counters are one interceptor's counts in a chain.
+// Counters are one interceptor's counts in a chain, and the durations of
+// its last latencySamples invocations.
 type Counters struct {
 	Calls, Denials, Failures, Audits atomic.Int64
+
+	latency [latencySamples]atomic.Int64 // nanoseconds, a ring
+	next    atomic.Uint64
+}
+
+// latencySamples is how many recent invocations P50 looks at.
+const latencySamples = 256
+
+// observe records one invocation's duration.
+func (c *Counters) observe(d time.Duration) {
+	c.latency[(c.next.Add(1)-1)%latencySamples].Store(int64(d))
+}
+
+// P50 is the median duration of the interceptor's last invocations
+// (at most 256, failures and timeouts included); 0 before the first.
+func (c *Counters) P50() time.Duration {
+	n := min(c.next.Load(), latencySamples)
+	if n == 0 {
+		return 0
+	}
+	ds := make([]int64, n)
+	for i := range ds {
+		ds[i] = c.latency[i].Load()
+	}
+	slices.Sort(ds)
+	return time.Duration(ds[(n-1)/2])
 }
 
 type member struct {
@@ -356,7 +383,9 @@ func (c *Chain) invoke(ctx context.Context, m *member, ev Event, payload json.Ra
 	if ferr != nil {
 		return nil, ferr
 	}
+	start := time.Now()
 	res, err := Call(ctx, m.ic, inv, m.timeout)
+	m.counters.observe(time.Since(start))
 	if err != nil {
 		return nil, err
 	}

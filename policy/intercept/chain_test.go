@@ -318,3 +318,24 @@ func TestChainHooks(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersP50: the median of the last invocations, the oldest
+// forgotten past 256; 0 before the first.
+func TestCountersP50(t *testing.T) {
+	var c Counters
+	if c.P50() != 0 {
+		t.Fatal("P50 before any invocation")
+	}
+	for _, ms := range []int{5, 1, 3, 2, 4} {
+		c.observe(time.Duration(ms) * time.Millisecond)
+	}
+	if got := c.P50(); got != 3*time.Millisecond {
+		t.Fatalf("P50 = %v, want 3ms", got)
+	}
+	for range latencySamples {
+		c.observe(time.Microsecond)
+	}
+	if got := c.P50(); got != time.Microsecond {
+		t.Fatalf("P50 = %v after 256 newer samples, want 1µs", got)
+	}
+}

@@ -43,6 +43,9 @@ type Listed struct {
 	Denials  int64  `json:"denials"`
 	Failures int64  `json:"failures"`
 	Audits   int64  `json:"audits"`
+	// P50Micros is the median duration of its last (up to 256)
+	// invocations, in microseconds.
+	P50Micros int64 `json:"p50_us"`
 }
 
 // List returns the Listing of s; an empty one for a nil Set.
@@ -63,6 +66,7 @@ func (s *Set) List() *Listing {
 			delete(inChain, d.Name)
 			if c := ch.Counters(d.Name); c != nil {
 				l.Calls, l.Denials, l.Failures, l.Audits = c.Calls.Load(), c.Denials.Load(), c.Failures.Load(), c.Audits.Load()
+				l.P50Micros = c.P50().Microseconds()
 			}
 		}
 		if d.Mode == "" {
