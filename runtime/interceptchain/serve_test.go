@@ -2,6 +2,7 @@ package interceptchain
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -99,6 +100,71 @@ func TestRun(t *testing.T) {
 			}
 			if tc.refused && !strings.Contains(msg, "pii/secret") {
 				t.Errorf("the refusal does not name the interceptor: %q", msg)
+			}
+		})
+	}
+}
+
+// TestAround: the request phase, the answer on the params the mutators
+// leave, the response phase; a refused request is -32602 and answer is
+// not called, a refused result -32603, answer's own failure comes back
+// as it is.
+func TestAround(t *testing.T) {
+	mut := &intercept.Func{Desc: intercept.Descriptor{Name: "m/cursor", Type: intercept.Mutation, Hooks: []intercept.Hook{{Events: []string{"tools/list"}, Phase: intercept.Request}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			return intercept.Replace(json.RawMessage(strings.ReplaceAll(string(inv.Payload), "c1", "c2"))), nil
+		}}
+	noReq := &intercept.Func{Desc: intercept.Descriptor{Name: "v/req", Type: intercept.Validation, Hooks: []intercept.Hook{{Events: []string{"tools/list"}, Phase: intercept.Request}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			if strings.Contains(string(inv.Payload), "bad") {
+				return intercept.Deny("bad cursor"), nil
+			}
+			return intercept.Pass(), nil
+		}}
+	noRes := &intercept.Func{Desc: intercept.Descriptor{Name: "v/res", Type: intercept.Validation, Hooks: []intercept.Hook{{Events: []string{"tools/list"}, Phase: intercept.Response}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			if strings.Contains(string(inv.Payload), "hidden") {
+				return intercept.Deny("hidden tool"), nil
+			}
+			return intercept.Pass(), nil
+		}}
+	ch, err := intercept.NewChain(intercept.Options{}, intercept.Member{Interceptor: mut}, intercept.Member{Interceptor: noReq}, intercept.Member{Interceptor: noRes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name, params, page string
+		answerErr          *Failure
+		want               string
+		code               int64
+	}{
+		{"mutated cursor paged", `{"cursor":"c1"}`, `{"tools":[]}`, nil, `{"tools":[]}|{"cursor":"c2"}`, 0},
+		{"refused request", `{"cursor":"bad"}`, `{"tools":[]}`, nil, "", intercept.CodeInvalidParams},
+		{"refused result", `{}`, `{"tools":[{"name":"hidden"}]}`, nil, "", intercept.CodeInternalError},
+		{"answer fails", `{}`, "", &Failure{Code: -32602, Message: "bad cursor value"}, "", -32602},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			res, f := Around(context.Background(), log, ch, "tools/list", &intercept.Context{}, json.RawMessage(tc.params),
+				func(p json.RawMessage) (json.RawMessage, *Failure) {
+					got = string(p)
+					if tc.answerErr != nil {
+						return nil, tc.answerErr
+					}
+					return json.RawMessage(tc.page), nil
+				})
+			if tc.code != 0 {
+				if f == nil || f.Code != tc.code || res != nil {
+					t.Fatalf("got %s, %+v, want code %d", res, f, tc.code)
+				}
+				if tc.code == intercept.CodeInvalidParams && tc.answerErr == nil && got != "" {
+					t.Fatal("answer ran after a refused request")
+				}
+				return
+			}
+			if f != nil || string(res)+"|"+got != tc.want {
+				t.Fatalf("got %s|%s, %+v, want %s", res, got, f, tc.want)
 			}
 		})
 	}
