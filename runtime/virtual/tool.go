@@ -11,6 +11,7 @@ import (
 // Tool is an overridden tool of a virtual server: how its definition is
 // rewritten on the way down and its arguments on the way up.
 type Tool struct {
+	tool        string // the catalogue's name of the tool
 	name        string // "" unchanged
 	description string // "" unchanged
 	args        []Argument
@@ -20,7 +21,7 @@ type Tool struct {
 }
 
 func compileTool(o Override) *Tool {
-	t := &Tool{name: o.Name, description: o.Description, args: o.Arguments}
+	t := &Tool{tool: o.Tool, name: o.Name, description: o.Description, args: o.Arguments}
 	for _, a := range o.Arguments {
 		if a.Fixed != nil || a.Hidden {
 			t.refused = append(t.refused, a.Name)
@@ -28,6 +29,10 @@ func compileTool(o Override) *Tool {
 	}
 	return t
 }
+
+// Catalogue returns the tool's name in the catalogue, which the global
+// access rules, tool rules and policies know it by.
+func (t *Tool) Catalogue() string { return t.tool }
 
 // ArgumentError is a client's argument the virtual server refuses: the
 // gateway answers it with JSON-RPC error -32602 (invalid params).
@@ -56,14 +61,8 @@ func (t *Tool) Arguments(args json.RawMessage) (out json.RawMessage, changed boo
 		args = json.RawMessage("{}")
 	}
 	out = args
-	for _, name := range t.refused {
-		_, sent, err := wire.Field(args, name)
-		if err != nil {
-			return nil, false, &ArgumentError{Reason: "arguments must be a JSON object"}
-		}
-		if sent {
-			return nil, false, &ArgumentError{Argument: name, Reason: "is not an argument of this tool"}
-		}
+	if err := t.Refuse(args); err != nil {
+		return nil, false, err
 	}
 	for _, a := range t.args {
 		var v json.RawMessage
@@ -94,6 +93,38 @@ func (t *Tool) Arguments(args json.RawMessage) (out json.RawMessage, changed boo
 		}
 	}
 	return out, changed, nil
+}
+
+// Refuse returns an *ArgumentError when args holds an argument the client
+// may not send (fixed or hidden), naming it, or is not an object.
+func (t *Tool) Refuse(args json.RawMessage) error {
+	if t == nil || len(args) == 0 || string(args) == "null" {
+		return nil
+	}
+	for _, name := range t.refused {
+		_, sent, err := wire.Field(args, name)
+		if err != nil {
+			return &ArgumentError{Reason: "arguments must be a JSON object"}
+		}
+		if sent {
+			return &ArgumentError{Argument: name, Reason: "is not an argument of this tool"}
+		}
+	}
+	return nil
+}
+
+// Rewrite is Arguments applied to a tools/call's params: it returns the
+// params and arguments to send upstream (unchanged when nothing is
+// added).
+func (t *Tool) Rewrite(params, args json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+	out, changed, err := t.Arguments(args)
+	if err != nil || !changed {
+		return params, args, err
+	}
+	if params, err = wire.SetField(params, "arguments", out); err != nil {
+		return nil, nil, &ArgumentError{Reason: "params must be a JSON object"}
+	}
+	return params, out, nil
 }
 
 // definition rewrites a tool's definition (raw, with its catalogue name)

@@ -31,6 +31,7 @@ type Server struct {
 	Config
 	overrides map[string]*Tool // by catalogue name
 	allow     map[string]bool  // nil: every identity
+	state     serverState
 }
 
 // Compile compiles c; it fails as Check does.
@@ -168,4 +169,10 @@ func (v *View) Hidden(l List, key string) string {
 		}
 	}
 	return fmt.Sprintf("virtual server %q does not select tool %q", v.Server.Name, key)
+}
+
+// Why says why s does not serve the catalogue tool named key, for the
+// log and audit of a client calling it (see View.Hidden).
+func (s *Server) Why(tools List, key string) string {
+	return s.Build([NumKinds]List{Tools: tools}).Hidden(tools, key)
 }
