@@ -14,7 +14,7 @@ import (
 // virtualKeys are the keys of one virtual server.
 var virtualKeys = []key{
 	{name: "virtual_servers.*.path", field: at(func(v *virtual.Config) *string { return &v.Path }),
-		doc: "where the virtual server is served (streamable HTTP, both protocol generations), e.g. `/mcp/triage`; required"},
+		doc: "where the virtual server is served (streamable HTTP, both protocol generations), e.g. `/mcp/triage`; legacy SSE at PATH`/sse`, WebSocket at PATH`/ws`; required"},
 	{name: "virtual_servers.*.title", field: at(func(v *virtual.Config) *string { return &v.Title }),
 		doc: "the title of its initialize result and `server/discover`"},
 	{name: "virtual_servers.*.instructions", field: at(func(v *virtual.Config) *string { return &v.Instructions }),
@@ -60,6 +60,11 @@ func decodeVirtualServers(d *decoder, path string, parent any) *Error {
 		for _, other := range doc.cfg.VirtualServers {
 			if other.Path == vc.Path {
 				return d.fail(configJoin(vpath, "path"), "%q is virtual server %q's path too", vc.Path, other.Name)
+			}
+			for _, suffix := range []string{"/sse", "/ws"} {
+				if vc.Path == other.Path+suffix || other.Path == vc.Path+suffix {
+					return d.fail(configJoin(vpath, "path"), "%q and virtual server %q's %q would share the %s endpoint", vc.Path, other.Name, other.Path, suffix)
+				}
 			}
 		}
 		if reason := gatewayPath(vc.Path); reason != "" {

@@ -44,6 +44,7 @@ func TestParseVirtualServersRejects(t *testing.T) {
 		{"gateway path", `{"virtual_servers": {"t": {"path": "/mcp"}}}`, "virtual_servers.t.path", "the gateway's own path"},
 		{"below /v1/", `{"virtual_servers": {"t": {"path": "/v1/x"}}}`, "virtual_servers.t.path", "below the gateway's own /v1/"},
 		{"same path twice", `{"virtual_servers": {"a": {"path": "/mcp/x"}, "b": {"path": "/mcp/x"}}}`, "virtual_servers.b.path", `virtual server "a"'s path too`},
+		{"path of another's SSE", `{"virtual_servers": {"a": {"path": "/mcp/x"}, "b": {"path": "/mcp/x/sse"}}}`, "virtual_servers.b.path", "would share the /sse endpoint"},
 		{"duplicate name", `{"virtual_servers": {"t": {"path": "/x", "tools": ["*"], "overrides": {"a": {"name": "c"}, "b": {"name": "c"}}}}}`,
 			"virtual_servers.t.overrides.b.name", `gives the name "c", which overrides.a already has`},
 		{"override not selected", `{"virtual_servers": {"t": {"path": "/x", "tools": ["a.*"], "overrides": {"b": {"description": "d"}}}}}`,

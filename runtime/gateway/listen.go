@@ -12,6 +12,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // This file is the listener: every HTTP surface of the gateway and what
@@ -32,6 +33,10 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/ws", g.admit("websocket", g.ws))
 	mux.Handle("/v1/", g.admit(openaiapi.Transport, openaiapi.New(openaiapi.Options{Host: openAIHost{g}, Log: g.log, OwnTools: []string{toolSearchName, toolInvokeName}})))
 	mux.HandleFunc("GET /{$}", g.serveIndex)
+	mux.Handle("/", virtual.Handler(virtual.Endpoint{Servers: g.virt.Load, Admit: g.admit, Log: g.log, // 404 but for their paths
+		Identity: func(r *http.Request) string { return identityOf(r).Name },
+		Transports: []virtual.Transport{{Name: transportStreamable, Handler: g.http},
+			{Suffix: "/sse", Name: "sse", Handler: g.sse}, {Suffix: "/ws", Name: "websocket", Handler: g.ws}}}))
 	mux.Handle("GET /status", g.authenticated(http.HandlerFunc(g.serveStatus)))
 	mux.HandleFunc("GET /healthz", g.serveHealthz)
 	mux.HandleFunc("GET /readyz", g.serveReadyz)

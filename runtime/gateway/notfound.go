@@ -38,6 +38,9 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 	gd := s.g.guard.Load()
 	if it := full.index[k][name]; it != nil && it.up != nil {
 		reason := s.hiddenFrom(gd, k, it)
+		if reason == "" && s.vs != "" {
+			reason = s.virtualHidden(k, name)
+		}
 		if reason == "" {
 			reason = "not in this client's view of the catalogue"
 		}
