@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	s := streams{stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	switch cmd {
-	case "serve", "stdio", "status", "module", "pins", "auth", "interceptors":
+	case "serve", "stdio", "status", "module", "pins", "vs", "auth", "interceptors":
 		return dispatch(ctx, cmd, args, s)
 	case "policy":
 		return policyCmd(ctx, args, stdout, stderr)

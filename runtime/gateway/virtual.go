@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
+	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -191,4 +192,26 @@ func (g *Gateway) ServeConnVirtual(conn transports.Connection, name string) erro
 	}
 	g.ServeConn(peerOnly{conn, &peer{id: anonymous, transport: "stdio", vs: name}})
 	return nil
+}
+
+// VirtualServers describes the virtual servers and their views now (the
+// admin API).
+func (o adminOps) VirtualServers() []admin.VirtualServer {
+	cat := o.g.route.catalogue()
+	var out []admin.VirtualServer
+	for _, vs := range o.g.virt.Load().Servers() {
+		v := o.g.virtualCatalogue(vs.Name, cat)
+		info := admin.VirtualServer{Name: vs.Name, Path: vs.Path, Title: vs.Title, Allow: vs.Allow, Tools: []admin.VirtualTool{}, Prompts: []string{}, Resources: []string{}}
+		for _, it := range v.lists[kindTools] {
+			info.Tools = append(info.Tools, admin.VirtualTool{Name: it.exposed, Tool: it.ruleName(), Server: it.up.name, Overridden: it.vt != nil})
+		}
+		for _, it := range v.lists[kindPrompts] {
+			info.Prompts = append(info.Prompts, it.exposed)
+		}
+		for _, it := range append(slices.Clone(v.lists[kindResources]), v.lists[kindTemplates]...) {
+			info.Resources = append(info.Resources, it.exposed)
+		}
+		out = append(out, info)
+	}
+	return out
 }
