@@ -269,3 +269,21 @@ func reload(t *testing.T, g *Gateway, cfg *config.Config) {
 		t.Fatal(err)
 	}
 }
+
+// TestVirtualServerFleetSession: a 2025-11-25 session opened on a virtual
+// server's path keeps the server's view on every replica of a fleet that
+// adopts it.
+func TestVirtualServerFleetSession(t *testing.T) {
+	t.Parallel()
+	up := testenvEverything(t)
+	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"everything": {"url": %q}},
+		"virtual_servers": {"v": {"path": "/mcp/v", "tools": ["test_simple_text"]}}}`, up))
+	f.url = strings.TrimSuffix(f.url, "/mcp") + "/mcp/v"
+	sid := f.initRaw(t)
+	for i := range 6 { // every replica, twice
+		code, body := f.raw(t, "POST", sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, 10+i))
+		if code != http.StatusOK || !strings.Contains(body, `"test_simple_text"`) || strings.Contains(body, "test_error_handling") {
+			t.Fatalf("tools/list #%d: %d %.300s", i, code, body)
+		}
+	}
+}
