@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
@@ -285,5 +287,33 @@ func TestVirtualServerFleetSession(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(body, `"test_simple_text"`) || strings.Contains(body, "test_error_handling") {
 			t.Fatalf("tools/list #%d: %d %.300s", i, code, body)
 		}
+	}
+}
+
+// TestVirtualServerHidesStateOfOthers: a tool its virtual server does not
+// select is "unknown tool" on it even when the tool's server is down,
+// where /mcp says the server is unavailable: a virtual server tells
+// nothing of what it leaves out.
+func TestVirtualServerHidesStateOfOthers(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return toolServer("a", "echo") }, nil))
+	t.Cleanup(up.Close)
+	keep := serveMCP(t, toolServer("b", "kept"))
+	url, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "retry_initial": 60, "retry_max": 60, "reconnect_wait": 0.1}, "b": {"url": %q}},
+		"virtual_servers": {"v": {"path": "/mcp/v", "tools": ["kept"]}}}`, up.URL, keep),
+		Options{Health: HealthOptions{Interval: 20 * time.Millisecond, Timeout: time.Second, Misses: 1}})
+	root, v := connect(t, url, nil), connect(t, url+"/v", nil)
+	up.CloseClientConnections()
+	up.Close()
+	u := g.route.upstreams().byName["a"]
+	waitFor(t, "the upstream to wait for its next retry", func() bool {
+		st, next, _ := u.retryState()
+		return st == StateFailed && time.Until(next) > 10*time.Second
+	})
+	if werr := callErr(t, root, "echo"); errData(t, werr)["reason"] != reasonServerUnavailable {
+		t.Fatalf("/mcp: %d %q, want the server unavailable", werr.Code, werr.Message)
+	}
+	if werr := callErr(t, v, "echo"); werr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(werr.Message, "unknown tool") {
+		t.Errorf("the virtual server: %d %q %s, want unknown tool", werr.Code, werr.Message, werr.Data)
 	}
 }

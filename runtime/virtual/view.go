@@ -52,6 +52,18 @@ func Compile(c Config) (*Server, error) {
 	return s, nil
 }
 
+// Selects reports whether s's globs select the catalogue item key of
+// kind k (whether or not the catalogue has it now).
+func (s *Server) Selects(k Kind, key string) bool {
+	switch k {
+	case Tools:
+		return matchAny(s.Tools, key)
+	case Prompts:
+		return matchAny(s.Prompts, key)
+	}
+	return matchAny(s.Resources, key)
+}
+
 // Allowed reports whether the identity may use the server (the global
 // access rules apply besides).
 func (s *Server) Allowed(identity string) bool { return s.allow == nil || s.allow[identity] }
