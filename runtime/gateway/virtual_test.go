@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -315,5 +316,34 @@ func TestVirtualServerHidesStateOfOthers(t *testing.T) {
 	}
 	if werr := callErr(t, v, "echo"); werr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(werr.Message, "unknown tool") {
 		t.Errorf("the virtual server: %d %q %s, want unknown tool", werr.Code, werr.Message, werr.Data)
+	}
+}
+
+// TestVirtualServerOpenAIExport: PATH/v1/tools and PATH/v1/tools/call are
+// the OpenAI-style API scoped to the virtual server: its tools only, its
+// names, its overrides; /v1/tools still has every tool.
+func TestVirtualServerOpenAIExport(t *testing.T) {
+	t.Parallel()
+	base, _ := startVirtualPair(t)
+	alice := bearer(virtualAliceKey)
+	got := oaTools(t, base+"/mcp/a", alice)
+	if len(got) != 2 || got["test_simple_text"] == nil || got["test_error_handling"] == nil {
+		t.Errorf("/mcp/a/v1/tools: %v", slices.Collect(maps.Keys(got)))
+	}
+	if all := oaTools(t, base, alice); len(all) < 10 {
+		t.Errorf("/v1/tools: %d tools, want every one", len(all))
+	}
+	if code, _, res := oaDo(t, "POST", base+"/mcp/a/v1/tools/call", alice, `{"name":"test_simple_text","arguments":{}}`); code != 200 || res["isError"] != false {
+		t.Errorf("calling a's tool: %d %v", code, res)
+	}
+	if code, _, res := oaDo(t, "POST", base+"/mcp/a/v1/tools/call", alice, `{"name":"test_tool_with_logging","arguments":{}}`); code != 404 {
+		t.Errorf("calling b's tool on a: %d %v, want 404", code, res)
+	}
+	req, _ := http.NewRequest("GET", base+"/mcp/b/v1/tools", nil)
+	req.Header = alice
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("alice on b's export: %v %v, want 403", resp.Status, err)
+	} else {
+		resp.Body.Close()
 	}
 }

@@ -32,6 +32,9 @@ type Endpoint struct {
 type Transport struct {
 	Suffix, Name string // "/sse", "sse"
 	Handler      http.Handler
+	// Strip hands Handler the path without the server's ("/v1/tools"
+	// for "/mcp/triage/v1/tools").
+	Strip bool
 }
 
 // Handler serves the virtual servers' paths: each transport at the
@@ -56,6 +59,10 @@ func Handler(e Endpoint) http.Handler {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), nameKey{}, vs.Name))
+		if tr.Strip {
+			r.URL.Path = strings.TrimPrefix(r.URL.Path, vs.Path)
+			r.URL.RawPath = ""
+		}
 		e.Admit(tr.Name, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if id := e.Identity(r); !vs.Allowed(id) {
 				e.Log.Info("identity refused by a virtual server's allow list", "virtual_server", vs.Name, "identity", id)
