@@ -347,3 +347,23 @@ func TestVirtualServerOpenAIExport(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestVirtualServerToolSearch: with deferred tools, tool_search on a
+// virtual server finds only the tools the server selects.
+func TestVirtualServerToolSearch(t *testing.T) {
+	t.Parallel()
+	up := testenv.StartEverythingServerHTTP(t)
+	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"everything": {"url": %q}},
+		"tool_rules": [{"tools": ["test_*"], "visibility": "deferred"}],
+		"virtual_servers": {"v": {"path": "/mcp/v", "tools": ["test_simple_text"]}}}`, up), Options{})
+	root, v := connect(t, url, nil), connect(t, url+"/v", nil)
+	if found, _ := toolSearch(t, root, "error handling", 0); !slices.Contains(found, "test_error_handling") {
+		t.Fatalf("/mcp: tool_search found %v", found)
+	}
+	if found, _ := toolSearch(t, v, "error handling", 0); slices.Contains(found, "test_error_handling") {
+		t.Errorf("the virtual server's tool_search found %v, a tool it does not select", found)
+	}
+	if found, _ := toolSearch(t, v, "simple text", 0); !slices.Equal(found, []string{"test_simple_text"}) {
+		t.Errorf("the virtual server's tool_search found %v, want [test_simple_text]", found)
+	}
+}
