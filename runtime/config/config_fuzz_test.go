@@ -32,7 +32,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
 		`[1, 2]`,
 		``,
-		`{"virtual_servers": {"t": {"path": "/mcp/t", "title": "T $$x", "tools": ["a.*", "b"], "allow": ["x"], "overrides": {"a.b": {"name": "c", "arguments": {"r": {"fixed": {"k": [1, "$"]}}, "d": {"default": null}, "h": {"hidden": true}}}}}}}`,
+		`{"virtual_servers": {"t": {"path": "/mcp/t", "title": "T $$x", "tools": ["a.*", "b"], "allow": ["x"], "deferred_tools": true, "overrides": {"a.b": {"name": "c", "arguments": {"r": {"fixed": {"k": [1, "$"]}}, "d": {"default": null}, "h": {"hidden": true}}}}}}}`,
 		`{"interceptorServers": {"pii": {"url": "http://127.0.0.1:1/mcp", "bearer_token": "t"}, "off": {"active": false}}, "interceptors": [{"server": "pii", "names": ["pii/*"], "mode": "audit", "fail_open": true, "priority": -3, "timeout_ms": 50, "config": {"k": "$${X}", "n": [1, 2]}}, {"server": "off"}]}`,
 		`{"interceptors": [{"server": "x", "module": "y"}, {"names": [""]}]}`,
 	}
@@ -304,8 +304,8 @@ func writeVirtual(b *bytes.Buffer, v virtual.Config, str, key func(string) strin
 		}
 		return "[" + strings.Join(q, ",") + "]"
 	}
-	fmt.Fprintf(b, `%s:{"path":%s,"title":%s,"instructions":%s,"tools":%s,"prompts":%s,"resources":%s,"allow":%s,"overrides":{`,
-		key(v.Name), str(v.Path), str(v.Title), str(v.Instructions), strs(v.Tools), strs(v.Prompts), strs(v.Resources), strs(v.Allow))
+	fmt.Fprintf(b, `%s:{"path":%s,"title":%s,"instructions":%s,"tools":%s,"prompts":%s,"resources":%s,"allow":%s,"deferred_tools":%t,"overrides":{`,
+		key(v.Name), str(v.Path), str(v.Title), str(v.Instructions), strs(v.Tools), strs(v.Prompts), strs(v.Resources), strs(v.Allow), v.DeferredTools)
 	for i, o := range v.Overrides {
 		if i > 0 {
 			b.WriteByte(',')

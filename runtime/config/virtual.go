@@ -39,6 +39,8 @@ var virtualKeys = []key{
 		doc: "sent upstream when the client sends no value; shown as the schema's `default`, no longer required"},
 	{name: "virtual_servers.*.overrides.*.arguments.*.hidden", def: "false", field: at(func(a *virtual.Argument) *bool { return &a.Hidden }),
 		doc: "removed from the schema; a client sending it is refused (-32602)"},
+	{name: "virtual_servers.*.deferred_tools", def: "false", field: at(func(v *virtual.Config) *bool { return &v.DeferredTools }),
+		doc: "`true`: its tools are left out of its tools list, found by `tool_search` and called by name (see [deferred tools](access.md))"},
 	{name: "virtual_servers.*.allow", def: "everyone", field: at(func(v *virtual.Config) *[]string { return &v.Allow }),
 		doc: "identities that may connect (composed with `access`: both must allow)"},
 }

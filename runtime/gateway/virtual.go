@@ -150,6 +150,13 @@ func (s *session) instructions() string {
 func (b bridgeSession) ServerInfo() any      { return b.s.serverInfo() }
 func (b bridgeSession) Instructions() string { return b.s.instructions() }
 
+// virtualDeferred reports whether the session's virtual server defers all
+// its tools (deferred_tools: found by tool_search, called by name).
+func (s *session) virtualDeferred() bool {
+	vs := s.g.virt.Load().ByName(s.vs)
+	return vs != nil && vs.DeferredTools
+}
+
 // virtualHidden says why a virtual server's session does not see the
 // catalogue's item name, for the log and audit (the client is told
 // "unknown").

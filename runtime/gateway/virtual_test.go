@@ -367,3 +367,26 @@ func TestVirtualServerToolSearch(t *testing.T) {
 		t.Errorf("the virtual server's tool_search found %v, want [test_simple_text]", found)
 	}
 }
+
+// TestVirtualServerDeferredTools: deferred_tools leaves a virtual server's
+// tools out of its tools list (tool_search and tool_invoke stand for
+// them); they are found by search and called by name; /mcp is unchanged.
+func TestVirtualServerDeferredTools(t *testing.T) {
+	t.Parallel()
+	up := testenv.StartEverythingServerHTTP(t)
+	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"everything": {"url": %q}},
+		"virtual_servers": {"v": {"path": "/mcp/v", "tools": ["test_simple_text", "test_error_handling"], "deferred_tools": true}}}`, up), Options{})
+	root, v := connect(t, url, nil), connect(t, url+"/v", nil)
+	if got := toolNames(t, v); slices.Contains(got, "test_simple_text") || !slices.Contains(got, toolSearchName) {
+		t.Errorf("the virtual server lists %v", got)
+	}
+	if found, _ := toolSearch(t, v, "simple text", 0); !slices.Contains(found, "test_simple_text") || slices.Contains(found, "test_tool_with_logging") {
+		t.Errorf("tool_search found %v", found)
+	}
+	if res, err := v.CallTool(context.Background(), &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Errorf("calling a deferred tool by name: %v %v", err, res)
+	}
+	if got := toolNames(t, root); !slices.Contains(got, "test_simple_text") || slices.Contains(got, toolSearchName) {
+		t.Errorf("/mcp lists %v", got)
+	}
+}
