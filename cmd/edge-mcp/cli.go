@@ -60,6 +60,8 @@ func commands() []*command {
 			example: "edge-mcp policy ls", subs: policyCommands()},
 		{name: "pins", summary: "review tool definitions that changed since they were pinned",
 			example: "edge-mcp pins ls", subs: pinsCommands()},
+		{name: "vs", summary: "show the virtual servers of a running gateway and what each serves",
+			example: "edge-mcp vs show triage", subs: vsCommands()},
 		{name: "auth", summary: "authorize the gateway at upstream servers that want OAuth: login, status, logout",
 			example: "edge-mcp auth login github --config gw.json", subs: authCommands()},
 		{name: "interceptors", summary: "list a config's SEP-2624 interceptors; run a conformance fixture against one (no gateway needed)",

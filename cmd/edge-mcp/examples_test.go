@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net/http"
@@ -53,6 +54,8 @@ func TestExamples(t *testing.T) {
 		args    map[string]any
 		status  string // what /status must mention
 		needNPX bool
+		mcp     string // the endpoint ("": /mcp)
+		text    string // what the call's result must say ("": anything)
 	}{
 		{file: "examples/minimal.json", want: []string{"test_simple_text"}, call: "test_simple_text"},
 		{file: "examples/stdio-http.json", needNPX: true, dir: tools,
@@ -61,6 +64,8 @@ func TestExamples(t *testing.T) {
 			want: []string{"test_simple_text"}, call: "test_simple_text", status: `"redact"`},
 		{file: "examples/fleet.json", env: fleetEnv(t),
 			want: []string{"test_simple_text"}, call: "test_simple_text", status: `"fleet"`},
+		{file: "examples/virtual-servers.json", needNPX: true, dir: tools, mcp: "/mcp/triage",
+			want: []string{"note", "add_ten", "trigger-long-running-operation"}, call: "add_ten", args: map[string]any{"a": 5}, text: "The sum of 5 and 10 is 15."},
 		{file: "deploy/config.example.json", env: []string{"EDGE_MCP_API_KEY=example-key-0123456789"}, key: "example-key-0123456789",
 			want: []string{"test_simple_text"}, call: "test_simple_text"},
 	}
@@ -85,7 +90,7 @@ func TestExamples(t *testing.T) {
 				}
 			}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "examples", Version: "1"}, nil).
-				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp", HTTPClient: hc}, nil)
+				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + cmp.Or(tc.mcp, "/mcp"), HTTPClient: hc}, nil)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, p.stderr)
 			}
@@ -111,6 +116,9 @@ func TestExamples(t *testing.T) {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.call, Arguments: tc.args})
 			if err != nil || res.IsError || len(res.Content) == 0 {
 				t.Fatalf("%s: %v %+v", tc.call, err, res)
+			}
+			if txt, _ := res.Content[0].(*mcp.TextContent); tc.text != "" && (txt == nil || txt.Text != tc.text) {
+				t.Errorf("%s answered %+v, want %q", tc.call, res.Content[0], tc.text)
 			}
 			if tc.status != "" {
 				resp, err := hc.Get(p.base + "/status")

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/gateway"
+	vserver "github.com/edge-mcp/edge-mcp/runtime/virtual"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	s := streams{stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	switch cmd {
-	case "serve", "stdio", "status", "module", "pins", "auth", "interceptors":
+	case "serve", "stdio", "status", "module", "pins", "vs", "auth", "interceptors":
 		return dispatch(ctx, cmd, args, s)
 	case "policy":
 		return policyCmd(ctx, args, stdout, stderr)
@@ -118,15 +120,20 @@ func setup(configPath string, stderr io.Writer, extra func(*config.Config, *gate
 // launch edge-mcp as a local server. Logs go to stderr only.
 func stdioFlags(fs *flag.FlagSet) runFunc {
 	configPath := fs.String("config", "", "config file (JSON); none: the built-in demo")
+	virtual := fs.String("virtual", "", "serve the virtual server `NAME` (virtual_servers) instead of every tool")
 	return func(ctx context.Context, _ []string, s streams) error {
-		return serveStdio(ctx, *configPath, s.stdin, s.stdout, s.stderr)
+		return serveStdio(ctx, *configPath, s.stdin, s.stdout, s.stderr, *virtual)
 	}
 }
 
-func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, stdout io.Writer, stderr io.Writer) error {
+func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, stdout io.Writer, stderr io.Writer, virtual string) error {
 	g, cfg, log, err := setup(configPath, stderr, nil)
 	if err != nil {
 		return err
+	}
+	if virtual != "" && !slices.ContainsFunc(cfg.VirtualServers, func(v vserver.Config) bool { return v.Name == virtual }) {
+		g.Close()
+		return fmt.Errorf("--virtual %s: the configuration has no such virtual server (virtual_servers)", virtual)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -143,6 +150,9 @@ func serveStdio(ctx context.Context, configPath string, stdin io.ReadCloser, std
 	}
 	// The end of stdin ends the session only once every request read has
 	// its answer (bounded by the longest call timeout).
+	if virtual != "" {
+		return g.ServeConnVirtual(newDrainingConn(conn, stdioDrainWait(cfg)), virtual)
+	}
 	g.ServeConn(newDrainingConn(conn, stdioDrainWait(cfg)))
 	return nil
 }

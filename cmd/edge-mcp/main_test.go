@@ -98,7 +98,7 @@ func TestStdioServesOneClient(t *testing.T) {
 	stderr := &lockedWriter{w: &strings.Builder{}}
 	done := make(chan error, 1)
 	go func() {
-		done <- serveStdio(context.Background(), "", stdinR, stdoutW, stderr)
+		done <- serveStdio(context.Background(), "", stdinR, stdoutW, stderr, "")
 		stdoutW.Close()
 	}()
 

@@ -46,6 +46,10 @@ type Operations interface {
 	// the reload fails.
 	Reload(ctx context.Context) (configPath string, result fmt.Stringer, err error)
 
+	// VirtualServers describes the virtual servers of the running
+	// configuration, each with its view of the catalogue now.
+	VirtualServers() []VirtualServer
+
 	// PendingToolChanges lists tool definitions changed since pinned that
 	// await a decision.
 	PendingToolChanges() []PendingToolChange
@@ -133,6 +137,26 @@ type PolicyInfo struct {
 	// runs whose decision differed from the enforced one.
 	ShadowRuns  uint64 `json:"shadow_runs,omitempty"`
 	ShadowDiffs uint64 `json:"shadow_diffs,omitempty"`
+}
+
+// VirtualServer is a virtual server and what it serves now.
+type VirtualServer struct {
+	Name      string        `json:"name"`
+	Path      string        `json:"path"`
+	Title     string        `json:"title,omitempty"`
+	Allow     []string      `json:"allow,omitempty"`
+	Tools     []VirtualTool `json:"tools"`
+	Prompts   []string      `json:"prompts"`
+	Resources []string      `json:"resources"` // URIs and URI templates
+}
+
+// VirtualTool is a tool of a virtual server: its name there, the
+// catalogue's name and server, and whether an override changes it.
+type VirtualTool struct {
+	Name       string `json:"name"`
+	Tool       string `json:"tool"`
+	Server     string `json:"server"`
+	Overridden bool   `json:"overridden,omitempty"`
 }
 
 // PendingToolChange is a changed tool definition awaiting a decision.

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/store"
@@ -221,6 +222,29 @@ func (s *Server) pendingTools(w http.ResponseWriter, r *http.Request) {
 		list = []PendingToolChange{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"pending": list})
+}
+
+// virtualServers lists the virtual servers and what each serves.
+func (s *Server) virtualServers(w http.ResponseWriter, r *http.Request) {
+	list := s.ops.VirtualServers()
+	if list == nil {
+		list = []VirtualServer{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"virtual_servers": list})
+}
+
+// virtualServer describes one virtual server; 404 names the others.
+func (s *Server) virtualServer(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var names []string
+	for _, vs := range s.ops.VirtualServers() {
+		if vs.Name == name {
+			writeJSON(w, http.StatusOK, vs)
+			return
+		}
+		names = append(names, vs.Name+" ("+vs.Path+")")
+	}
+	s.writeError(w, Errorf(http.StatusNotFound, "not_found", "no virtual server %q; the configuration has: %s", name, strings.Join(names, ", ")))
 }
 
 // approveTool accepts a changed tool definition as the new pin; the tool

@@ -83,6 +83,8 @@ func (s *Server) routes() {
 		"POST /admin/policies/{name}/promote":       s.promote,
 		"POST /admin/reload":                        s.reload,
 		"GET /admin/tools/pending":                  s.pendingTools,
+		"GET /admin/virtual-servers":                s.virtualServers,
+		"GET /admin/virtual-servers/{name}":         s.virtualServer,
 		"POST /admin/tools/{server}/{tool}/approve": s.approveTool,
 		"POST /admin/tools/{server}/{tool}/reject":  s.rejectTool,
 		"GET /admin/oauth":                          s.oauthStatus,

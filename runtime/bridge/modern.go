@@ -191,11 +191,23 @@ func ServerCapabilities(version string) map[string]any {
 	return caps
 }
 
+// OwnServer is a Session that is served as a server of its own (a
+// virtual server): server/discover gives its server info and
+// instructions instead of the gateway's.
+type OwnServer interface {
+	ServerInfo() any
+	Instructions() string
+}
+
 // discover answers server/discover: the versions the gateway serves, the
 // capabilities it aggregates, its server info and its upstreams'
 // instructions.
 func (b *Bridge) discover(s Session, req *jsonrpc.Request) {
 	hints := b.g.Hints()
+	info, instructions := b.g.ServerInfo(), b.g.Instructions()
+	if own, ok := s.(OwnServer); ok {
+		info, instructions = own.ServerInfo(), own.Instructions()
+	}
 	res := struct {
 		Meta              map[string]any `json:"_meta"`
 		ResultType        string         `json:"resultType"`
@@ -205,11 +217,11 @@ func (b *Bridge) discover(s Session, req *jsonrpc.Request) {
 		TTLMs             int64          `json:"ttlMs"`
 		CacheScope        string         `json:"cacheScope"`
 	}{
-		Meta:              map[string]any{MetaServerInfo: b.g.ServerInfo()},
+		Meta:              map[string]any{MetaServerInfo: info},
 		ResultType:        "complete",
 		SupportedVersions: slices.Clone(downstreamVersions),
 		Capabilities:      b.g.Capabilities(transports.Protocol2026),
-		Instructions:      b.g.Instructions(),
+		Instructions:      instructions,
 		TTLMs:             hints.TTLMs,
 		CacheScope:        hints.Scope,
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // FuzzParseConfig checks that Parse never panics, that every error is a
@@ -30,6 +32,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
 		`[1, 2]`,
 		``,
+		`{"virtual_servers": {"t": {"path": "/mcp/t", "title": "T $$x", "tools": ["a.*", "b"], "allow": ["x"], "deferred_tools": true, "overrides": {"a.b": {"name": "c", "arguments": {"r": {"fixed": {"k": [1, "$"]}}, "d": {"default": null}, "h": {"hidden": true}}}}}}}`,
 		`{"interceptorServers": {"pii": {"url": "http://127.0.0.1:1/mcp", "bearer_token": "t"}, "off": {"active": false}}, "interceptors": [{"server": "pii", "names": ["pii/*"], "mode": "audit", "fail_open": true, "priority": -3, "timeout_ms": 50, "config": {"k": "$${X}", "n": [1, 2]}}, {"server": "off"}]}`,
 		`{"interceptors": [{"server": "x", "module": "y"}, {"names": [""]}]}`,
 	}
@@ -257,6 +260,16 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 		}
 		b.WriteByte(']')
 	}
+	if cfg.VirtualServers != nil {
+		b.WriteString(`,"virtual_servers":{`)
+		for i, v := range cfg.VirtualServers {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeVirtual(&b, v, str, key)
+		}
+		b.WriteByte('}')
+	}
 	b.WriteString(`,"mcpServers":{`)
 	active := map[string]bool{}
 	for i, s := range cfg.Servers {
@@ -279,4 +292,39 @@ func configCanonical(t *testing.T, cfg *Config) []byte {
 	}
 	b.WriteString("}}")
 	return b.Bytes()
+}
+
+// writeVirtual writes a virtual server in canonical form: strings
+// escaped by str, keys by key, argument values as written.
+func writeVirtual(b *bytes.Buffer, v virtual.Config, str, key func(string) string) {
+	strs := func(l []string) string {
+		q := make([]string, len(l))
+		for i, s := range l {
+			q[i] = str(s)
+		}
+		return "[" + strings.Join(q, ",") + "]"
+	}
+	fmt.Fprintf(b, `%s:{"path":%s,"title":%s,"instructions":%s,"tools":%s,"prompts":%s,"resources":%s,"allow":%s,"deferred_tools":%t,"overrides":{`,
+		key(v.Name), str(v.Path), str(v.Title), str(v.Instructions), strs(v.Tools), strs(v.Prompts), strs(v.Resources), strs(v.Allow), v.DeferredTools)
+	for i, o := range v.Overrides {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(b, `%s:{"name":%s,"description":%s,"arguments":{`, key(o.Tool), str(o.Name), str(o.Description))
+		for j, a := range o.Arguments {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(b, `%s:{"hidden":%t`, key(a.Name), a.Hidden)
+			if a.Fixed != nil {
+				fmt.Fprintf(b, `,"fixed":%s`, a.Fixed)
+			}
+			if a.Default != nil {
+				fmt.Fprintf(b, `,"default":%s`, a.Default)
+			}
+			b.WriteByte('}')
+		}
+		b.WriteString("}}")
+	}
+	b.WriteString("}}")
 }

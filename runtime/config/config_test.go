@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/policy/spec"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // configStdioDefaults returns a stdio server with the default timeouts.
@@ -404,6 +405,11 @@ func TestLoadConfigExample(t *testing.T) {
 				Timeout: 60 * time.Second, SSEReadTimeout: 300 * time.Second, Active: true,
 				Description: "A SEP-2624 interceptor server: a PII model too big for Wasm, beside the gateway."},
 		},
+		VirtualServers: []virtual.Config{{Name: "docs-only", Path: "/mcp/docs", Title: "Docs", Instructions: "Search the docs before answering.",
+			Tools: []string{"docs_*"}, Prompts: []string{"summarize"}, Resources: []string{"docs://*"},
+			Overrides: []virtual.Override{{Tool: "docs_search", Name: "search", Description: "Search the product docs.", Arguments: []virtual.Argument{
+				{Name: "lang", Fixed: json.RawMessage(`"en"`)}, {Name: "limit", Default: json.RawMessage(`5`)}, {Name: "debug", Hidden: true}}}},
+			Allow: []string{"alice"}}},
 		Interceptors: []InterceptorEntry{
 			{Server: "pii", Names: []string{"pii/*"}, Tools: []string{"*"}, Servers: []string{"docs"}, Mode: "audit", FailOpen: ptr(true), TimeoutMS: 200},
 			{Module: "redact", Tools: []string{"*"}, Servers: []string{"docs", "legacy"}, FailOpen: ptr(false), TimeoutMS: 50},

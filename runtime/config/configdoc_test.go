@@ -37,7 +37,7 @@ func TestConfigDocTables(t *testing.T) {
 		}
 		return
 	}
-	for _, s := range []string{"", "mcpServers.*", "mcpServers.*.oauth", "interceptorServers.*", "interceptors[]", "oauth", "admin", "auth", "access[]", "limits", "tool_rules[]", "pinning", "audit", "telemetry", "observability"} {
+	for _, s := range []string{"", "mcpServers.*", "mcpServers.*.oauth", "interceptorServers.*", "interceptors[]", "virtual_servers.*", "oauth", "admin", "auth", "access[]", "limits", "tool_rules[]", "pinning", "audit", "telemetry", "observability"} {
 		if !scopes[s] {
 			t.Errorf("docs/configuration.md has no key table for %q", s)
 		}
@@ -119,7 +119,7 @@ func tableScope(lines []string, header int) string {
 // holds.
 func renderRows(scope string, scopes map[string]bool) []string {
 	var rows []string
-	for _, table := range [][]key{keys, serverKeys, sectionKeys, interceptorServerKeys, interceptorKeys} {
+	for _, table := range [][]key{keys, serverKeys, sectionKeys, interceptorServerKeys, interceptorKeys, virtualKeys} {
 		for i := range table {
 			k := &table[i]
 			if owner(k.name, scopes) != scope {

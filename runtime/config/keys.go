@@ -82,6 +82,8 @@ var keys = []key{
 		doc: "SEP-2624 interceptor servers, by name, in the shape of `mcpServers` (see [Interceptors](interceptors.md#configuration))"},
 	{name: "interceptors", field: in(func(c *Config) *[]InterceptorEntry { return &c.Interceptors }), check: checkInterceptorEntry,
 		doc: "the interceptor chain's entries in order, each selecting the interceptors of a server or a policy module; policies no entry names follow in `policies` order"},
+	{name: "virtual_servers", typ: "object", def: "`{}`", decode: decodeVirtualServers,
+		doc: "curated MCP endpoints over the catalogue, by name: a selection of tools, prompts and resources with overrides (see [Virtual servers](virtual-servers.md))"},
 	{name: "admin", field: in(func(c *Config) *Admin { return &c.Admin }), check: checkAdmin,
 		doc: "admin API and module store (see [Operating modules](policies.md#operating-policy-modules))"},
 	{name: "auth", field: in(func(c *Config) *Auth { return &c.Auth }), check: checkAuth,
@@ -117,7 +119,7 @@ var (
 )
 
 func init() {
-	keysBelow, keysByName = indexKeys(keys, serverKeys, sectionKeys, interceptorServerKeys, interceptorKeys)
+	keysBelow, keysByName = indexKeys(keys, serverKeys, sectionKeys, interceptorServerKeys, interceptorKeys, virtualKeys)
 	configTopKeys, configServerKeys, configReservedKeys = keyNames(""), keyNames("mcpServers.*"), keyNames("reserved")
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/policy/spec"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // Config is one validated configuration generation.
@@ -44,6 +45,9 @@ type Config struct {
 	// as written, less those of inactive servers; InterceptorChain adds
 	// the policies no entry names.
 	Interceptors []InterceptorEntry
+	// VirtualServers are the curated endpoints over the catalogue
+	// ("virtual_servers"), in file order, each checked (runtime/virtual).
+	VirtualServers []virtual.Config
 	// LogLevel is "debug", "info", "warn" or "error" ("log_level"), default
 	// "info".
 	LogLevel string

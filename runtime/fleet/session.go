@@ -101,8 +101,8 @@ type Peers interface {
 	// RequestIdentity is the identity r authenticated as.
 	RequestIdentity(r *http.Request) auth.Identity
 	// Adopted is the transport peer of a session of id that another
-	// replica opened, from its token's claims c.
-	Adopted(id auth.Identity, c *cluster.SessionClaims) any
+	// replica opened, from its token's claims c, for request r.
+	Adopted(r *http.Request, id auth.Identity, c *cluster.SessionClaims) any
 	// Version is the protocol version negotiated for a client's requested one.
 	Version(requested string) string
 }
@@ -246,7 +246,7 @@ func (h hooks) Adopt(r *http.Request, id string) (any, bool) {
 	}
 	c.Owner = cmp.Or(rec.Owner, c.Owner)
 	fs.log.Debug("cluster: adopting a session", "identity", who.Name, "owner", c.Owner)
-	return fs.peers.Adopted(who, &c), true
+	return fs.peers.Adopted(r, who, &c), true
 }
 
 func (h hooks) Elsewhere(id string, msg []byte) bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/audit"
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/runtime/admission"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // This file is the admission stage of the request chain: the identity of
@@ -35,6 +36,7 @@ type toolKey struct{ server, tool string }
 type peer struct {
 	id        auth.Identity
 	transport string // "streamable-http", "sse", "websocket"
+	vs        string // the virtual server ("": none)
 	// adopted is the token of a fleet session another replica opened.
 	adopted *cluster.SessionClaims
 }
@@ -115,7 +117,7 @@ func (g *Gateway) admitted(gd *guard, transport string, w http.ResponseWriter, r
 			http.Error(w, "edge-mcp is shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		r = r.WithContext(transports.WithPeer(r.Context(), &peer{id: id, transport: transport}))
+		r = r.WithContext(transports.WithPeer(r.Context(), &peer{id: id, transport: transport, vs: virtual.NameOf(r)}))
 	}
 	next.ServeHTTP(w, r)
 }

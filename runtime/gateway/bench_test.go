@@ -240,6 +240,7 @@ func resultText(res *mcp.CallToolResult) string {
 type figures struct {
 	callsPerSec float64
 	p50, p99    time.Duration
+	cpuPerOp    float64    // µs of the process's CPU per op
 	round       *testing.B // the leaf that measured them
 }
 
@@ -285,7 +286,8 @@ func runOps(b *testing.B, workers int, op func(ctx context.Context, worker int) 
 	b.ReportMetric(f.callsPerSec, "calls/s")
 	b.ReportMetric(float64(f.p50.Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(f.p99.Nanoseconds())/1e3, "p99-µs")
-	b.ReportMetric(µs(cpu)/float64(b.N), "cpu-µs/op")
+	f.cpuPerOp = µs(cpu) / float64(b.N)
+	b.ReportMetric(f.cpuPerOp, "cpu-µs/op")
 	return f
 }
 
@@ -353,6 +355,7 @@ func medianFigures(fs []figures) figures {
 		callsPerSec: median(func(f figures) float64 { return f.callsPerSec }),
 		p50:         time.Duration(median(func(f figures) float64 { return float64(f.p50) })),
 		p99:         time.Duration(median(func(f figures) float64 { return float64(f.p99) })),
+		cpuPerOp:    median(func(f figures) float64 { return f.cpuPerOp }),
 		round:       fs[len(fs)-1].round,
 	}
 }
@@ -533,6 +536,42 @@ func BenchmarkResult1MiB(b *testing.B) {
 		r := µs(g.p50) / µs(d.p50)
 		return fmt.Sprintf("p50 %.2fx of direct ≤ 1.25x: %s", r, verdict(r <= 1.25))
 	})
+}
+
+// BenchmarkCallVirtual measures what a virtual server costs on the hot
+// path: one session calling echo on /mcp with its text, and one calling it
+// through a virtual server that fixes the text (the gateway adds it to the
+// arguments, and the schema check and routing go through the server's
+// view). The budget (issue #30): at most 10 µs more CPU per call.
+func BenchmarkCallVirtual(b *testing.B) {
+	up := serveMCP(b, newBenchServer())
+	root, _ := startGateway(b, fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}},
+		"virtual_servers": {"v": {"path": "/mcp/v", "tools": ["echo"],
+		  "overrides": {"echo": {"arguments": {"text": {"fixed": "hello, edge-mcp"}}}}}}}`, up), Options{PageSize: 1000})
+	env := benchEnv{urls: map[string]string{"gateway": root, "gateway+virtual": root + "/v"}, paths: []string{"gateway", "gateway+virtual"}}
+	got := benchPair(b, env, []string{"sessions=1"}, func(b *testing.B, url, _ string) figures {
+		cs := newBenchClient(url).sessions(b, 1)[0]
+		call := func(ctx context.Context, _ int) error { return callEcho(ctx, cs) }
+		if strings.HasSuffix(url, "/v") {
+			call = func(ctx context.Context, _ int) error {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
+				if err != nil || res.IsError || resultText(res) != "hello, edge-mcp" {
+					return fmt.Errorf("echo through the virtual server: %v %v", err, res)
+				}
+				return nil
+			}
+		}
+		if err := call(b.Context(), 0); err != nil {
+			b.Fatal(err)
+		}
+		return runOps(b, 1, call)
+	})
+	g, v := got["sessions=1"]["gateway"], got["sessions=1"]["gateway+virtual"]
+	if g.callsPerSec > 0 && v.callsPerSec > 0 {
+		d := v.cpuPerOp - g.cpuPerOp
+		fmt.Fprintf(os.Stdout, "ratio CallVirtual sessions=1: cpu-µs/op %.1f → %.1f (%+.1f µs); p50 %.0f → %.0f µs; budget: ≤ +10 µs of CPU per call: %s\n",
+			g.cpuPerOp, v.cpuPerOp, d, µs(g.p50), µs(v.p50), verdict(d <= 10))
+	}
 }
 
 // BenchmarkCallEchoRedact measures what a policy module costs on the hot

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/listing"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // listKind names one of the four aggregated lists.
@@ -45,6 +46,8 @@ type item struct {
 	// local, when set, answers calls of the item in the gateway itself
 	// (the gateway's own tools); up is nil then.
 	local func(s *session, req *jsonrpc.Request)
+	// vt is the override of a virtual server's tool (virtual.go).
+	vt *virtual.Tool
 }
 
 // upstreamLists is what one upstream currently offers, in its own order.
@@ -125,6 +128,9 @@ func itemRaw(it *item) json.RawMessage { return it.raw }
 
 // page returns the list result for cursor ("" for the first page).
 func (c *catalogue) page(k listKind, cursor string, pageSize int) (json.RawMessage, error) {
+	if c.pages[k] == nil { // a large virtual server's view (virtual.go)
+		return listing.Page(encodePages(k, c.lists[k], pageSize), listKinds[k].member, c.lists[k], itemRaw, cursor, pageSize)
+	}
 	return listing.Page(c.pages[k], listKinds[k].member, c.lists[k], itemRaw, cursor, pageSize)
 }
 
@@ -146,6 +152,9 @@ func (c *catalogue) resource(uri string) *upstream {
 func sameList(a, b *catalogue, k listKind) bool {
 	if a == nil || b == nil {
 		return a == b
+	}
+	if a.pages[k] == nil || b.pages[k] == nil {
+		return sameItems(a.lists[k], b.lists[k])
 	}
 	return listing.Same(a.pages[k], b.pages[k])
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // This file is the gateway's side of its fleet (runtime/fleet does the
@@ -85,8 +86,9 @@ func (fleetPeers) Identity(p any) (auth.Identity, bool) {
 
 func (fleetPeers) RequestIdentity(r *http.Request) auth.Identity { return identityOf(r) }
 
-func (fleetPeers) Adopted(id auth.Identity, c *cluster.SessionClaims) any {
-	return &peer{id: id, transport: transportStreamable, adopted: c}
+func (fleetPeers) Adopted(r *http.Request, id auth.Identity, c *cluster.SessionClaims) any {
+	// A virtual server's session continues on its path (runtime/virtual).
+	return &peer{id: id, transport: transportStreamable, adopted: c, vs: virtual.NameOf(r)}
 }
 
 func (fleetPeers) Version(requested string) string { return supportedVersion(requested) }

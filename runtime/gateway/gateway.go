@@ -32,6 +32,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
 	"github.com/edge-mcp/edge-mcp/runtime/observe"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -118,6 +119,8 @@ type Gateway struct {
 	// clientMem bounds what clients make the gateway hold (clientmem.go).
 	clientMem *budget.Pool
 	// door is the Origin/Host guard of every HTTP surface.
+	// virt is the virtual servers of the running configuration.
+	virt   atomic.Pointer[virtual.Set]
 	door   *transports.Guard
 	http   *transports.StreamableServer
 	sse    *transports.SSEServer
@@ -149,6 +152,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Logger, events: newEventBus(opts.Logger), senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)
+	virt, err := virtual.NewSet(cfg.VirtualServers, nil)
+	if err != nil {
+		return nil, fmt.Errorf("virtual servers: %w", err)
+	}
+	g.virt.Store(virt)
 	fl, err := fleet.New(cfg, g.log)
 	if err != nil {
 		return nil, err

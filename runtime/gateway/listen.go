@@ -12,6 +12,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 // This file is the listener: every HTTP surface of the gateway and what
@@ -30,8 +31,14 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/mcp", g.admit(transportStreamable, g.http))
 	mux.Handle("/sse", g.admit("sse", g.sse))
 	mux.Handle("/ws", g.admit("websocket", g.ws))
-	mux.Handle("/v1/", g.admit(openaiapi.Transport, openaiapi.New(openaiapi.Options{Host: openAIHost{g}, Log: g.log, OwnTools: []string{toolSearchName, toolInvokeName}})))
+	api := openaiapi.New(openaiapi.Options{Host: openAIHost{g}, Log: g.log, OwnTools: []string{toolSearchName, toolInvokeName}})
+	mux.Handle("/v1/", g.admit(openaiapi.Transport, api))
 	mux.HandleFunc("GET /{$}", g.serveIndex)
+	mux.Handle("/", virtual.Handler(virtual.Endpoint{Servers: g.virt.Load, Admit: g.admit, Log: g.log, // 404 but for their paths
+		Identity: func(r *http.Request) string { return identityOf(r).Name },
+		Transports: []virtual.Transport{{Name: transportStreamable, Handler: g.http},
+			{Suffix: "/sse", Name: "sse", Handler: g.sse}, {Suffix: "/ws", Name: "websocket", Handler: g.ws},
+			{Suffix: "/v1/tools", Name: openaiapi.Transport, Handler: api, Strip: true}, {Suffix: "/v1/tools/call", Name: openaiapi.Transport, Handler: api, Strip: true}}}))
 	mux.Handle("GET /status", g.authenticated(http.HandlerFunc(g.serveStatus)))
 	mux.HandleFunc("GET /healthz", g.serveHealthz)
 	mux.HandleFunc("GET /readyz", g.serveReadyz)

@@ -10,6 +10,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 	"github.com/edge-mcp/edge-mcp/runtime/whynot"
 )
 
@@ -38,11 +39,18 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 	gd := s.g.guard.Load()
 	if it := full.index[k][name]; it != nil && it.up != nil {
 		reason := s.hiddenFrom(gd, k, it)
+		if reason == "" && s.vs != "" {
+			reason = s.virtualHidden(k, name)
+		}
 		if reason == "" {
 			reason = "not in this client's view of the catalogue"
 		}
 		s.explainHidden(req, k, it, reason)
 		s.replyUnknown(req, k, name)
+		return
+	}
+	if vs := s.g.virt.Load().ByName(s.vs); s.vs != "" && (vs == nil || !vs.Selects(virtual.Kind(k), name)) {
+		s.replyUnknown(req, k, name) // nothing of what its virtual server leaves out, not even its state
 		return
 	}
 	if it := full.withheld[name]; it != nil && k == kindTools {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -28,7 +29,11 @@ func (h openAIHost) Caller(r *http.Request) openaiapi.Caller {
 	if p, ok := transports.PeerFromContext(r.Context()).(*peer); ok && p != nil {
 		id = p.id
 	}
-	return openaiapi.Caller{Name: id.Name, Peer: &peer{id: id, transport: openaiapi.Transport}}
+	name, vs := id.Name, virtual.NameOf(r) // views are kept by name: one per virtual server
+	if vs != "" {
+		name += "\x00" + vs
+	}
+	return openaiapi.Caller{Name: name, Peer: &peer{id: id, transport: openaiapi.Transport, vs: vs}}
 }
 
 // apiVersion is what a caller's tools depend on.

@@ -29,14 +29,16 @@ var toolPipeline Handler
 
 func init() {
 	toolPipeline = chain(forwardCall, // stage_forward.go: the upstream (terminal)
-		rateLimit,       // stage_ratelimit.go: per-client and per-tool rate limits (streams; HTTP is checked in admit.go)
-		validateArgs,    // stage_validate.go: arguments against the tool's inputSchema
-		holdScope,       // stage_scope.go: the policy generation; off the read loop from here when a stage may wait
-		interceptCall,   // stage_intercept.go: the SEP-2624 interceptor chain, request phase (the response phase: results.go)
-		policyDecision,  // stage_policy.go: tool_call policies (allow, rewrite, route, deny, ask)
-		approval,        // stage_approval.go: a person allows the call (elicitation, or input_required)
-		userAuthorized,  // stage_authorize.go: a per-identity upstream has the caller's token
-		concurrencySlot, // stage_slot.go: the server's concurrency limit
+		rateLimit,          // stage_ratelimit.go: per-client and per-tool rate limits (streams; HTTP is checked in admit.go)
+		refuseVirtualArgs,  // virtual.go: a virtual server's fixed and hidden arguments are not the client's
+		validateArgs,       // stage_validate.go: arguments against the tool's inputSchema
+		rewriteVirtualArgs, // virtual.go: a virtual server's fixed arguments and defaults added
+		holdScope,          // stage_scope.go: the policy generation; off the read loop from here when a stage may wait
+		interceptCall,      // stage_intercept.go: the SEP-2624 interceptor chain, request phase (the response phase: results.go)
+		policyDecision,     // stage_policy.go: tool_call policies (allow, rewrite, route, deny, ask)
+		approval,           // stage_approval.go: a person allows the call (elicitation, or input_required)
+		userAuthorized,     // stage_authorize.go: a per-identity upstream has the caller's token
+		concurrencySlot,    // stage_slot.go: the server's concurrency limit
 	)
 }
 

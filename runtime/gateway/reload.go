@@ -13,6 +13,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -91,6 +92,7 @@ type reloadPlan struct {
 	icept    *interceptchain.Set // the next interceptor chain (started), nil without one
 	oldSet   *interceptchain.Set // the chain it replaces, closed by cleanUp
 	views    bool                // access or tool rules changed: sessions re-list tools
+	virt     *virtual.Set        // the next virtual servers
 }
 
 // prepare builds and validates the next configuration aside. Called with
@@ -101,6 +103,10 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 	}
 	plan := &reloadPlan{g: g, cfg: cfg, old: g.config()}
 	plan.res.RestartNeeded = restartNeeded(plan.old, cfg)
+	var err error
+	if plan.virt, err = virtual.NewSet(cfg.VirtualServers, g.virt.Load()); err != nil {
+		return nil, fmt.Errorf("virtual servers: %w", err)
+	}
 	if err := plan.prepareUpstreams(); err != nil {
 		return nil, err
 	}
@@ -214,6 +220,7 @@ func (plan *reloadPlan) commit() {
 		g.pol.CommitLocked(plan.cfg.Policies, plan.pol)
 	}
 	plan.oldSet = g.icept.Swap(plan.icept)
+	g.virt.Store(plan.virt) // before the catalogue: its sessions compare their views
 	g.route.replace(plan.ups, reservedOf(plan.cfg))
 	if plan.views {
 		// What each session may see changed without the catalogue changing.

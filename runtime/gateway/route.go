@@ -164,7 +164,7 @@ func (r *router) publishNotifying(always []string, change func()) {
 		changed = append(changed, m)
 	}
 	for _, s := range sessions {
-		for _, m := range changed {
+		for _, m := range s.listsChanged(old, next, changed) {
 			s.listChanged(m)
 		}
 	}

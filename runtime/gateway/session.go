@@ -55,7 +55,9 @@ type session struct {
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
 	// fleet is the fleet's state of the session (runtime/fleet).
 	fleet    fleet.SessionState
-	bridging bridge.State // 2026-07-28 state and the capabilities relayed upstream (runtime/bridge)
+	vs       string                    // the virtual server it was opened on ("": /mcp)
+	vlast    atomic.Pointer[catalogue] // the virtual server's view it was last told of
+	bridging bridge.State              // 2026-07-28 state and the capabilities relayed upstream (runtime/bridge)
 
 	mu       sync.Mutex
 	view     *sessionView                     // policy-filtered tools list, when a module filters
@@ -79,7 +81,7 @@ func newSession(g *Gateway, conn transports.Connection) *session {
 	s.logLevel.Store(-1)
 	s.id, s.transport = anonymous, "stdio"
 	if p, ok := transports.Peer(conn).(*peer); ok {
-		s.id, s.transport = p.id, p.transport
+		s.id, s.transport, s.vs = p.id, p.transport, p.vs
 		if p.adopted != nil {
 			adopt(s, p.adopted)
 		}
@@ -407,8 +409,8 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	}{
 		ProtocolVersion: version,
 		Capabilities:    bridgeOps{s.g}.Capabilities(version),
-		ServerInfo:      serverInfo(),
-		Instructions:    bridgeOps{s.g}.Instructions(),
+		ServerInfo:      s.serverInfo(),
+		Instructions:    s.instructions(),
 	}
 	b, _ := json.Marshal(res)
 	s.initialized.Store(true)

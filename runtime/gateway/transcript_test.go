@@ -12,7 +12,9 @@ package gateway
 //	-- config.json --   the gateway config; "$upstream/NAME" is the URL of the
 //	                    fixture upstream/NAME.json, "$wasm/NAME" the path of
 //	                    the example module wasm-examples/NAME
-//	-- options.json --  optional: {"pageSize": N}
+//	-- options.json --  optional: {"pageSize": N, "path": "/mcp/NAME"} (the
+//	                    client connects to path, a virtual server's, instead
+//	                    of /mcp)
 //	-- upstream/NAME.json --
 //	                    an upstream server: {"tools": [...], "prompts": [...],
 //	                    "resources": [...], "completions": [...]}; a tool is a
@@ -151,14 +153,20 @@ func runTranscript(t *testing.T, file string) {
 	if m := regexp.MustCompile(`"\$(upstream|wasm)/[^"]*"`).FindString(cfg); m != "" {
 		t.Fatalf("%s: config.json: %s names no upstream fixture or example module", file, m)
 	}
+	var options struct {
+		PageSize int
+		Path     string
+	}
 	if o := ar.files["options.json"]; o != "" {
-		var v struct{ PageSize int }
-		if err := json.Unmarshal([]byte(o), &v); err != nil {
+		if err := json.Unmarshal([]byte(o), &options); err != nil {
 			t.Fatalf("%s: options.json: %v", file, err)
 		}
-		opts.PageSize = v.PageSize
+		opts.PageSize = options.PageSize
 	}
 	url, _ := startGateway(t, cfg, opts)
+	if options.Path != "" {
+		url = strings.TrimSuffix(url, "/mcp") + options.Path
+	}
 	items := parseTranscriptItems(t, file, ar.lines["client"], ar.files["client"])
 	r := &transcriptRun{t: t, file: file, ups: ups, vars: map[string]any{}, seen: map[string]int{}, c: newWireClient(t, url)}
 	if len(items) == 0 || items[0].kind != "->" || !strings.Contains(items[0].text, `"initialize"`) {
@@ -533,12 +541,13 @@ func (l *msgLog) take(d time.Duration, match func(map[string]any) bool) map[stri
 // wait waits for the n-th (from 0) message that matches.
 func (l *msgLog) wait(d time.Duration, match func(map[string]any) bool, n int) map[string]any {
 	return l.await(d, func() map[string]any {
+		left := n // await may call this more than once
 		for _, m := range l.msgs {
 			if match(m) {
-				if n == 0 {
+				if left == 0 {
 					return m
 				}
-				n--
+				left--
 			}
 		}
 		return nil

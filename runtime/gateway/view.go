@@ -36,10 +36,10 @@ type listedTool struct {
 
 // catalogue returns the session's view of the current catalogue.
 func (s *session) catalogue() *catalogue {
-	cat := s.g.route.catalogue()
+	cat := s.baseCatalogue()
 	gd := s.g.guard.Load()
 	pg := s.g.pol.Current()
-	if gd.Access == nil && !gd.AnyDeferred && !pg.Hooks().Has(policy.HookToolsList) {
+	if gd.Access == nil && !gd.AnyDeferred && !s.virtualDeferred() && !pg.Hooks().Has(policy.HookToolsList) {
 		return cat
 	}
 	s.mu.Lock()
@@ -77,7 +77,7 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 		for _, it := range cat.lists[k] {
 			allowed := gd.ServerAllowed(who, it.up.name)
 			if k == kindTools {
-				allowed = gd.ToolAllowed(who, it.up.name, it.exposed)
+				allowed = gd.ToolAllowed(who, it.up.name, it.ruleName())
 			}
 			if allowed {
 				vc.lists[k] = append(vc.lists[k], it)
@@ -93,7 +93,7 @@ func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedToo
 			continue
 		}
 		vc.index[kindTools][it.exposed] = it
-		if gd.AnyDeferred && gd.Settings(it.up.name, it.exposed).Deferred {
+		if gd.AnyDeferred && gd.Settings(it.up.name, it.ruleName()).Deferred || s.virtualDeferred() {
 			deferred = append(deferred, it)
 		} else {
 			listed = append(listed, it)
