@@ -22,7 +22,7 @@ var importRules = []struct {
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
 	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/console", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/interceptchain", "runtime/interceptors", "runtime/virtual", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
-	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
+	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "runtime/interceptchain", "policy/...", "transports", "internal/..."}},
 	{"runtime/console", []string{"runtime/admin", "runtime/fleet"}},
 	{"runtime/bridge", []string{"transports", "internal/..."}},
 	{"runtime/fleet", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy/...", "transports", "internal/..."}},
@@ -41,7 +41,7 @@ var importRules = []struct {
 	{"runtime/cluster", []string{"runtime/config", "internal/..."}},
 	{"runtime/config", []string{"policy/spec", "runtime/virtual", "internal/..."}},
 	{"runtime/virtual", []string{"internal/..."}},
-	{"runtime/oauth", []string{"runtime/config", "runtime/cluster", "internal/..."}},
+	{"runtime/oauth", []string{"runtime/config", "runtime/cluster", "transports", "internal/..."}},
 	{"runtime/interceptors", []string{"policy/...", "internal/..."}},
 	{"runtime/tasks", []string{"transports", "internal/..."}},
 	{"runtime/interceptchain", []string{"runtime/config", "runtime/interceptors", "policy/...", "transports", "internal/..."}},
