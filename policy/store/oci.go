@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
@@ -62,12 +63,25 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 		return "", Version{}, err
 	}
 	name := OCIName(ref)
+	m, stored := s.Get(name)
+	stored = stored && sameSource(m.Active.Source, ref) && signedByOneOf(m.Active, o.Keys)
 	switch o.PullPolicy {
 	case "", PullIfNotPresent:
-		if m, ok := s.Get(name); ok && sameSource(m.Active.Source, ref) {
+		if stored {
 			return name, m.Active, nil
 		}
 	case PullAlways:
+		if stored {
+			// Ask which manifest the reference names now; the module
+			// of an unchanged digest is not downloaded again.
+			now, err := ociwasm.Resolve(ctx, ref, o.Options)
+			if err != nil {
+				return "", Version{}, err
+			}
+			if sameSource(m.Active.Source, now) {
+				return name, m.Active, nil
+			}
+		}
 	default:
 		return "", Version{}, fmt.Errorf("module %s: pull policy %q: want %s or %s", ref, o.PullPolicy, PullIfNotPresent, PullAlways)
 	}
@@ -108,4 +122,10 @@ func sameSource(source string, ref ociwasm.Ref) bool {
 		return false
 	}
 	return ref.Digest == "" || got.Digest == ref.Digest
+}
+
+// signedByOneOf reports whether v may be used where keys are required:
+// no keys, or v was verified with one of them when it was pulled.
+func signedByOneOf(v Version, keys *ociwasm.Keys) bool {
+	return keys == nil || slices.Contains(keys.IDs(), v.SignedBy)
 }

@@ -36,7 +36,7 @@ var adminKeys = []key{
 	{name: "admin.docker_config", def: "`~/.docker/config.json`", field: at(func(a *Admin) *string { return &a.DockerConfig }),
 		doc: "Docker `config.json` holding OCI registry credentials (or `$DOCKER_CONFIG/config.json`)"},
 	{name: "admin.pull_policy", def: "`if_not_present`", field: at(func(a *Admin) *string { return &a.PullPolicy }), check: oneOf("if_not_present", "always"),
-		doc: "`oci://` modules: `if_not_present` uses a stored pull of the same reference; `always` resolves at every load"},
+		doc: "`oci://` modules: `if_not_present` uses a stored pull of the same reference; `always` asks the registry for the manifest at every load, downloading only a changed digest"},
 	{name: "admin.pull_timeout", typ: "number (s)", def: "30", field: at(func(a *Admin) *float64 { return &a.PullTimeout }), check: inRange(0, 3600, " seconds"),
 		doc: "bound on one pull from a registry"},
 	{name: "admin.require_signature", field: at(func(a *Admin) *[]SignatureRule { return &a.RequireSignature }), check: checkSignatureRule,
