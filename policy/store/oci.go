@@ -64,7 +64,7 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 	}
 	name := OCIName(ref)
 	m, stored := s.Get(name)
-	stored = stored && sameSource(m.Active.Source, ref) && signedByOneOf(m.Active, o.Keys)
+	stored = stored && o.Reuses(m.Active, reference)
 	switch o.PullPolicy {
 	case "", PullIfNotPresent:
 		if stored {
@@ -100,6 +100,24 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 		return "", Version{}, fmt.Errorf("module %s: %w", a.Ref, err)
 	}
 	return name, v, nil
+}
+
+// Cached returns the stored version of reference that the pull policy
+// if_not_present would use without asking the registry.
+func (s *Store) Cached(reference string, o OCIOptions) (Version, bool) {
+	ref, err := ociwasm.ParseRef(reference)
+	if err != nil {
+		return Version{}, false
+	}
+	m, ok := s.Get(OCIName(ref))
+	return m.Active, ok && o.Reuses(m.Active, reference)
+}
+
+// Reuses reports whether v, pulled earlier (here, or by another replica
+// of a fleet), may stand for reference: pulled from a source that
+// satisfies it, and verified with one of the keys o requires now.
+func (o OCIOptions) Reuses(v Version, reference string) bool {
+	return v.Satisfies(reference) && signedByOneOf(v, o.Keys)
 }
 
 // Satisfies reports whether v was pulled from a source that satisfies the

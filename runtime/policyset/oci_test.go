@@ -2,31 +2,40 @@ package policyset
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/edge-mcp/edge-mcp/internal/natstest"
 	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
 // ociServer is an in-memory OCI registry on loopback that counts the
 // layer downloads (blob GETs) it serves.
 type ociServer struct {
 	*httptest.Server
-	h     http.Handler
-	blobs atomic.Int64
+	h                http.Handler
+	blobs, manifests atomic.Int64
 }
 
 func newOCIServer(t *testing.T) *ociServer {
@@ -35,6 +44,9 @@ func newOCIServer(t *testing.T) *ociServer {
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
 			s.blobs.Add(1)
+		}
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			s.manifests.Add(1)
 		}
 		s.h.ServeHTTP(w, r)
 	}))
@@ -169,5 +181,71 @@ func TestOCIModuleInConfig(t *testing.T) {
 	}
 	if _, err := openSet(t, "", &config.Admin{}, sp); err == nil || !strings.Contains(err.Error(), "admin.state_dir") {
 		t.Fatalf("without a state folder: %v; want an error naming admin.state_dir", err)
+	}
+}
+
+// TestOCIModuleFleetPullsOnce: three replicas of a fleet (in-process
+// NATS) start together with the same oci:// policy: one pulls from the
+// registry, the others take its bytes from the fleet's object store; a
+// fourth starts with the registry gone and loads the fleet's copy. A
+// replica that requires a signature the fleet's pull was not verified with
+// does not use it.
+func TestOCIModuleFleetPullsOnce(t *testing.T) {
+	wasm := wasmtest.Port(t, "c")
+	reg := newOCIServer(t)
+	ref := "oci://" + reg.host() + "/policies/redact:v1"
+	reg.push(t, wasm, ref)
+	pushed := reg.manifests.Load()
+	nats := natstest.Start(t)
+	sp := policy.Spec{Name: "redact", Module: ref}
+	replica := func(name string, a *config.Admin) (*Set, error) {
+		cfg := &config.Config{Listen: "127.0.0.1:0", Cluster: &config.Cluster{NatsURL: nats.ClientURL(), Name: "t",
+			Replica: name, Secrets: []string{"0123456789abcdef0123456789abcdef"}, AllowAnonymousNATS: true}}
+		fl, err := fleet.New(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache, _ := wasmtest.CompileCacheDir()
+		p := &Set{}
+		err = p.Open(Options{Log: slog.New(slog.DiscardHandler), CacheDir: cache, StateDir: t.TempDir(), Admin: a, Fleet: fl}, []policy.Spec{sp})
+		if err == nil {
+			t.Cleanup(func() { p.Close() })
+		}
+		return p, err
+	}
+
+	sets := make([]*Set, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range sets {
+		wg.Go(func() { sets[i], errs[i] = replica(fmt.Sprintf("r%d", i), &config.Admin{}) })
+	}
+	wg.Wait()
+	for i, p := range sets {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		if got := activeDigest(t, p, "redact"); got != digestOf(wasm) {
+			t.Fatalf("replica %d: active %s, want %s", i, got, digestOf(wasm))
+		}
+	}
+	if b, m := reg.blobs.Load(), reg.manifests.Load()-pushed; b != 1 || m != 1 {
+		t.Fatalf("three replicas made %d manifest and %d blob requests to the registry; want one pull (1 and 1)", m, b)
+	}
+
+	reg.Close()
+	p, err := replica("r3", &config.Admin{})
+	if err != nil {
+		t.Fatalf("a replica starting with the registry down: %v; want the fleet's copy", err)
+	}
+	if got := activeDigest(t, p, "redact"); got != digestOf(wasm) {
+		t.Fatalf("replica r3: active %s, want %s", got, digestOf(wasm))
+	}
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	signed := &config.Admin{RequireSignature: []config.SignatureRule{{Prefix: reg.host(),
+		CosignKeys: []string{string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))}}}}
+	if _, err := replica("r4", signed); err == nil || !strings.Contains(err.Error(), ref) {
+		t.Fatalf("a replica requiring a signature: %v; want the unsigned fleet copy refused, naming %s", err, ref)
 	}
 }

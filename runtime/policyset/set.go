@@ -113,6 +113,7 @@ type Set struct {
 	loaded    map[moduleKey]*loadedModule
 	fileSpecs []policy.Spec  // attachments from the config file
 	reg       *config.Admin  // registry settings of oci:// modules (nil: defaults)
+	share     *fleet.Fleet   // shares oci:// pulls among replicas (nil: none)
 	fleet     *fleet.Control // nil: admin changes are this process's (runtime/fleet)
 	retired   sync.WaitGroup
 	closed    bool
@@ -266,6 +267,9 @@ type Options struct {
 	// Admin holds the settings of pulling oci:// modules (registries,
 	// signatures, pull policy); nil: the defaults.
 	Admin *config.Admin
+	// Fleet, when not nil, shares pulls of oci:// modules among the
+	// replicas: one pulls, the others use its bytes.
+	Fleet *fleet.Fleet
 }
 
 // Open starts the engine and the store (when a state directory is given)
@@ -294,7 +298,7 @@ func (p *Set) Open(opts Options, specs []policy.Spec) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fileSpecs, p.reg = specs, opts.Admin
+	p.fileSpecs, p.reg, p.share = specs, opts.Admin, opts.Fleet
 	atts, err := p.desiredLocked(specs, p.adminSpecs())
 	if err != nil {
 		return err
