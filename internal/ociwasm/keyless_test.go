@@ -37,7 +37,7 @@ type sigstoreFixture struct {
 	trustedRoot               []byte
 }
 
-func ecKey(t *testing.T) *ecdsa.PrivateKey {
+func ecKey(t testing.TB) *ecdsa.PrivateKey {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func ecKey(t *testing.T) *ecdsa.PrivateKey {
 	return k
 }
 
-func mustCert(t *testing.T, tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
+func mustCert(t testing.TB, tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func mustCert(t *testing.T, tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
-func newSigstore(t *testing.T) *sigstoreFixture {
+func newSigstore(t testing.TB) *sigstoreFixture {
 	f := &sigstoreFixture{rootKey: ecKey(t), interKey: ecKey(t), logKey: ecKey(t)}
 	ca := func(n int64, cn string) *x509.Certificate {
 		return &x509.Certificate{SerialNumber: big.NewInt(n), Subject: pkix.Name{CommonName: cn}, NotBefore: t0.AddDate(-1, 0, 0),
@@ -89,7 +89,7 @@ const (
 
 // leaf issues a short-lived signing certificate for san and issuer, as
 // Fulcio does, signed by the intermediate (or by signer's own CA).
-func (f *sigstoreFixture) leaf(t *testing.T, key *ecdsa.PrivateKey, san, issuer string) []byte {
+func (f *sigstoreFixture) leaf(t testing.TB, key *ecdsa.PrivateKey, san, issuer string) []byte {
 	u, _ := url.Parse(san)
 	iss, _ := asn1.MarshalWithParams(issuer, "utf8")
 	_, der := mustCert(t, &x509.Certificate{SerialNumber: big.NewInt(3), NotBefore: t0, NotAfter: t0.Add(10 * time.Minute),
@@ -109,12 +109,12 @@ type bundleOpts struct {
 }
 
 // bundle is a keyless message-signature bundle over manifest.
-func (f *sigstoreFixture) bundle(t *testing.T, certKey *ecdsa.PrivateKey, certDER, manifest []byte, o bundleOpts) []byte {
+func (f *sigstoreFixture) bundle(t testing.TB, certKey *ecdsa.PrivateKey, certDER, manifest []byte, o bundleOpts) []byte {
 	return f.bundleOf(t, certKey, certDER, sha256.Sum256(manifest), o)
 }
 
 // bundleOf is a keyless message-signature bundle over a manifest digest.
-func (f *sigstoreFixture) bundleOf(t *testing.T, certKey *ecdsa.PrivateKey, certDER []byte, digest [32]byte, o bundleOpts) []byte {
+func (f *sigstoreFixture) bundleOf(t testing.TB, certKey *ecdsa.PrivateKey, certDER []byte, digest [32]byte, o bundleOpts) []byte {
 	sk := certKey
 	if o.sigKey != nil {
 		sk = o.sigKey
@@ -261,4 +261,30 @@ func TestKeylessFromRegistry(t *testing.T) {
 	if !errors.Is(err, ErrBadSignature) || !strings.Contains(err.Error(), "no configured identity matches") || !strings.Contains(err.Error(), ref.String()) {
 		t.Fatalf("pull with another identity: %v", err)
 	}
+}
+
+// FuzzVerifyKeyless: ParseTrustedRoot and VerifyKeyless never panic on
+// any input, and whatever verifies against the fixture's root is about
+// what the fixture signed.
+func FuzzVerifyKeyless(f *testing.F) {
+	var t testing.TB = f
+	fx := newSigstore(t)
+	root, err := ParseTrustedRoot(fx.trustedRoot)
+	if err != nil {
+		f.Fatal(err)
+	}
+	key := ecKey(t)
+	good := fx.bundle(t, key, fx.leaf(t, key, testSAN, testIssuer), []byte("m"), bundleOpts{})
+	f.Add(good)
+	f.Add(fx.trustedRoot)
+	f.Add([]byte(`{"verificationMaterial":{"certificate":{"rawBytes":"AAAA"},"tlogEntries":[{"logIndex":"x","inclusionPromise":{}}]}}`))
+	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}
+	sum := sha256.Sum256([]byte("m"))
+	signed := hex.EncodeToString(sum[:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ParseTrustedRoot(b)
+		if subjects, _, err := VerifyKeyless(b, root, ids); err == nil && (len(subjects) != 1 || subjects[0] != signed) {
+			t.Fatalf("verified a bundle about %v: %s", subjects, b)
+		}
+	})
 }
