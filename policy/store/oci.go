@@ -22,6 +22,14 @@ const (
 	PullAlways = "always"
 )
 
+// UploadedByOCI is the UploadedBy of a version Resolve pulled: this
+// store's cache of a config's oci:// module, not an uploaded module
+// (Replace keeps it; a fleet does not share it as one).
+const UploadedByOCI = "oci"
+
+// Pulled reports whether v is a version Resolve pulled.
+func (v Version) Pulled() bool { return v.UploadedBy == UploadedByOCI }
+
 // OCIOptions configures Resolve.
 type OCIOptions struct {
 	// Options is how the registry is reached and which signatures are
@@ -89,7 +97,7 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 	if err != nil {
 		return "", Version{}, err
 	}
-	v := Version{Source: a.Ref.String(), SignedBy: a.SignedBy, UploadedBy: "oci"}
+	v := Version{Source: a.Ref.String(), SignedBy: a.SignedBy, UploadedBy: UploadedByOCI}
 	if o.Check != nil {
 		if v.ABIVersion, err = o.Check(a.Wasm); err != nil {
 			return "", Version{}, fmt.Errorf("module %s (%s): %w", a.Ref, a.WasmDigest, err)
