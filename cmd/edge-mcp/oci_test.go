@@ -84,3 +84,39 @@ func TestModuleRegistry(t *testing.T) {
 		t.Fatalf("module ls after the pull: %v\n%s", err, out)
 	}
 }
+
+// TestServeOCIModule: `edge-mcp serve` with a policy whose module is an
+// oci:// reference pulls it from a registry at start, caches it in the
+// state folder, and lists it as a module attached as that policy; a
+// restart with the registry gone serves from that cache.
+func TestServeOCIModule(t *testing.T) {
+	dir := t.TempDir()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/policies/redact:v1"
+	file := filepath.Join(dir, "redact.wasm")
+	os.WriteFile(file, wasmtest.Port(t, "c"), 0o600)
+	if out, err := runCLI(t, "module", "push", file, ref); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`{"mcpServers": {}, "policies": [{"name": "redact", "module": %q}],
+		"admin": {"state_dir": %q}}`, ref, filepath.Join(dir, "state"))), 0o600)
+	for _, phase := range []string{"pulled", "cached, registry gone"} {
+		t.Run(phase, func(t *testing.T) {
+			adminAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+			startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--admin", adminAddr)
+			out, err := runCLI(t, "module", "ls", "--admin", "http://"+adminAddr)
+			var row []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "oci-redact-") {
+					row = strings.Fields(l)
+				}
+			}
+			if err != nil || len(row) < 2 || row[len(row)-2] != "redact" {
+				t.Fatalf("module ls: %v\n%s\nwant the pulled module oci-redact-…, attached as redact", err, out)
+			}
+		})
+		srv.Close()
+	}
+}
