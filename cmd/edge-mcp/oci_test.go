@@ -120,3 +120,30 @@ func TestServeOCIModule(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestInterceptorsFromRegistry: `interceptors ls` reads a module given as
+// an oci:// reference (--module) by pulling it, and so does a config's
+// policy naming one.
+func TestInterceptorsFromRegistry(t *testing.T) {
+	dir := t.TempDir()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/policies/guard:v1"
+	file := filepath.Join(dir, "guard.wasm")
+	os.WriteFile(file, securityModule(t, "cross-boundary-guard"), 0o600)
+	if out, err := runCLI(t, "module", "push", file, ref); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`{"mcpServers": {}, "policies": [{"name": "guard", "module": %q}],
+		"interceptors": [{"module": "guard"}]}`, ref)), 0o600)
+	for _, from := range [][]string{{"--module", ref}, {"--config", cfgPath}} {
+		out, err := runCLI(t, append([]string{"interceptors", "ls"}, from...)...)
+		if err != nil || !strings.Contains(out, "security/cross-boundary-guard") {
+			t.Errorf("interceptors ls %s: %v\n%s", from, err, out)
+		}
+	}
+	if _, err := runCLI(t, "interceptors", "ls", "--module", "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/policies/none:v1"); err == nil || !strings.Contains(err.Error(), "none:v1") {
+		t.Errorf("a reference the registry lacks: %v", err)
+	}
+}
