@@ -699,6 +699,7 @@ func optionsOf(s *Spec) (ModuleOptions, error) {
 		return o, err
 	}
 	o.Grants.Clock = clock
+	o.Grants.AllowedHosts = s.AllowedHosts
 	_, err = o.withDefaults()
 	return o, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -127,11 +128,16 @@ type extismState struct {
 	config   map[string][]byte
 	log      *slog.Logger
 	module   string
-	fault    error // the first refused kernel call of this call
+	fault    error // the first refused or failed kernel call of this call
+	kind     error // its sentinel: ErrForbiddenCall unless fail said
+	hosts    []string
+	client   *http.Client // nil without allowed hosts
+	deadline time.Time    // the current call's
+	status   int          // of the last http_request
 }
 
 func newExtismState(m *Module) *extismState {
-	return &extismState{
+	s := &extismState{
 		mem:     make([]byte, 1, 4096),
 		blocks:  map[uint64]uint64{},
 		maxMem:  m.opts.MaxInput + m.opts.MaxOutput,
@@ -140,7 +146,12 @@ func newExtismState(m *Module) *extismState {
 		config:  extismConfig(m.opts.Config),
 		log:     m.eng.log,
 		module:  m.name,
+		hosts:   m.opts.Grants.AllowedHosts,
 	}
+	if len(s.hosts) > 0 {
+		s.client = httpClient(s.hosts)
+	}
+	return s
 }
 
 // extismConfig maps the module's JSON config object to Extism's string
@@ -169,14 +180,19 @@ func (s *extismState) begin(input []byte) {
 		s.mem = make([]byte, 1, 4096) // an idle instance keeps little
 	}
 	clear(s.blocks)
-	s.input, s.output, s.errMsg, s.hasErr, s.fault = input, nil, "", false, nil
+	s.input, s.output, s.errMsg, s.hasErr, s.fault, s.kind, s.status = input, nil, "", false, nil, nil, 0
 }
 
 // refuse records a refused kernel call and stops the guest.
 func (s *extismState) refuse(name, format string, args ...any) {
-	err := fmt.Errorf("%s.%s: %s", extismModule, name, fmt.Sprintf(format, args...))
+	s.fail(ErrForbiddenCall, fmt.Errorf("%s.%s: %s", extismModule, name, fmt.Sprintf(format, args...)))
+}
+
+// fail records a kernel call that failed (kind: the call's sentinel) and
+// stops the guest.
+func (s *extismState) fail(kind, err error) {
 	if s.fault == nil {
-		s.fault = err
+		s.fault, s.kind = err, kind
 	}
 	panic(err)
 }
@@ -251,7 +267,7 @@ func (e *Engine) extismHost(ctx context.Context, rt wazero.Runtime) error {
 	for name, sig := range extismFuncs {
 		b.NewFunctionBuilder().
 			WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-				e.extismCall(name, mod, stack)
+				e.extismCall(ctx, name, mod, stack)
 			}), sig.params, sig.results).
 			Export(name)
 	}
@@ -259,7 +275,7 @@ func (e *Engine) extismHost(ctx context.Context, rt wazero.Runtime) error {
 	return err
 }
 
-func (e *Engine) extismCall(name string, mod api.Module, stack []uint64) {
+func (e *Engine) extismCall(ctx context.Context, name string, mod api.Module, stack []uint64) {
 	v, ok := e.byModule.Load(mod)
 	if !ok || v.(*instance).ext == nil {
 		panic(fmt.Errorf("%s.%s: called outside an Extism plugin's hook", extismModule, name))
@@ -308,8 +324,13 @@ func (e *Engine) extismCall(name string, mod api.Module, stack []uint64) {
 		stack[0] = s.bytesAlloc(s.vars[string(s.block(name, stack[0]))])
 	case "var_set":
 		s.varSet(stack[0], stack[1])
-	case "http_request", "http_status_code":
-		s.refuse(name, "the plugin may not reach outside: no allowed_hosts are configured for it")
+	case "http_request":
+		stack[0] = s.httpRequest(ctx, stack[0], stack[1])
+	case "http_status_code":
+		if len(s.hosts) == 0 {
+			s.refuse(name, "the plugin may not reach outside: no allowed_hosts are configured for it")
+		}
+		stack[0] = uint64(s.status)
 	case "log_trace", "log_debug":
 		s.logAt(name, slog.LevelDebug, stack[0])
 	case "log_info":
@@ -349,10 +370,11 @@ func (m *Module) invokeExtism(ctx context.Context, inst *instance, fn api.Functi
 	defer inst.log.end()
 	s := inst.ext
 	s.begin(input)
+	s.deadline = deadline
 	defer s.begin(nil)
 	err := fn.CallWithStack(ctx, inst.stack[:])
 	if s.fault != nil {
-		return nil, cerr(ErrForbiddenCall, s.fault)
+		return nil, cerr(s.kind, s.fault)
 	}
 	if err != nil {
 		return nil, cerr(m.classify(parent, ctx, inst, err), err)

@@ -18,7 +18,8 @@ import (
 // redactor and redact-secrets' tool_call as an ABI 1.0 validator, Go or
 // C port), each of the other two alone, and the redactor before the guard
 // (a mutator then a validator) and guard and port (two validators, run
-// concurrently), to see where the time of three goes. Besides ns/op it reports the p50 and p99 of the calls in µs.
+// concurrently), to see where the time of three goes; and the
+// AssemblyScript build of the redactor alone. Besides ns/op it reports the p50 and p99 of the calls in µs.
 // Without clang it skips, and fails under CI.
 //
 //	go test -run '^$' -bench BenchmarkInterceptorBuilds -benchtime 2s ./policy
@@ -57,6 +58,11 @@ func BenchmarkInterceptorBuilds(b *testing.B) {
 			benchChain(ctx, b, []intercept.Interceptor{guard[0], redactor[0], port}, ev)
 		})
 	}
+	b.Run("as/redactor=1", func(b *testing.B) {
+		wasm, err := w.ASExample("secretless-redactor", dir)
+		w.SkipOrFail(b, err)
+		benchChain(ctx, b, oneInterceptor(ctx, b, loadBytes(b, "as-redactor", wasm, opts)), ev)
+	})
 }
 
 func oneInterceptor(ctx context.Context, b *testing.B, m *Module) []intercept.Interceptor {

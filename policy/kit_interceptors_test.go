@@ -12,7 +12,7 @@ import (
 )
 
 // buildKitInterceptors builds policy/testdata/kit-interceptors with the
-// kit of lang (c or rust); without the toolchain the test skips, and fails
+// kit of lang (c, rust or as); without the toolchain the test skips, and fails
 // under CI.
 func buildKitInterceptors(t *testing.T, lang string) []byte {
 	t.Helper()
@@ -31,6 +31,15 @@ func buildKitInterceptors(t *testing.T, lang string) []byte {
 			}
 		}
 		err = w.RunBuild(".", "sh", "guest/kits/rust/build.sh", filepath.Join(dir, "lib.rs"), out)
+	case "as":
+		// The kit is imported as ./edge beside icept.ts.
+		dir := t.TempDir()
+		for _, f := range []string{"guest/kits/as/edge.ts", src + "icept.ts"} {
+			if err := w.RunBuild(".", "cp", f, dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = w.RunBuild(".", "sh", "guest/kits/as/build.sh", filepath.Join(dir, "icept.ts"), out)
 	}
 	w.SkipOrFail(t, err)
 	wasm, err := os.ReadFile(out)
@@ -40,12 +49,12 @@ func buildKitInterceptors(t *testing.T, lang string) []byte {
 	return wasm
 }
 
-// TestKitInterceptors: the C and Rust kits' ABI 1.1 glue declares the
+// TestKitInterceptors: the C, Rust and AssemblyScript kits' ABI 1.1 glue declares the
 // descriptors as written and runs validators and mutators on the
 // invocation the host sends.
 func TestKitInterceptors(t *testing.T) {
 	ctx := context.Background()
-	for _, lang := range []string{"c", "rust"} {
+	for _, lang := range []string{"c", "rust", "as"} {
 		t.Run(lang, func(t *testing.T) {
 			m := loadBytes(t, "kit-"+lang, buildKitInterceptors(t, lang), ModuleOptions{})
 			ics := interceptorsOf(t, m)

@@ -53,6 +53,10 @@ const (
 type Grants struct {
 	// Clock gives the guest the real wall clock and monotonic clock.
 	Clock bool
+	// AllowedHosts are the hosts an Extism plugin's http_request may
+	// reach (globs on the host name, or on host:port with a colon);
+	// empty: none.
+	AllowedHosts []string `json:",omitempty"`
 }
 
 // ModuleOptions configures one loaded module. Zero fields take the
@@ -134,6 +138,9 @@ func (o ModuleOptions) withDefaults() (ModuleOptions, error) {
 	}
 	if o.MaxVarBytes <= 0 {
 		o.MaxVarBytes = defaultMaxVarBytes
+	}
+	if err := checkHosts(o.Grants.AllowedHosts); err != nil {
+		return o, err
 	}
 	switch {
 	case o.Timeout < 0 || o.InitTimeout < 0:

@@ -16,7 +16,8 @@ import (
 // cross-boundary-guard (wasm-examples/*/c) answer like the Go builds on
 // any JSON payload: the same redacted payload (compared as JSON values),
 // and the same verdict on a request to server b carrying what server a
-// returned. Without clang it skips, and fails under CI.
+// returned; the AssemblyScript build of secretless-redactor (as/) redacts
+// like them. Without clang or asc it skips, and fails under CI.
 func FuzzSecurityPortsAgree(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"write_query","arguments":{"query":"VALUES ('AKIA5MZXN8QRF3WBY6OE')"}}`,
@@ -34,7 +35,10 @@ func FuzzSecurityPortsAgree(f *testing.F) {
 	w.SkipOrFail(f, err)
 	cRedactor, err := w.CExample("secretless-redactor", dir)
 	w.SkipOrFail(f, err)
+	asRedactorWasm, err := w.ASExample("secretless-redactor", dir)
+	w.SkipOrFail(f, err)
 	opts := ModuleOptions{PoolSize: 1, RecycleAfterCalls: -1}
+	asRedactor := interceptorsOf(f, loadBytes(f, "redactor-as", asRedactorWasm, opts))[0]
 	type build struct{ guard, redactor intercept.Interceptor }
 	var builds []build
 	for i, wasm := range [][2][]byte{
@@ -74,6 +78,20 @@ func FuzzSecurityPortsAgree(f *testing.F) {
 			inv(b.guard, intercept.Request, "a")
 			inv(b.guard, intercept.Response, "a")
 			verdict[i] = inv(b.guard, intercept.Request, "b").Valid
+		}
+		r, err := asRedactor.Invoke(ctx, &intercept.Invocation{Name: asRedactor.Describe().Name, Event: "tools/call", Phase: intercept.Request,
+			Payload: payload, Context: &intercept.Context{SessionID: sid, Server: "b"}})
+		if err != nil {
+			t.Fatalf("as: %v", err)
+		}
+		var asRedacted any = v
+		if r.Modified {
+			if err := json.Unmarshal(r.Payload, &asRedacted); err != nil {
+				t.Fatalf("as: redacted payload %s: %v", r.Payload, err)
+			}
+		}
+		if !reflect.DeepEqual(redacted[1], asRedacted) {
+			t.Fatalf("redacted payloads differ:\nc:  %v\nas: %v", redacted[1], asRedacted)
 		}
 		if !reflect.DeepEqual(redacted[0], redacted[1]) {
 			t.Fatalf("redacted payloads differ:\ngo: %v\nc:  %v", redacted[0], redacted[1])

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/policy/intercept/conformance"
@@ -52,7 +53,7 @@ type icSource struct {
 func (o *icSource) define(fs *flag.FlagSet, withModule bool) {
 	fs.StringVar(&o.config, "config", "", "the gateway's config file: its policies' modules and its interceptor servers")
 	if withModule {
-		fs.StringVar(&o.module, "module", "", "a module file (.wasm) instead of --config")
+		fs.StringVar(&o.module, "module", "", "a module file (.wasm), or an oci:// reference to pull, instead of --config")
 	}
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long compiling the modules and reaching the interceptor servers may take")
 }
@@ -84,7 +85,7 @@ func (o *icSource) open(ctx context.Context, stderr io.Writer) (*loaded, error) 
 	}
 	closers = append(closers, func() { _ = eng.Close(context.Background()) })
 	load := func(ctx context.Context, name, path string, opts policy.ModuleOptions) ([]intercept.Interceptor, error) {
-		wasm, err := os.ReadFile(path)
+		wasm, err := readModule(ctx, path, l.cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -304,4 +305,30 @@ func (h fixtureHost) NewSession(_ context.Context, fis []conformance.Interceptor
 		return nil, errors.New("the fixture names no interceptors")
 	}
 	return conformance.NewLocal(ics, nil, nil)
+}
+
+// readModule reads a module file, or pulls an oci:// module with the
+// registry settings of cfg's admin section (nil: the defaults), verified
+// as the gateway would.
+func readModule(ctx context.Context, path string, cfg *config.Config) ([]byte, error) {
+	if !config.OCIModule(path) {
+		return os.ReadFile(path)
+	}
+	admin := &config.Admin{}
+	if cfg != nil {
+		admin = &cfg.Admin
+	}
+	o, err := admin.RegistryOptions(path)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := ociwasm.ParseRef(path)
+	if err != nil {
+		return nil, err
+	}
+	a, err := ociwasm.Pull(ctx, ref, o)
+	if err != nil {
+		return nil, err
+	}
+	return a.Wasm, nil
 }

@@ -84,3 +84,66 @@ func TestModuleRegistry(t *testing.T) {
 		t.Fatalf("module ls after the pull: %v\n%s", err, out)
 	}
 }
+
+// TestServeOCIModule: `edge-mcp serve` with a policy whose module is an
+// oci:// reference pulls it from a registry at start, caches it in the
+// state folder, and lists it as a module attached as that policy; a
+// restart with the registry gone serves from that cache.
+func TestServeOCIModule(t *testing.T) {
+	dir := t.TempDir()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/policies/redact:v1"
+	file := filepath.Join(dir, "redact.wasm")
+	os.WriteFile(file, wasmtest.Port(t, "c"), 0o600)
+	if out, err := runCLI(t, "module", "push", file, ref); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`{"mcpServers": {}, "policies": [{"name": "redact", "module": %q}],
+		"admin": {"state_dir": %q}}`, ref, filepath.Join(dir, "state"))), 0o600)
+	for _, phase := range []string{"pulled", "cached, registry gone"} {
+		t.Run(phase, func(t *testing.T) {
+			adminAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+			startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--admin", adminAddr)
+			out, err := runCLI(t, "module", "ls", "--admin", "http://"+adminAddr)
+			var row []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "oci-redact-") {
+					row = strings.Fields(l)
+				}
+			}
+			if err != nil || len(row) < 2 || row[len(row)-2] != "redact" {
+				t.Fatalf("module ls: %v\n%s\nwant the pulled module oci-redact-…, attached as redact", err, out)
+			}
+		})
+		srv.Close()
+	}
+}
+
+// TestInterceptorsFromRegistry: `interceptors ls` reads a module given as
+// an oci:// reference (--module) by pulling it, and so does a config's
+// policy naming one.
+func TestInterceptorsFromRegistry(t *testing.T) {
+	dir := t.TempDir()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/policies/guard:v1"
+	file := filepath.Join(dir, "guard.wasm")
+	os.WriteFile(file, securityModule(t, "cross-boundary-guard"), 0o600)
+	if out, err := runCLI(t, "module", "push", file, ref); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(dir, "gw.json")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`{"mcpServers": {}, "policies": [{"name": "guard", "module": %q}],
+		"interceptors": [{"module": "guard"}]}`, ref)), 0o600)
+	for _, from := range [][]string{{"--module", ref}, {"--config", cfgPath}} {
+		out, err := runCLI(t, append([]string{"interceptors", "ls"}, from...)...)
+		if err != nil || !strings.Contains(out, "security/cross-boundary-guard") {
+			t.Errorf("interceptors ls %s: %v\n%s", from, err, out)
+		}
+	}
+	if _, err := runCLI(t, "interceptors", "ls", "--module", "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/policies/none:v1"); err == nil || !strings.Contains(err.Error(), "none:v1") {
+		t.Errorf("a reference the registry lacks: %v", err)
+	}
+}

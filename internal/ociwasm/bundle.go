@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,8 +23,9 @@ import (
 // application/vnd.dev.sigstore.bundle.v0.3+json whose one layer is the
 // bundle), verified offline by public key: a DSSE envelope of an in-toto
 // statement whose subject is the manifest, or a message signature over
-// the manifest. Transparency-log entries and certificates in the bundle
-// are not checked; keyless bundles are refused.
+// the manifest. Transparency-log entries of a key-pair bundle are not
+// checked; keyless bundles are verified by Keys with keyless rules
+// (keyless.go), and refused otherwise.
 const (
 	MediaTypeBundle = "application/vnd.dev.sigstore.bundle.v0.3+json"
 	// maxBundle bounds a bundle; a key-signed one is a few KB.
@@ -76,7 +78,16 @@ func ParseBundle(b []byte) (signed [32]byte, sigs [][]byte, subjects []string, e
 		return signed, nil, nil, fmt.Errorf("bundle: %w", err)
 	}
 	if len(sb.VerificationMaterial.Certificate) > 0 {
-		return signed, nil, nil, errors.New("bundle: keyless (a certificate): not supported, only key-pair bundles")
+		return signed, nil, nil, errors.New("bundle: keyless (a certificate): verified only against a trusted root and identity (VerifyKeyless)")
+	}
+	return parseSigned(b)
+}
+
+// parseSigned is ParseBundle for a bundle with or without a certificate.
+func parseSigned(b []byte) (signed [32]byte, sigs [][]byte, subjects []string, err error) {
+	var sb sigBundle
+	if err := json.Unmarshal(b, &sb); err != nil {
+		return signed, nil, nil, fmt.Errorf("bundle: %w", err)
 	}
 	switch {
 	case sb.DSSEEnvelope != nil:
@@ -172,6 +183,9 @@ func (k *Keys) verifyBundle(ctx context.Context, repo *remote.Repository, ref oc
 	if err != nil {
 		return "", err
 	}
+	if k.keylessBundle(b) {
+		return k.verifyKeyless(b, wantHex)
+	}
 	signed, sigs, subjects, err := ParseBundle(b)
 	if err != nil {
 		return "", err
@@ -196,4 +210,33 @@ func (k *Keys) verifyBundle(ctx context.Context, repo *remote.Repository, ref oc
 		subjects[i] = "sha256:" + subjects[i]
 	}
 	return "", fmt.Errorf("the bundle signed by key %s is for %s, not this manifest sha256:%s", id, strings.Join(subjects, ", "), wantHex)
+}
+
+// keylessBundle reports whether b carries a signing certificate and k
+// has keyless rules to check it with.
+func (k *Keys) keylessBundle(b []byte) bool {
+	if len(k.keyless) == 0 {
+		return false
+	}
+	var kb keylessBundle
+	der, err := kb.leafOf(b)
+	return err == nil && der != nil
+}
+
+// verifyKeyless checks a keyless bundle against each keyless rule and
+// returns the identity that signed wantHex.
+func (k *Keys) verifyKeyless(b []byte, wantHex string) (string, error) {
+	var reasons []string
+	for _, r := range k.keyless {
+		subjects, id, err := VerifyKeyless(b, r.root, r.ids)
+		if err != nil {
+			reasons = append(reasons, err.Error())
+			continue
+		}
+		if slices.Contains(subjects, wantHex) {
+			return id.String(), nil
+		}
+		reasons = append(reasons, fmt.Sprintf("the bundle signed by %s is for sha256:%s, not this manifest sha256:%s", id, strings.Join(subjects, ", sha256:"), wantHex))
+	}
+	return "", errors.New("keyless: " + strings.Join(reasons, "; "))
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -43,9 +44,29 @@ var (
 	ErrBadSignature = errors.New("bad signature")
 )
 
-// Keys is a set of cosign public keys (ECDSA P-256), immutable.
+// Keys is a set of cosign public keys (ECDSA P-256) and keyless
+// identities (WithKeyless), immutable.
 type Keys struct {
-	keys []pubKey
+	keys    []pubKey
+	keyless []keylessRule
+}
+
+// keylessRule accepts keyless bundles whose certificate chains to root
+// and names one of ids.
+type keylessRule struct {
+	root *TrustedRoot
+	ids  []Identity
+}
+
+// WithKeyless returns k (nil: no keys) that also accepts keyless Sigstore
+// bundles verified against root whose certificate names one of ids.
+func (k *Keys) WithKeyless(root *TrustedRoot, ids ...Identity) *Keys {
+	out := &Keys{}
+	if k != nil {
+		out.keys, out.keyless = k.keys, slices.Clone(k.keyless)
+	}
+	out.keyless = append(out.keyless, keylessRule{root, ids})
+	return out
 }
 
 type pubKey struct {
@@ -129,7 +150,7 @@ func signatureTag(d digest.Digest) string {
 // verify finds a signature of desc by one of the keys and returns the key
 // ID.
 func (k *Keys) verify(ctx context.Context, repo *remote.Repository, ref Ref, desc ocispec.Descriptor) (string, error) {
-	if len(k.keys) == 0 {
+	if len(k.keys) == 0 && len(k.keyless) == 0 {
 		return "", fmt.Errorf("%w: a signature is required and no cosign key is configured", ErrBadSignature)
 	}
 	id, reasons, err := k.verifyBundles(ctx, repo, desc)
@@ -250,9 +271,14 @@ func (k *Keys) IDs() []string {
 	if k == nil {
 		return nil
 	}
-	ids := make([]string, len(k.keys))
-	for i, pk := range k.keys {
-		ids[i] = pk.id
+	ids := make([]string, 0, len(k.keys))
+	for _, pk := range k.keys {
+		ids = append(ids, pk.id)
+	}
+	for _, r := range k.keyless {
+		for _, id := range r.ids {
+			ids = append(ids, id.String())
+		}
 	}
 	return ids
 }

@@ -30,6 +30,10 @@ type Spec struct {
 	PoolSize  int             `json:"pool_size,omitempty"`
 	// Grants lists optional capabilities: "clock".
 	Grants []string `json:"grants,omitempty"`
+	// AllowedHosts are the hosts an Extism plugin may reach with
+	// http_request: globs on the host name ("api.example.com",
+	// "*.example.com"), or on host:port when they have a colon.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 	// Mode is "enforce" (the default) or "shadow".
 	Mode string `json:"mode,omitempty"`
 }
@@ -90,6 +94,11 @@ func (s *Spec) check() error {
 	}
 	if err := checkGlobs("tools", s.Tools); err != nil {
 		return err
+	}
+	for _, h := range s.AllowedHosts {
+		if h == "" || len(h) > 255 || strings.ContainsAny(h, "/@ ") {
+			return fmt.Errorf("allowed_hosts: %q is not a host name glob (no scheme, path or user)", h)
+		}
 	}
 	return checkGlobs("servers", s.Servers)
 }

@@ -28,6 +28,8 @@ func TestValidate(t *testing.T) {
 		{"config broken", Spec{Name: "x", Module: "m", Config: json.RawMessage(`{`)}, "config must be a JSON object"},
 		{"empty glob", Spec{Name: "x", Module: "m", Tools: []string{""}}, "tools: empty glob"},
 		{"long glob", Spec{Name: "x", Module: "m", Servers: []string{strings.Repeat("a", 513)}}, "servers: glob longer than 512 bytes"},
+		{"allowed hosts", Spec{Name: "x", Module: "m", AllowedHosts: []string{"api.example.com", "*.example.org", "127.0.0.1:8080"}}, ""},
+		{"allowed host with a scheme", Spec{Name: "x", Module: "m", AllowedHosts: []string{"https://api.example.com"}}, `allowed_hosts: "https://api.example.com" is not a host name glob`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

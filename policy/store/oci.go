@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
@@ -20,6 +21,14 @@ const (
 	// brings the new version.
 	PullAlways = "always"
 )
+
+// UploadedByOCI is the UploadedBy of a version Resolve pulled: this
+// store's cache of a config's oci:// module, not an uploaded module
+// (Replace keeps it; a fleet does not share it as one).
+const UploadedByOCI = "oci"
+
+// Pulled reports whether v is a version Resolve pulled.
+func (v Version) Pulled() bool { return v.UploadedBy == UploadedByOCI }
 
 // OCIOptions configures Resolve.
 type OCIOptions struct {
@@ -62,12 +71,25 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 		return "", Version{}, err
 	}
 	name := OCIName(ref)
+	m, stored := s.Get(name)
+	stored = stored && o.Reuses(m.Active, reference)
 	switch o.PullPolicy {
 	case "", PullIfNotPresent:
-		if m, ok := s.Get(name); ok && sameSource(m.Active.Source, ref) {
+		if stored {
 			return name, m.Active, nil
 		}
 	case PullAlways:
+		if stored {
+			// Ask which manifest the reference names now; the module
+			// of an unchanged digest is not downloaded again.
+			now, err := ociwasm.Resolve(ctx, ref, o.Options)
+			if err != nil {
+				return "", Version{}, err
+			}
+			if sameSource(m.Active.Source, now) {
+				return name, m.Active, nil
+			}
+		}
 	default:
 		return "", Version{}, fmt.Errorf("module %s: pull policy %q: want %s or %s", ref, o.PullPolicy, PullIfNotPresent, PullAlways)
 	}
@@ -75,7 +97,7 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 	if err != nil {
 		return "", Version{}, err
 	}
-	v := Version{Source: a.Ref.String(), SignedBy: a.SignedBy, UploadedBy: "oci"}
+	v := Version{Source: a.Ref.String(), SignedBy: a.SignedBy, UploadedBy: UploadedByOCI}
 	if o.Check != nil {
 		if v.ABIVersion, err = o.Check(a.Wasm); err != nil {
 			return "", Version{}, fmt.Errorf("module %s (%s): %w", a.Ref, a.WasmDigest, err)
@@ -86,6 +108,24 @@ func (s *Store) Resolve(ctx context.Context, reference string, o OCIOptions) (st
 		return "", Version{}, fmt.Errorf("module %s: %w", a.Ref, err)
 	}
 	return name, v, nil
+}
+
+// Cached returns the stored version of reference that the pull policy
+// if_not_present would use without asking the registry.
+func (s *Store) Cached(reference string, o OCIOptions) (Version, bool) {
+	ref, err := ociwasm.ParseRef(reference)
+	if err != nil {
+		return Version{}, false
+	}
+	m, ok := s.Get(OCIName(ref))
+	return m.Active, ok && o.Reuses(m.Active, reference)
+}
+
+// Reuses reports whether v, pulled earlier (here, or by another replica
+// of a fleet), may stand for reference: pulled from a source that
+// satisfies it, and verified with one of the keys o requires now.
+func (o OCIOptions) Reuses(v Version, reference string) bool {
+	return v.Satisfies(reference) && signedByOneOf(v, o.Keys)
 }
 
 // Satisfies reports whether v was pulled from a source that satisfies the
@@ -108,4 +148,10 @@ func sameSource(source string, ref ociwasm.Ref) bool {
 		return false
 	}
 	return ref.Digest == "" || got.Digest == ref.Digest
+}
+
+// signedByOneOf reports whether v may be used where keys are required:
+// no keys, or v was verified with one of them when it was pulled.
+func signedByOneOf(v Version, keys *ociwasm.Keys) bool {
+	return keys == nil || slices.Contains(keys.IDs(), v.SignedBy)
 }

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -143,5 +145,69 @@ func TestOCIName(t *testing.T) {
 	}
 	if err := ValidName(OCIName(a)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// blobCounter counts the layer downloads (blob GETs) a registry serves.
+type blobCounter struct {
+	h http.Handler
+	n atomic.Int64
+}
+
+func (c *blobCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+		c.n.Add(1)
+	}
+	c.h.ServeHTTP(w, r)
+}
+
+// TestResolveAlwaysUnchangedDigest: with pull policy always, a reference
+// whose manifest did not change is not downloaded again; a moved tag is.
+// A stored version verified with a key no longer trusted is pulled again
+// (and refused) even under if_not_present.
+func TestResolveAlwaysUnchangedDigest(t *testing.T) {
+	c := &blobCounter{h: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ctx := context.Background()
+	s := openStore(t, t.TempDir(), 0)
+	ref := "oci://" + host + "/policies/redact:v1"
+	pinned := ociPush(t, mod(1), ref)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err := ociwasm.Sign(ctx, pinned, key, ociwasm.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(k *ecdsa.PrivateKey) *ociwasm.Keys {
+		der, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+		ks, err := ociwasm.ParseKeys(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	always := OCIOptions{PullPolicy: PullAlways, Options: ociwasm.Options{Keys: keys(key)}}
+	if _, v, err := s.Resolve(ctx, ref, always); err != nil || v.Digest != Digest(mod(1)) {
+		t.Fatalf("first pull: %+v, %v", v, err)
+	}
+	first := c.n.Load()
+	for range 3 {
+		if _, v, err := s.Resolve(ctx, ref, always); err != nil || v.Digest != Digest(mod(1)) {
+			t.Fatalf("again: %+v, %v", v, err)
+		}
+	}
+	if got := c.n.Load(); got != first {
+		t.Fatalf("unchanged digest: %d blob downloads after the first pull's %d, want none", got-first, first)
+	}
+	ociPush(t, mod(2), ref) // the tag moves, unsigned
+	if _, _, err := s.Resolve(ctx, ref, always); err == nil || !strings.Contains(err.Error(), "signature") {
+		t.Fatalf("moved tag, unsigned: %v, want a signature error", err)
+	}
+	if _, v, err := s.Resolve(ctx, ref, OCIOptions{PullPolicy: PullAlways}); err != nil || v.Digest != Digest(mod(2)) {
+		t.Fatalf("moved tag: %+v, %v: want module 2", v, err)
+	}
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if _, _, err := s.Resolve(ctx, ref, OCIOptions{Options: ociwasm.Options{Keys: keys(other)}}); err == nil {
+		t.Fatal("stored unsigned version used where another key is required")
 	}
 }

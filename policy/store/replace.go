@@ -29,7 +29,9 @@ func (s *Store) HasBlob(digest string) bool {
 // it) and atts the store's whole state. blobs holds module bytes by
 // digest; they are verified and stored first. Every version must then have
 // an intact blob, else nothing changes (ErrNotFound). Replace keeps blobs
-// no version references any more until GC.
+// no version references any more until GC, and the modules Resolve pulled
+// (Version.Pulled) that mods does not name: they are this store's cache
+// of the config's oci:// modules, not part of the state replaced.
 func (s *Store) Replace(mods []Module, atts []policy.Spec, blobs map[string][]byte) error {
 	next := newState()
 	for _, m := range mods {
@@ -50,7 +52,13 @@ func (s *Store) Replace(mods []Module, atts []policy.Spec, blobs map[string][]by
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next.Extra = s.st.clone().Extra
+	cur := s.st.clone()
+	next.Extra = cur.Extra
+	for name, ms := range cur.Modules {
+		if _, named := next.Modules[name]; !named && ms.Active.Pulled() && s.intactLocked(ms) {
+			next.Modules[name] = ms
+		}
+	}
 	for d, b := range blobs {
 		if err := CheckDigest(b, d); err != nil {
 			return fmt.Errorf("policy store: replacing state: %w", err)
@@ -78,4 +86,14 @@ func (s *Store) GC() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gcLocked()
+}
+
+// intactLocked reports whether every version of ms has an intact blob.
+func (s *Store) intactLocked(ms *moduleState) bool {
+	for _, v := range append([]Version{ms.Active}, ms.History...) {
+		if _, err := s.readBlob(v.Digest); err != nil {
+			return false
+		}
+	}
+	return true
 }

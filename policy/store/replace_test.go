@@ -66,3 +66,31 @@ func TestReplace(t *testing.T) {
 		t.Fatalf("reopened: %q %v", b, err)
 	}
 }
+
+// TestReplaceKeepsPulled: a module Resolve pulled (the cache of a
+// config's oci:// module) survives a Replace that does not name it, and
+// GC keeps its blob; one the new state names is replaced like any other.
+func TestReplaceKeepsPulled(t *testing.T) {
+	s := openStore(t, t.TempDir(), 5)
+	if _, err := s.Commit("oci-redact-0000", mod(1), Version{UploadedBy: UploadedByOCI, Source: "oci://r/p/redact:v1@sha256:" + Digest(mod(1))[7:]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit("uploaded", mod(2), Version{}); err != nil {
+		t.Fatal(err)
+	}
+	v3 := Version{Digest: Digest(mod(3)), Size: int64(len(mod(3)))}
+	if err := s.Replace([]Module{{Name: "m", Active: v3}}, nil, map[string][]byte{Digest(mod(3)): mod(3)}); err != nil {
+		t.Fatal(err)
+	}
+	s.GC()
+	names := []string{}
+	for _, m := range s.List() {
+		names = append(names, m.Name)
+	}
+	if len(names) != 2 || names[0] != "m" || names[1] != "oci-redact-0000" {
+		t.Fatalf("modules after Replace: %v; want m and the pulled oci-redact-0000", names)
+	}
+	if _, err := s.Blob(Digest(mod(1))); err != nil {
+		t.Fatalf("the pulled module's blob after GC: %v", err)
+	}
+}

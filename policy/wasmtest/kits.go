@@ -138,3 +138,23 @@ func CExample(name, dir string) ([]byte, error) {
 	}
 	return os.ReadFile(out)
 }
+
+// ASExample builds the AssemblyScript build of wasm-examples/<name> (its
+// as/<file>.ts, the one there is) with the AssemblyScript kit's build
+// script into a file in dir, and returns the module. Without asc the
+// error wraps ErrNoToolchain.
+func ASExample(name, dir string) ([]byte, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	srcs, err := filepath.Glob(filepath.Join(root, "wasm-examples", name, "as", "*.ts"))
+	if err != nil || len(srcs) != 1 {
+		return nil, fmt.Errorf("no AssemblyScript build of %s (one wasm-examples/%s/as/*.ts): %v", name, name, err)
+	}
+	out := filepath.Join(dir, name+"-as.wasm")
+	if err := RunBuild(".", "sh", "guest/kits/as/build.sh", srcs[0], out); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(out)
+}

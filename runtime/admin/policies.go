@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
@@ -176,7 +177,7 @@ func (o *PolicyOps) moduleInfo(m store.Module) ModuleInfo {
 		History: m.History, AttachedAs: []string{}, Healthy: true}
 	_, atts := o.host.Policies()
 	for _, a := range atts {
-		if name, ok := config.UploadedModule(a.Module); ok && name == m.Name {
+		if storeName(a.Module) == m.Name {
 			info.AttachedAs = append(info.AttachedAs, a.Name)
 			info.Calls += a.Calls
 			info.Failures += a.Failures
@@ -261,7 +262,7 @@ func (o *PolicyOps) DeleteModule(ctx context.Context, name string) error {
 		}
 		_, atts := o.host.Policies()
 		for _, a := range atts {
-			if n, ok := config.UploadedModule(a.Module); ok && n == name {
+			if storeName(a.Module) == name {
 				return Errorf(http.StatusConflict, "attached", "module %q is attached as policy %q (by the %s); detach it first", name, a.Name, a.Source)
 			}
 		}
@@ -369,4 +370,17 @@ func CheckSignature(cfg *config.Config, wasm []byte, sig string) (string, error)
 		return "", Errorf(http.StatusForbidden, "bad_signature", "%s does not verify against any trusted key: %v", HeaderModuleSignature, err)
 	}
 	return id, nil
+}
+
+// storeName is the store name of the module a policy's module names: an
+// uploaded module's, or the cache of an oci:// module (store.OCIName);
+// "" for a file.
+func storeName(module string) string {
+	if n, ok := config.UploadedModule(module); ok {
+		return n
+	}
+	if r, err := ociwasm.ParseRef(module); err == nil {
+		return store.OCIName(r)
+	}
+	return ""
 }

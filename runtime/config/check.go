@@ -190,11 +190,19 @@ func checkSignatureRule(v any) (at, reason string) {
 	if strings.TrimSpace(r.Prefix) == "" || strings.Contains(r.Prefix, "://") {
 		return "prefix", `is required: a registry host ("ghcr.io"), or a repository prefix ("ghcr.io/acme/"), without oci://`
 	}
-	if len(r.CosignKeys) == 0 {
-		return "cosign_keys", "is empty: no module under the prefix could ever be accepted"
+	keyless := r.TrustedRoot != "" || r.CertificateIdentity != "" || r.CertificateIdentityRegexp != "" || r.CertificateOIDCIssuer != ""
+	if len(r.CosignKeys) == 0 && !keyless {
+		return "cosign_keys", "is empty (and no keyless trusted_root): no module under the prefix could ever be accepted"
 	}
 	if _, err := ociwasm.ParseKeys(r.CosignKeys...); err != nil {
 		return "cosign_keys", err.Error()
+	}
+	if _, err := r.Keys(); err != nil {
+		key, reason, _ := strings.Cut(err.Error(), ": ")
+		if key == "keyless" {
+			key = "certificate_oidc_issuer"
+		}
+		return key, reason
 	}
 	return "", ""
 }

@@ -3,9 +3,11 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -115,9 +117,38 @@ func (a *Admin) RegistryOptions(reference string) (ociwasm.Options, error) {
 		}
 	}
 	if best >= 0 {
-		if o.Keys, err = ociwasm.ParseKeys(a.RequireSignature[best].CosignKeys...); err != nil {
+		if o.Keys, err = a.RequireSignature[best].Keys(); err != nil {
 			return ociwasm.Options{}, fmt.Errorf("admin.require_signature[%d]: %w", best, err)
 		}
 	}
 	return o, nil
+}
+
+// Keys are the keys and keyless identities the rule accepts.
+func (r *SignatureRule) Keys() (*ociwasm.Keys, error) {
+	var keys *ociwasm.Keys
+	if len(r.CosignKeys) > 0 {
+		k, err := ociwasm.ParseKeys(r.CosignKeys...)
+		if err != nil {
+			return nil, fmt.Errorf("cosign_keys: %w", err)
+		}
+		keys = k
+	}
+	if r.TrustedRoot == "" && r.CertificateIdentity == "" && r.CertificateIdentityRegexp == "" && r.CertificateOIDCIssuer == "" {
+		return keys, nil
+	}
+	root, err := ociwasm.ParseTrustedRoot([]byte(r.TrustedRoot))
+	if err != nil {
+		return nil, fmt.Errorf("trusted_root: %w", err)
+	}
+	id := ociwasm.Identity{SAN: r.CertificateIdentity, Issuer: r.CertificateOIDCIssuer}
+	if r.CertificateIdentityRegexp != "" {
+		if id.SANRegexp, err = regexp.Compile(r.CertificateIdentityRegexp); err != nil {
+			return nil, fmt.Errorf("certificate_identity_regexp: %w", err)
+		}
+	}
+	if (id.SAN == "") == (id.SANRegexp == nil) || id.Issuer == "" {
+		return nil, errors.New("keyless: want certificate_oidc_issuer and one of certificate_identity, certificate_identity_regexp")
+	}
+	return keys.WithKeyless(root, id), nil
 }

@@ -5,12 +5,16 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 )
@@ -94,6 +98,60 @@ func TestRegistryOptions(t *testing.T) {
 			want, _ := ociwasm.ParseKeys(keys[tc.want])
 			if fmt.Sprint(o.Keys.IDs()) != fmt.Sprint(want.IDs()) {
 				t.Fatalf("keys of the wrong rule, want %s", tc.want)
+			}
+		})
+	}
+}
+
+// testTrustedRoot is a Sigstore trusted root of one self-signed CA and
+// one log key, made here.
+func testTrustedRoot(t *testing.T) string {
+	t.Helper()
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := x509.MarshalPKIXPublicKey(&k.PublicKey)
+	b64 := base64.StdEncoding.EncodeToString
+	root, _ := json.Marshal(map[string]any{
+		"tlogs":                  []any{map[string]any{"publicKey": map[string]any{"rawBytes": b64(pub)}, "logId": map[string]any{"keyId": "AA=="}}},
+		"certificateAuthorities": []any{map[string]any{"certChain": map[string]any{"certificates": []any{map[string]any{"rawBytes": b64(der)}}}}},
+	})
+	return string(root)
+}
+
+// TestConfigKeylessRule: a require_signature rule may be keyless (a
+// trusted root, an identity or identity regexp, an issuer) instead of
+// keys; RegistryOptions then accepts that identity; an incomplete or
+// broken keyless rule names its key.
+func TestConfigKeylessRule(t *testing.T) {
+	root, _ := json.Marshal(testTrustedRoot(t))
+	rule := func(extra string) string {
+		return `{"admin": {"require_signature": [{"prefix": "ghcr.io/acme/", "trusted_root": ` + string(root) + extra + `}]}}`
+	}
+	cfg, err := Parse("gw.json", []byte(rule(`, "certificate_identity_regexp": "^https://github\\.com/acme/", "certificate_oidc_issuer": "https://token.actions.githubusercontent.com"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := cfg.Admin.RegistryOptions("oci://ghcr.io/acme/redact:v1")
+	if err != nil || o.Keys == nil || len(o.Keys.IDs()) != 1 || !strings.HasPrefix(o.Keys.IDs()[0], "keyless:https://token.actions.githubusercontent.com ~^https://github") {
+		t.Fatalf("registry options %+v, %v", o.Keys.IDs(), err)
+	}
+	for _, tc := range []struct{ name, in, key, reason string }{
+		{"no issuer", rule(`, "certificate_identity": "a@b.c"`), "admin.require_signature[0].certificate_oidc_issuer", "want certificate_oidc_issuer"},
+		{"no identity", rule(`, "certificate_oidc_issuer": "https://x"`), "admin.require_signature[0].certificate_oidc_issuer", "one of certificate_identity"},
+		{"bad regexp", rule(`, "certificate_identity_regexp": "(", "certificate_oidc_issuer": "https://x"`), "admin.require_signature[0].certificate_identity_regexp", "missing closing )"},
+		{"bad trusted root", `{"admin": {"require_signature": [{"prefix": "ghcr.io", "trusted_root": "{}", "certificate_identity": "a@b.c", "certificate_oidc_issuer": "https://x"}]}}`,
+			"admin.require_signature[0].trusted_root", "want at least one of each"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("gw.json", []byte(tc.in))
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(ce.Reason, tc.reason) {
+				t.Fatalf("got %v, want key %q and a reason with %q", err, tc.key, tc.reason)
 			}
 		})
 	}

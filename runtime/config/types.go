@@ -259,10 +259,17 @@ type Admin struct {
 }
 
 // SignatureRule requires a cosign signature of the oci:// modules under
-// Prefix by one of CosignKeys.
+// Prefix by one of CosignKeys, or a keyless Sigstore bundle whose
+// certificate chains to TrustedRoot and names the identity and issuer.
 type SignatureRule struct {
 	Prefix     string   `json:"prefix"`
-	CosignKeys []string `json:"cosign_keys"`
+	CosignKeys []string `json:"cosign_keys,omitempty"`
+	// TrustedRoot is a Sigstore trusted_root.json (its text, e.g.
+	// "${file:/etc/edge/trusted_root.json}") for keyless bundles.
+	TrustedRoot               string `json:"trusted_root,omitempty"`
+	CertificateIdentity       string `json:"certificate_identity,omitempty"`
+	CertificateIdentityRegexp string `json:"certificate_identity_regexp,omitempty"`
+	CertificateOIDCIssuer     string `json:"certificate_oidc_issuer,omitempty"`
 }
 
 // DefaultMaxModuleBytes caps uploaded modules unless the config says

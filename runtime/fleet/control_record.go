@@ -186,10 +186,14 @@ func (r *fleetPolicy) storeModules() []store.Module {
 }
 
 // fleetPolicyOf is the record of a local store's state (to seed a fleet
-// from the first replica that has one).
+// from the first replica that has one). Modules pulled for the config's
+// oci:// references are the replica's cache, shared otherwise (oci.go).
 func fleetPolicyOf(st *store.Store) *fleetPolicy {
 	r := newFleetPolicy()
 	for _, m := range st.List() {
+		if m.Active.Pulled() {
+			continue
+		}
 		r.Modules[m.Name] = fleetModule{Active: m.Active, History: m.History}
 	}
 	r.Attachments = st.Attachments()

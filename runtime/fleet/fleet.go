@@ -106,7 +106,9 @@ type Pins interface {
 type Fleet struct {
 	log     *slog.Logger
 	limits  *cluster.Limits
-	checked bool // New found NATS wanting credentials: Join need not ask again
+	checked bool            // New found NATS wanting credentials: Join need not ask again
+	cluster *config.Cluster // the cluster section given to New (oci.go)
+	replica string          // the default replica name of its listener
 
 	node  atomic.Pointer[cluster.Node]
 	ctl   atomic.Pointer[Control]
@@ -125,6 +127,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Fleet, error) {
 		return nil, nil
 	}
 	f := &Fleet{log: log, limits: newLimits(cfg, log)}
+	f.ociConfig(cfg)
 	if cfg.Cluster.AllowAnonymousNATS {
 		return f, nil
 	}

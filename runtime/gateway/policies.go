@@ -32,7 +32,7 @@ func openPolicies(g *Gateway, cfg *config.Config) error {
 	// state folder per config (stateDir), so unrelated gateways share no
 	// modules.
 	opts := policyset.Options{Log: g.log, CacheDir: g.opts.PolicyCacheDir, RecordDir: g.opts.RecordDir,
-		StateDir: g.stateDir(cfg), Keep: cfg.Admin.KeepVersions}
+		StateDir: g.stateDir(cfg), Keep: cfg.Admin.KeepVersions, Admin: &cfg.Admin, Fleet: g.fleet}
 	if err := g.pol.Open(opts, cfg.Policies); err != nil {
 		return fmt.Errorf("loading policies: %w", err)
 	}

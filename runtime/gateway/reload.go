@@ -119,7 +119,7 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 	plan.views = !reflect.DeepEqual(plan.old.Access, cfg.Access) || !reflect.DeepEqual(plan.old.ToolRules, cfg.ToolRules)
 	if !reflect.DeepEqual(plan.old.Policies, cfg.Policies) {
 		// A module that fails to load rejects the reload.
-		pg, err := g.pol.BuildLocked(ctx, cfg.Policies)
+		pg, err := g.pol.BuildLocked(ctx, cfg.Policies, &cfg.Admin)
 		if err != nil {
 			gd.Close()
 			return nil, &config.Error{File: cfg.Path, Key: "policies", Reason: err.Error()}

@@ -43,6 +43,7 @@ type Gen struct {
 	chain *policy.Chain
 	atts  []attachment // in chain order
 	mods  []*loadedModule
+	reg   *config.Admin // the registry settings it was built with
 	// refs counts the calls holding the generation, plus one while it is
 	// current. It reaches zero once: the generation is then closed.
 	refs atomic.Int64
@@ -111,6 +112,8 @@ type Set struct {
 	nextID    uint64
 	loaded    map[moduleKey]*loadedModule
 	fileSpecs []policy.Spec  // attachments from the config file
+	reg       *config.Admin  // registry settings of oci:// modules (nil: defaults)
+	share     *fleet.Fleet   // shares oci:// pulls among replicas (nil: none)
 	fleet     *fleet.Control // nil: admin changes are this process's (runtime/fleet)
 	retired   sync.WaitGroup
 	closed    bool
@@ -261,6 +264,12 @@ type Options struct {
 	StateDir string
 	// Keep is how many versions of each module the store keeps.
 	Keep int
+	// Admin holds the settings of pulling oci:// modules (registries,
+	// signatures, pull policy); nil: the defaults.
+	Admin *config.Admin
+	// Fleet, when not nil, shares pulls of oci:// modules among the
+	// replicas: one pulls, the others use its bytes.
+	Fleet *fleet.Fleet
 }
 
 // Open starts the engine and the store (when a state directory is given)
@@ -289,12 +298,12 @@ func (p *Set) Open(opts Options, specs []policy.Spec) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fileSpecs = specs
+	p.fileSpecs, p.reg, p.share = specs, opts.Admin, opts.Fleet
 	atts, err := p.desiredLocked(specs, p.adminSpecs())
 	if err != nil {
 		return err
 	}
-	next, err := p.buildLocked(context.Background(), atts, nil)
+	next, err := p.buildLocked(context.Background(), atts, nil, p.reg)
 	if err != nil {
 		return err
 	}
@@ -330,8 +339,12 @@ func (p *Set) desiredLocked(fromConfig, admin []policy.Spec) ([]attachment, erro
 	return out, nil
 }
 
-// wasmFor reads the binary a spec attaches.
-func (p *Set) wasmFor(sp *policy.Spec) ([]byte, error) {
+// wasmFor reads the binary a spec attaches: an uploaded module, an
+// oci:// reference (pulled as reg says, oci.go) or a file.
+func (p *Set) wasmFor(ctx context.Context, sp *policy.Spec, reg *config.Admin) ([]byte, error) {
+	if config.OCIModule(sp.Module) {
+		return p.ociWasm(ctx, sp, reg)
+	}
 	if name, ok := config.UploadedModule(sp.Module); ok {
 		if p.store == nil {
 			return nil, fmt.Errorf("policy %q: module %q is not a file path and no module store is configured (admin.state_dir)", sp.Name, sp.Module)
@@ -396,13 +409,13 @@ func (p *Set) engineLocked(ctx context.Context) (*policy.Engine, error) {
 // generation; nothing changes when it fails. preloaded holds modules loaded
 // and verified aside (by an upload), keyed like loaded ones; those not used
 // are left to the caller.
-func (p *Set) buildLocked(ctx context.Context, atts []attachment, preloaded map[moduleKey]*policy.Module) (*Gen, error) {
+func (p *Set) buildLocked(ctx context.Context, atts []attachment, preloaded map[moduleKey]*policy.Module, reg *config.Admin) (*Gen, error) {
 	if len(atts) == 0 {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	needs, err := p.needsOf(atts)
+	needs, err := p.needsOf(ctx, atts, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -422,6 +435,7 @@ func (p *Set) buildLocked(ctx context.Context, atts []attachment, preloaded map[
 	for k, lm := range fresh {
 		p.loaded[k] = lm
 	}
+	pg.reg = reg
 	return pg, nil
 }
 
@@ -432,14 +446,14 @@ type moduleNeed struct {
 }
 
 // needsOf validates each attachment and reads the binary it needs.
-func (p *Set) needsOf(atts []attachment) ([]moduleNeed, error) {
+func (p *Set) needsOf(ctx context.Context, atts []attachment, reg *config.Admin) ([]moduleNeed, error) {
 	needs := make([]moduleNeed, len(atts))
 	for i := range atts {
 		sp := &atts[i].spec
 		if err := sp.Validate(); err != nil {
 			return nil, err
 		}
-		wasm, err := p.wasmFor(sp)
+		wasm, err := p.wasmFor(ctx, sp, reg)
 		if err != nil {
 			return nil, err
 		}
@@ -538,33 +552,37 @@ func (p *Set) chainOf(atts []attachment, needs []moduleNeed, fresh map[moduleKey
 }
 
 // BuildLocked builds, aside, the generation of the config's attachments
-// fromConfig and the admin API's; CommitLocked swaps it in. Called with the
-// Set's lock held (Lock), which it keeps until the commit.
-func (p *Set) BuildLocked(ctx context.Context, fromConfig []policy.Spec) (*Gen, error) {
-	return p.buildFromLocked(ctx, fromConfig, p.adminSpecs(), nil)
+// fromConfig and the admin API's, pulling oci:// modules as reg says;
+// CommitLocked swaps it in. Called with the Set's lock held (Lock), which
+// it keeps until the commit.
+func (p *Set) BuildLocked(ctx context.Context, fromConfig []policy.Spec, reg *config.Admin) (*Gen, error) {
+	return p.buildFromLocked(ctx, fromConfig, p.adminSpecs(), nil, reg)
 }
 
 // CommitLocked makes next, built by BuildLocked from fromConfig, the
-// current generation.
+// current generation; its registry settings apply to later changes.
 func (p *Set) CommitLocked(fromConfig []policy.Spec, next *Gen) {
 	p.fileSpecs = fromConfig
+	if next != nil && next.reg != nil {
+		p.reg = next.reg
+	}
 	p.swapLocked(next)
 }
 
 // buildFromLocked builds, aside, the generation of the config's and the
 // admin API's attachments; the caller swaps it in (or drops it).
-func (p *Set) buildFromLocked(ctx context.Context, fromConfig, admin []policy.Spec, preloaded map[moduleKey]*policy.Module) (*Gen, error) {
+func (p *Set) buildFromLocked(ctx context.Context, fromConfig, admin []policy.Spec, preloaded map[moduleKey]*policy.Module, reg *config.Admin) (*Gen, error) {
 	atts, err := p.desiredLocked(fromConfig, admin)
 	if err != nil {
 		return nil, err
 	}
-	return p.buildLocked(ctx, atts, preloaded)
+	return p.buildLocked(ctx, atts, preloaded, reg)
 }
 
 // rebuildLocked builds a generation from the config's and the given admin
 // attachments and swaps it in.
 func (p *Set) rebuildLocked(ctx context.Context, admin []policy.Spec, preloaded map[moduleKey]*policy.Module) error {
-	next, err := p.buildFromLocked(ctx, p.fileSpecs, admin, preloaded)
+	next, err := p.buildFromLocked(ctx, p.fileSpecs, admin, preloaded, p.reg)
 	if err != nil {
 		return err
 	}

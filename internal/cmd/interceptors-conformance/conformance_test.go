@@ -30,16 +30,21 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformanceC replays every fixture with the C builds of the
-// security modules (wasm-examples/*/c on the C kit's ABI 1.1 glue). Without
-// clang it skips, and fails under CI.
+// security modules (wasm-examples/*/c on the C kit's ABI 1.1 glue), and
+// with the AssemblyScript build of secretless-redactor (as/, on the
+// AssemblyScript kit's) beside the C guard. Without clang or asc it skips,
+// and fails under CI.
 func TestConformanceC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Wasm modules")
 	}
-	for _, remote := range []bool{false, true} {
-		name := map[bool]string{false: "in-process", true: "remote"}[remote]
+	for _, tc := range []struct {
+		build  string
+		remote bool
+	}{{"c", false}, {"c", true}, {"as", false}} {
+		name := tc.build + "/" + map[bool]string{false: "in-process", true: "remote"}[tc.remote]
 		t.Run(name, func(t *testing.T) {
-			r, err := replayFixtures(context.Background(), "", remote, "c", nil)
+			r, err := replayFixtures(context.Background(), "", tc.remote, tc.build, nil)
 			wasmtest.SkipOrFail(t, err)
 			t.Log("\n" + strings.Join(r.Lines, "\n"))
 			if r.Failed != 0 || r.Passed != 24 {

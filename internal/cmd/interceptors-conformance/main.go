@@ -5,7 +5,9 @@
 // fixture vocabulary's validators and mutators in Go, the security
 // behaviors as the shipped Wasm modules (wasm-examples/cross-boundary-guard
 // and secretless-redactor; -build c picks their C builds, wasm-examples/*/c,
-// instead of the Go ones). With -remote the interceptors are hosted by an
+// instead of the Go ones; -build as the AssemblyScript build of
+// secretless-redactor, wasm-examples/secretless-redactor/as, beside the C
+// build of cross-boundary-guard). With -remote the interceptors are hosted by an
 // interceptor server over streamable HTTP on 127.0.0.1 and reached through
 // runtime/interceptors. It prints one line per fixture and, last,
 // "N passed, M failed"; the exit status is 1 when a fixture failed.
@@ -29,7 +31,7 @@ import (
 func main() {
 	dir := flag.String("dir", "", "the conformance directory (default: testdata/interceptors-conformance of the module)")
 	remote := flag.Bool("remote", false, "host the interceptors out of process, behind an interceptor server over streamable HTTP")
-	build := flag.String("build", "go", "the build of the security modules: go (wasm-examples/<name>) or c (wasm-examples/<name>/c, needs clang)")
+	build := flag.String("build", "go", "the build of the security modules: go (wasm-examples/<name>), c (wasm-examples/<name>/c, needs clang) or as (secretless-redactor/as, needs asc, and the C guard)")
 	flag.Parse()
 	if err := run(context.Background(), *dir, *remote, *build); err != nil {
 		fmt.Fprintln(os.Stderr, "interceptors-conformance:", err)
@@ -52,7 +54,7 @@ func run(ctx context.Context, dir string, remote bool, build string) error {
 }
 
 // replayFixtures replays every fixture under dir in process or remotely,
-// with the security modules' build named by build ("go" or "c").
+// with the security modules' build named by build ("go", "c" or "as").
 func replayFixtures(ctx context.Context, dir string, remote bool, build string, log *slog.Logger) (conformance.Report, error) {
 	if dir == "" {
 		root, err := wasmtest.ModuleRoot()
@@ -100,7 +102,8 @@ func loadModules(ctx context.Context, build string) (*modules, error) {
 }
 
 // buildModules builds cross-boundary-guard and secretless-redactor: the Go
-// packages, or their C builds (into a temporary directory).
+// packages, or their C builds (into a temporary directory), or the C guard
+// and the AssemblyScript redactor.
 func buildModules(build string) (guard, redac []byte, err error) {
 	switch build {
 	case "go", "":
@@ -109,17 +112,21 @@ func buildModules(build string) (guard, redac []byte, err error) {
 		}
 		redac, err = wasmtest.BuildPackage("wasm-examples/secretless-redactor")
 		return guard, redac, err
-	case "c":
+	case "c", "as":
 		dir, err := os.MkdirTemp("", "interceptors-conformance-")
 		if err != nil {
-			return nil, nil, fmt.Errorf("building the C modules: %w", err)
+			return nil, nil, fmt.Errorf("building the %s modules: %w", build, err)
 		}
 		defer os.RemoveAll(dir)
 		if guard, err = wasmtest.CExample("cross-boundary-guard", dir); err != nil {
 			return nil, nil, err
 		}
-		redac, err = wasmtest.CExample("secretless-redactor", dir)
+		if build == "as" {
+			redac, err = wasmtest.ASExample("secretless-redactor", dir)
+		} else {
+			redac, err = wasmtest.CExample("secretless-redactor", dir)
+		}
 		return guard, redac, err
 	}
-	return nil, nil, fmt.Errorf("unknown build %q (go, c)", build)
+	return nil, nil, fmt.Errorf("unknown build %q (go, c, as)", build)
 }

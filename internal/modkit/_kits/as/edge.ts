@@ -1,5 +1,5 @@
 // The edge-mcp policy kit for AssemblyScript: the ABI glue of
-// policy/ABI.md (1.0) and small JSON helpers working on raw memory (no
+// policy/ABI.md (1.1: hooks, and SEP-2624 interceptors below) and small JSON helpers working on raw memory (no
 // managed strings on the hot path).
 //
 // The policy's entry file re-exports the glue and exports its hooks:
@@ -21,7 +21,7 @@
 // unchanged; returning a message reports {"error":message}. Export only the
 // hooks you implement: the host calls exactly those.
 
-export const ABI_VERSION: i32 = 0x00010000;
+export const ABI_VERSION: i32 = 0x00010001;
 
 export function edge_abi_version(): i32 {
   return ABI_VERSION;
@@ -125,6 +125,22 @@ export class Buf {
   // result: a replacement result for the *_result hooks.
   result(p: usize, n: usize): void {
     this.ascii('{"result":');
+    this.append(p, n);
+    this.byte(0x7d);
+  }
+
+  // refuse answers a validator's call (interceptors): not valid, with
+  // message.
+  refuse(message: string): void {
+    this.ascii('{"valid":false,"severity":"error","messages":[{"message":');
+    this.str(message);
+    this.ascii(',"severity":"error"}]}');
+  }
+
+  // replace answers a mutator's call (interceptors): the new payload, a
+  // JSON value at [p, p+n).
+  replace(p: usize, n: usize): void {
+    this.ascii('{"modified":true,"payload":');
     this.append(p, n);
     this.byte(0x7d);
   }
@@ -323,4 +339,178 @@ export function glob(p: usize, pn: usize, n: usize, nn: usize): bool {
   }
   while (i < pn && load<u8>(p + i) == 0x2a) i++;
   return i == pn;
+}
+
+// SEP-2624 interceptors (ABI 1.1). A module declares its interceptors in
+// an array and exports the two hooks of the interceptor ABI:
+//
+//   import { Buf, Interceptor, Invocation, listInterceptors, intercept, member, isString, valueLen } from "./edge";
+//   function noDelete(inv: Invocation, out: Buf): string | null {
+//     const name = member(inv.payload.ptr, inv.payload.len, "name");
+//     if (name != 0 && isString(name, valueLen, "delete_repo")) out.refuse("deleting repositories is not allowed");
+//     return null;
+//   }
+//   const ics: Interceptor[] = [new Interceptor("acme/no-delete", false, ["tools/call"], "request", noDelete)];
+//   export function edge_hook_interceptors(ptr: i32, len: i32): i64 { return listInterceptors(ics); }
+//   export function edge_hook_intercept(ptr: i32, len: i32): i64 { return intercept(ptr, len, ics); }
+//
+// A validator leaves out empty (valid) or calls out.refuse; a mutator
+// leaves it empty (unmodified) or calls out.replace. Returning a message
+// reports {"error":message}. Interceptor names are compared as ASCII.
+
+// A raw span of the input: for strings the text between the quotes
+// (escapes kept), else the JSON value; ptr is 0 when the member is absent.
+export class Str {
+  ptr: usize = 0;
+  len: usize = 0;
+
+  // is reports whether the span is the ASCII string lit.
+  is(lit: string): bool {
+    return this.ptr != 0 && isKey(this.ptr, this.len, lit);
+  }
+}
+
+// One call of an interceptor.
+export class Invocation {
+  name: Str = new Str();
+  event: Str = new Str();
+  phase: Str = new Str();
+  sessionId: Str = new Str(); // from context
+  server: Str = new Str(); // from context
+  principal: Str = new Str(); // context.principal.id
+  context: Str = new Str(); // raw JSON
+  config: Str = new Str(); // raw JSON
+  payload: Str = new Str(); // raw JSON
+}
+
+export type InterceptFn = (inv: Invocation, out: Buf) => string | null;
+
+// An interceptor descriptor (the wire shape of interceptors/list).
+export class Interceptor {
+  description: string | null = null;
+  mode: string | null = null; // null (active) or "audit"
+  failOpen: bool = false;
+  priority: i32 = 0; // priorityHint
+  configSchema: string | null = null; // a JSON Schema object
+
+  // phase: "request", "response" or "both".
+  constructor(public name: string, public mutation: bool, public events: string[], public phase: string, public fn: InterceptFn) {}
+}
+
+function appendInterceptor(b: Buf, ic: Interceptor): void {
+  b.ascii('{"name":');
+  b.str(ic.name);
+  const d = ic.description;
+  if (d !== null) {
+    b.ascii(',"description":');
+    b.str(d);
+  }
+  b.ascii(ic.mutation ? ',"type":"mutation"' : ',"type":"validation"');
+  b.ascii(',"hooks":[{"events":[');
+  for (let i = 0; i < ic.events.length; i++) {
+    if (i > 0) b.byte(0x2c);
+    b.str(ic.events[i]);
+  }
+  b.ascii('],"phase":');
+  b.str(ic.phase);
+  b.ascii("}]");
+  const m = ic.mode;
+  if (m !== null) {
+    b.ascii(',"mode":');
+    b.str(m);
+  }
+  if (ic.failOpen) b.ascii(',"failOpen":true');
+  if (ic.priority != 0) {
+    b.ascii(',"priorityHint":');
+    b.ascii(ic.priority.toString());
+  }
+  const cs = ic.configSchema;
+  if (cs !== null) {
+    b.ascii(',"configSchema":');
+    b.ascii(cs);
+  }
+  b.byte(0x7d);
+}
+
+// listInterceptors answers edge_hook_interceptors.
+export function listInterceptors(ics: Interceptor[]): i64 {
+  output.len = 0;
+  output.ascii('{"interceptors":[');
+  for (let i = 0; i < ics.length; i++) {
+    if (i > 0) output.byte(0x2c);
+    appendInterceptor(output, ics[i]);
+  }
+  output.ascii("]}");
+  return (<i64>output.ptr << 32) | <i64>output.len;
+}
+
+const inv = new Invocation();
+let interceptors: Interceptor[] = [];
+
+// span sets dst to the contents of the JSON string [v, v+n); false when v
+// is not a string.
+function span(dst: Str, v: usize, n: usize, quoted: bool): bool {
+  if (!quoted) {
+    dst.ptr = v;
+    dst.len = n;
+    return true;
+  }
+  if (n < 2 || load<u8>(v) != 0x22) return false;
+  dst.ptr = v + 1;
+  dst.len = n - 2;
+  return true;
+}
+
+let badInvocation = false;
+
+function contextMember(): bool {
+  let ok = true;
+  if (isKey(keyPtr, keyLen, "sessionId")) ok = span(inv.sessionId, valuePtr, valueLen, true);
+  else if (isKey(keyPtr, keyLen, "server")) ok = span(inv.server, valuePtr, valueLen, true);
+  else if (isKey(keyPtr, keyLen, "principal")) {
+    const id = member(valuePtr, valueLen, "id");
+    ok = id == 0 || span(inv.principal, id, valueLen, true);
+  }
+  if (!ok) badInvocation = true;
+  return ok;
+}
+
+function invocationMember(): bool {
+  let ok = true;
+  if (isKey(keyPtr, keyLen, "name")) ok = span(inv.name, valuePtr, valueLen, true);
+  else if (isKey(keyPtr, keyLen, "event")) ok = span(inv.event, valuePtr, valueLen, true);
+  else if (isKey(keyPtr, keyLen, "phase")) ok = span(inv.phase, valuePtr, valueLen, true);
+  else if (isKey(keyPtr, keyLen, "config")) span(inv.config, valuePtr, valueLen, false);
+  else if (isKey(keyPtr, keyLen, "payload")) span(inv.payload, valuePtr, valueLen, false);
+  else if (isKey(keyPtr, keyLen, "context")) {
+    span(inv.context, valuePtr, valueLen, false);
+    ok = members(valuePtr, valueLen, contextMember) && !badInvocation;
+  }
+  if (!ok) badInvocation = true;
+  return ok;
+}
+
+function clear(s: Str): void {
+  s.ptr = 0;
+  s.len = 0;
+}
+
+function interceptHandler(input: usize, n: usize, out: Buf): string | null {
+  clear(inv.name); clear(inv.event); clear(inv.phase); clear(inv.sessionId); clear(inv.server);
+  clear(inv.principal); clear(inv.context); clear(inv.config); clear(inv.payload);
+  badInvocation = false;
+  if (!members(input, n, invocationMember) || badInvocation) return "intercept: input is not a valid invocation";
+  if (inv.name.ptr == 0 || inv.payload.ptr == 0) return "intercept: name and payload are required";
+  for (let i = 0; i < interceptors.length; i++) {
+    const ic = interceptors[i];
+    if (inv.name.is(ic.name)) return ic.fn(inv, out);
+  }
+  return "intercept: no interceptor of that name";
+}
+
+// intercept answers edge_hook_intercept: it runs the interceptor the
+// invocation names.
+export function intercept(ptr: i32, len: i32, ics: Interceptor[]): i64 {
+  interceptors = ics;
+  return run(ptr, len, interceptHandler);
 }
