@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
@@ -43,6 +45,15 @@ type Source interface {
 	Sessions() int
 	// Fleet is nil outside a fleet.
 	Fleet(ctx context.Context) *fleet.Status
+	// ClientIdentities lists the client identities the gateway admits
+	// (the API keys' names; "anonymous" without authentication); any says
+	// that any name may be used (JWT: the identity is a token's claim).
+	ClientIdentities() (names []string, any bool)
+	// ServeAs runs a session of the gateway over conn until conn is
+	// closed, for identity, as if that client had connected: access
+	// lists, rate limits, validation, policies, approval, metrics and the
+	// audit log apply.
+	ServeAs(identity string, conn mcp.Connection)
 }
 
 // Upstream is one upstream server's line on the overview.
@@ -123,14 +134,16 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST /ui/login", c.login)
 	c.mux.HandleFunc("POST /ui/logout", c.logout)
 	pages := map[string]func(*http.Request) (string, any, error){
-		"GET /ui/{$}":       c.overview,
-		"GET /ui/catalogue": c.catalogue,
-		"GET /ui/policies":  c.policies,
-		"GET /ui/oauth":     c.oauthPage,
-		"GET /ui/fleet":     c.fleetPage,
-		"POST /ui/pins":     c.pinAction,
-		"POST /ui/policies": c.policyAction,
-		"POST /ui/oauth":    c.oauthAction,
+		"GET /ui/{$}":         c.overview,
+		"GET /ui/catalogue":   c.catalogue,
+		"GET /ui/policies":    c.policies,
+		"GET /ui/oauth":       c.oauthPage,
+		"GET /ui/fleet":       c.fleetPage,
+		"GET /ui/playground":  c.playground,
+		"POST /ui/playground": c.playgroundCall,
+		"POST /ui/pins":       c.pinAction,
+		"POST /ui/policies":   c.policyAction,
+		"POST /ui/oauth":      c.oauthAction,
 	}
 	for pattern, f := range pages {
 		c.mux.Handle(pattern, c.page(f))
@@ -216,7 +229,7 @@ func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler 
 	})
 }
 
-var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet"}
+var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet", "playground.html": "Playground"}
 
 func cutPrefix(s, prefix string) (string, bool) {
 	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {

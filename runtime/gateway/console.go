@@ -3,6 +3,11 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/edge-mcp/edge-mcp/internal/auth"
 
 	"github.com/edge-mcp/edge-mcp/runtime/console"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
@@ -51,3 +56,39 @@ func (c consoleSource) Tools() []console.Tool {
 func (c consoleSource) Sessions() int { return len(c.g.route.allSessions()) }
 
 func (c consoleSource) Fleet(ctx context.Context) *fleet.Status { return c.g.fleet.Status(ctx) }
+
+// ClientIdentities: the API keys' names (revoked ones left out),
+// "anonymous" without authentication; with JWT any name.
+func (c consoleSource) ClientIdentities() ([]string, bool) {
+	a := c.g.config().Auth
+	switch a.Mode {
+	case auth.ModeJWT:
+		return nil, true
+	case auth.ModeAPIKey:
+		var names []string
+		for _, k := range a.APIKeys {
+			if !k.Revoked && !slices.Contains(names, k.Name) {
+				names = append(names, k.Name)
+			}
+		}
+		return names, false
+	}
+	return []string{anonymous.Name}, false
+}
+
+// ServeAs serves conn as a session of identity over transport "console".
+func (c consoleSource) ServeAs(identity string, conn mcp.Connection) {
+	method := c.g.config().Auth.Mode
+	if method == "" {
+		method = auth.ModeNone
+	}
+	c.g.ServeConn(peerConn{conn, &peer{id: auth.Identity{Name: identity, Method: method}, transport: "console"}})
+}
+
+// peerConn gives a connection its peer (transports.Peer).
+type peerConn struct {
+	mcp.Connection
+	p *peer
+}
+
+func (c peerConn) PeerInfo() any { return c.p }

@@ -142,14 +142,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "r1" {
 		t.Errorf("after promotion in the console the policy must enforce: %q", txt)
 	}
-	for _, p := range []string{"oauth", "fleet"} {
+	for _, p := range []string{"oauth", "fleet", "playground"} {
 		run(t, ctx, p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
 		shot(t, ctx, p)
 	}
 
 	// At 360 px every page fits without sideways scrolling of the page.
 	run(t, ctx, "narrow", chromedp.EmulateViewport(360, 740))
-	for _, p := range []string{"", "catalogue", "policies", "oauth", "fleet"} {
+	for _, p := range []string{"", "catalogue", "policies", "oauth", "fleet", "playground"} {
 		run(t, ctx, "narrow "+p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
 		if !value(t, ctx, "width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= 360`)) {
 			t.Errorf("/ui/%s is wider than 360 px", p)
@@ -188,4 +188,88 @@ func TestConsoleOAuthInBrowser(t *testing.T) {
 		t.Errorf("after the login the OAuth page shows:\n%s", body)
 	}
 	shot(t, ctx, "oauth-authorized")
+}
+
+// consoleUpstream serves "add" (answers "added") and "echo".
+func consoleUpstream(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1"}, nil)
+	answer := func(text string) mcp.ToolHandler {
+		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+		}
+	}
+	s.AddTool(&mcp.Tool{Name: "add", Description: "Adds two numbers.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}}}`)}, answer("added"))
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes.", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("echoed"))
+	return serveMCP(t, s)
+}
+
+// TestConsolePlaygroundInBrowser: in the playground a tool is called as
+// a chosen client identity through the gateway's chain: alice may call
+// add and sees the raw request and answer; bob, whom the access list
+// keeps to echo, is refused; bad arguments come back with the reason and
+// the form as typed; the audit log holds alice's call under her name.
+func TestConsolePlaygroundInBrowser(t *testing.T) {
+	ctx := browser(t)
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	_, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}},
+		"auth": {"mode": "api_key", "api_keys": [{"name": "alice", "key": "alice-key-0123456789"}, {"name": "bob", "key": "bob-key-0123456789ab"}]},
+		"access": [{"identities": ["alice"]}, {"identities": ["bob"], "tools": ["echo"]}],
+		"audit": {"path": %q}}`, consoleUpstream(t), adminToken, auditPath), t.TempDir())
+	waitFor(t, "the upstream's tools", func() bool { return len(consoleSource{g}.Tools()) == 2 })
+
+	run(t, ctx, "log in", chromedp.Navigate(adminURL+"/ui/playground"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.CSS(`main button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)), chromedp.Navigate(adminURL+"/ui/playground"), chromedp.WaitVisible(chromedp.ID("arguments")))
+	call := func(what, identity, tool, args string) string {
+		t.Helper()
+		run(t, ctx, what, chromedp.SetValue(chromedp.ID("identity"), identity), chromedp.SetValue(chromedp.ID("tool"), tool),
+			chromedp.SetValue(chromedp.ID("arguments"), args), chromedp.Evaluate[chromedp.Void](`document.body.dataset.old = "1"`),
+			chromedp.Click(chromedp.CSS(`form.playground button[type="submit"]`)))
+		waitFor(t, what+": the answer page", func() bool {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body.dataset.old && document.querySelector("#problem, ol.exchange") !== null`))
+			return err == nil && ok
+		})
+		return value(t, ctx, "body", chromedp.Evaluate[string]("document.querySelector('main').innerText"))
+	}
+
+	body := call("alice calls add", "alice", "add", `{"a": 1, "b": 2}`)
+	for _, want := range []string{"console → gateway", `"method": "tools/call"`, `"name": "add"`, "gateway → console", `"text": "added"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("alice's exchange lacks %q:\n%s", want, body)
+		}
+	}
+	shot(t, ctx, "playground")
+
+	body = call("bob calls add", "bob", "add", `{}`)
+	if strings.Contains(body, "added") || !strings.Contains(body, `"error"`) {
+		t.Errorf("bob, whom the access list keeps to echo, called add:\n%s", body)
+	}
+	if body := call("bob calls echo", "bob", "echo", `{}`); !strings.Contains(body, `"text": "echoed"`) {
+		t.Errorf("bob's echo:\n%s", body)
+	}
+
+	body = call("bad arguments", "alice", "add", `{"a": 1,`)
+	if !strings.Contains(body, "the arguments must be a JSON object") || strings.Contains(body, "gateway → console") {
+		t.Errorf("bad arguments:\n%s", body)
+	}
+	if got := value(t, ctx, "arguments kept", chromedp.Evaluate[string](`document.getElementById("arguments").value`)); got != `{"a": 1,` {
+		t.Errorf("the form lost the arguments typed: %q", got)
+	}
+
+	// The audit log: alice's and bob's calls under their names, and the
+	// operator's playground calls.
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(auditPath)
+			t.Logf("audit log:\n%s", b)
+		}
+	})
+	waitFor(t, "the audit records", func() bool {
+		b, _ := os.ReadFile(auditPath)
+		s := string(b)
+		return strings.Contains(s, `"identity":"alice","server":"calc","tool":"add","outcome":"ok"`) && strings.Contains(s, `"identity":"bob","server":"calc","tool":"add","outcome":"denied"`) &&
+			strings.Contains(s, `"identity":"bob","server":"calc","tool":"echo","outcome":"ok"`) &&
+			strings.Contains(s, `"identity":"ops","action":"playground.call","target":"add","detail":"as alice from the console"`)
+	})
 }
