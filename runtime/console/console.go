@@ -24,7 +24,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
-//go:embed templates/*.html static/console.css
+//go:embed templates/*.html static/console.css static/console.js
 var files embed.FS
 
 // Auth is the admin API's token check (an *admin.Server).
@@ -77,20 +77,23 @@ type Options struct {
 	Auth   Auth
 	// Audit receives the record of every change made from the console.
 	Audit func(admin.Record)
-	Log   *slog.Logger
+	// Tail is what the gateway publishes as it runs (NewTail); the
+	// console starts it on its first page.
+	Tail *Tail
+	Log  *slog.Logger
 }
 
 // Console is the operator console's HTTP handler, mounted at /ui/.
 type Console struct {
-	ops    admin.Operations
-	src    Source
-	auth   Auth
-	audit  func(admin.Record)
-	log    *slog.Logger
-	keys   keys
-	now    func() time.Time
-	mux    *http.ServeMux
-	static []byte
+	ops   admin.Operations
+	src   Source
+	auth  Auth
+	audit func(admin.Record)
+	log   *slog.Logger
+	keys  keys
+	now   func() time.Time
+	mux   *http.ServeMux
+	tail  *Tail
 }
 
 // New returns the console. It parses no template until the first page is
@@ -99,7 +102,10 @@ func New(opts Options) *Console {
 	key := make([]byte, 32)
 	rand.Read(key)
 	c := &Console{ops: opts.Ops, src: opts.Source, auth: opts.Auth, audit: opts.Audit, log: opts.Log,
-		keys: keys{key}, now: time.Now, mux: http.NewServeMux()}
+		keys: keys{key}, now: time.Now, mux: http.NewServeMux(), tail: opts.Tail}
+	if c.tail == nil {
+		c.tail = NewTail()
+	}
 	if c.audit == nil {
 		c.audit = func(admin.Record) {}
 	}
@@ -110,9 +116,10 @@ func New(opts Options) *Console {
 	return c
 }
 
-// csp allows this origin's stylesheet and images, and nothing else: no
-// script at all, no frames, forms posted only here.
-const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// csp allows this origin's stylesheet, images, script file and event
+// stream, and nothing else: no inline script, no frames, forms posted
+// only here.
+const csp = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // ServeHTTP serves the console. The admin server has checked Origin and
 // Host already.
@@ -125,11 +132,14 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// with "Origin: null", which the guard refuses.
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	c.tail.Start() // the console is open: the tail records from now on
 	c.mux.ServeHTTP(w, r)
 }
 
 func (c *Console) routes() {
 	c.mux.HandleFunc("GET /ui/static/console.css", c.serveCSS)
+	c.mux.HandleFunc("GET /ui/static/console.js", c.serveJS)
+	c.mux.HandleFunc("GET /ui/tail/stream", c.stream)
 	c.mux.HandleFunc("GET /ui/login", c.loginForm)
 	c.mux.HandleFunc("POST /ui/login", c.login)
 	c.mux.HandleFunc("POST /ui/logout", c.logout)
@@ -140,6 +150,7 @@ func (c *Console) routes() {
 		"GET /ui/oauth":       c.oauthPage,
 		"GET /ui/fleet":       c.fleetPage,
 		"GET /ui/playground":  c.playground,
+		"GET /ui/tail":        c.tailPage,
 		"POST /ui/playground": c.playgroundCall,
 		"POST /ui/pins":       c.pinAction,
 		"POST /ui/policies":   c.policyAction,
@@ -166,7 +177,8 @@ var parsed = sync.OnceValues(func() (*template.Template, error) {
 			}
 			return time.Since(t).Round(time.Second).String() + " ago"
 		},
-		"add": func(a, b int) int { return a + b },
+		"add":  func(a, b int) int { return a + b },
+		"list": func(v ...string) []string { return v },
 	}).ParseFS(files, "templates/*.html")
 })
 
@@ -229,7 +241,7 @@ func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler 
 	})
 }
 
-var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet", "playground.html": "Playground"}
+var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet", "playground.html": "Playground", "tail.html": "Live tail"}
 
 func cutPrefix(s, prefix string) (string, bool) {
 	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {

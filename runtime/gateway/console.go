@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -92,3 +93,18 @@ type peerConn struct {
 }
 
 func (c peerConn) PeerInfo() any { return c.p }
+
+// tailCall hands a tool call's audit record to the console's live tail.
+func (g *Gateway) tailCall(identity, server, tool, outcome string, start time.Time, d time.Duration, errMsg string) {
+	g.tail.Publish(console.Entry{Time: start, Kind: console.KindCall, Identity: identity, Server: server, Tool: tool,
+		Outcome: outcome, Duration: d, Text: errMsg})
+}
+
+// tailAdmin hands an admin change's audit record to the console's live tail.
+func (g *Gateway) tailAdmin(rec AuditAdmin) {
+	text := rec.Target
+	if rec.Detail != "" {
+		text += " — " + rec.Detail
+	}
+	g.tail.Publish(console.Entry{Time: rec.Time, Kind: console.KindAdmin, Identity: rec.Identity, Outcome: rec.Action, Text: text})
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -272,4 +273,64 @@ func TestConsolePlaygroundInBrowser(t *testing.T) {
 			strings.Contains(s, `"identity":"bob","server":"calc","tool":"echo","outcome":"ok"`) &&
 			strings.Contains(s, `"identity":"ops","action":"playground.call","target":"add","detail":"as alice from the console"`)
 	})
+}
+
+// login opens the console at adminURL and logs in with the admin token.
+func login(t *testing.T, ctx context.Context, adminURL string) {
+	t.Helper()
+	run(t, ctx, "log in", chromedp.Navigate(adminURL+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.CSS(`main button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)))
+}
+
+// bodyText is the text of the page's main element.
+func bodyText(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	return value(t, ctx, "main text", chromedp.Evaluate[string]("document.querySelector('main').innerText"))
+}
+
+// TestConsoleTailInBrowser: the live tail, filtered to the tool add,
+// shows a call of add made by an MCP client while the page is open,
+// without a reload, and not a call of echo; an admin change shows under
+// kind admin; with script disabled the same page lists the calls kept.
+func TestConsoleTailInBrowser(t *testing.T) {
+	ctx := browser(t)
+	mcpURL, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		consoleUpstream(t), adminToken), t.TempDir())
+	cs := connect(t, mcpURL, nil)
+	login(t, ctx, adminURL)
+	run(t, ctx, "tail", chromedp.Navigate(adminURL+"/ui/tail?tool=add"), chromedp.WaitVisible(chromedp.ID("tail")))
+	waitFor(t, "the live stream to open", func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("live").textContent`))
+		return err == nil && strings.HasPrefix(s, "Live")
+	})
+	callText(t, cs, "echo", nil)
+	if txt, _ := callText(t, cs, "add", map[string]any{"a": 1}); txt != "added" {
+		t.Fatalf("add: %q", txt)
+	}
+	rows := func() string {
+		s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("tail").innerText`))
+		return s
+	}
+	waitFor(t, "the call of add to appear in the open page", func() bool { return strings.Contains(rows(), "add") })
+	if r := rows(); !strings.Contains(r, "call") || !strings.Contains(r, "calc") || !strings.Contains(r, "ok") || strings.Contains(r, "echo") {
+		t.Errorf("the tail filtered to add shows:\n%s", r)
+	}
+	shot(t, ctx, "tail")
+
+	// Without script the page reads the same from the server.
+	run(t, ctx, "no script", func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return chromedp.Void{}, err
+	}, chromedp.Navigate(adminURL+"/ui/tail?kind=call"), chromedp.WaitVisible(chromedp.ID("tail")))
+	if r := rows(); !strings.Contains(r, "add") || !strings.Contains(r, "echo") {
+		t.Errorf("without script the tail of calls shows:\n%s", r)
+	}
+	if s := value(t, ctx, "status", chromedp.Evaluate[string](`document.getElementById("live").textContent`)); !strings.HasPrefix(s, "Reload") {
+		t.Errorf("without script the status says %q", s)
+	}
+	run(t, ctx, "admin entries", chromedp.Navigate(adminURL+"/ui/tail?kind=admin"), chromedp.WaitVisible(chromedp.ID("tail")))
+	if r := rows(); !strings.Contains(r, "console.login") || strings.Contains(r, "echo") {
+		t.Errorf("the admin entries:\n%s", r)
+	}
 }

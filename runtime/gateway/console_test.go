@@ -97,7 +97,7 @@ func TestConsoleLoginSessionAndCSRF(t *testing.T) {
 		t.Fatalf("GET /ui/ without a session: %d %s, want 303 to /ui/login", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	resp, page := consoleDo(t, c, "GET", adminURL+"/ui/login", nil, nil)
-	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self';") || strings.Contains(csp, "unsafe") {
 		t.Errorf("CSP %q", csp)
 	}
 	loginCSRF := csrfOf(t, page)
