@@ -140,6 +140,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /ui/static/console.css", c.serveCSS)
 	c.mux.HandleFunc("GET /ui/static/console.js", c.serveJS)
 	c.mux.HandleFunc("GET /ui/tail/stream", c.stream)
+	c.mux.HandleFunc("GET /ui/chart.svg", c.chart)
 	c.mux.HandleFunc("GET /ui/login", c.loginForm)
 	c.mux.HandleFunc("POST /ui/login", c.login)
 	c.mux.HandleFunc("POST /ui/logout", c.logout)

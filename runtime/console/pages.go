@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
@@ -17,6 +18,10 @@ const pageSize = 100
 
 type overviewData struct {
 	Upstreams  []Upstream
+	Stats      map[string]ServerStat // by upstream, since Since
+	Since      time.Time
+	Calls      int // in the last minute
+	Errors     int
 	Sessions   int
 	Pending    int
 	HeapMB     string
@@ -28,8 +33,15 @@ func (c *Console) overview(r *http.Request) (string, any, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mb := func(n uint64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) }
-	return "overview.html", overviewData{Upstreams: c.src.Upstreams(), Sessions: c.src.Sessions(),
-		Pending: len(c.ops.PendingToolChanges()), HeapMB: mb(ms.HeapInuse), SysMB: mb(ms.Sys), Goroutines: runtime.NumGoroutine()}, nil
+	d := overviewData{Upstreams: c.src.Upstreams(), Sessions: c.src.Sessions(),
+		Pending: len(c.ops.PendingToolChanges()), HeapMB: mb(ms.HeapInuse), SysMB: mb(ms.Sys), Goroutines: runtime.NumGoroutine()}
+	d.Stats, d.Since = c.tail.serverStats()
+	calls, errs := c.tail.rates()
+	for i := range calls {
+		d.Calls += calls[i]
+		d.Errors += errs[i]
+	}
+	return "overview.html", d, nil
 }
 
 type catalogueData struct {

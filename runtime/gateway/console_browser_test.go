@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -276,8 +278,11 @@ func TestConsolePlaygroundInBrowser(t *testing.T) {
 }
 
 // login opens the console at adminURL and logs in with the admin token.
+// The browser leaves the console when the test ends, before the admin
+// server closes (which waits for a live stream to end).
 func login(t *testing.T, ctx context.Context, adminURL string) {
 	t.Helper()
+	t.Cleanup(func() { chromedp.Do(ctx, chromedp.Navigate("about:blank")) })
 	run(t, ctx, "log in", chromedp.Navigate(adminURL+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.CSS(`main button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)))
@@ -333,4 +338,46 @@ func TestConsoleTailInBrowser(t *testing.T) {
 	if r := rows(); !strings.Contains(r, "console.login") || strings.Contains(r, "echo") {
 		t.Errorf("the admin entries:\n%s", r)
 	}
+}
+
+// TestConsoleOverviewChartInBrowser: calls made while the overview is open
+// reach its chart (the server-rendered SVG the page's script reloads each
+// second) and its per-upstream figures: calls, errors, latency and the
+// last call error with its reason.
+func TestConsoleOverviewChartInBrowser(t *testing.T) {
+	ctx := browser(t)
+	mcpURL, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}},
+		"access": [{"identities": ["anonymous"], "deny_tools": ["echo"]}]}`, consoleUpstream(t), adminToken), t.TempDir())
+	cs := connect(t, mcpURL, nil)
+	login(t, ctx, adminURL)
+	waitFor(t, "the live stream to open", func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("live").textContent`))
+		return err == nil && strings.HasPrefix(s, "Live")
+	})
+	for range 5 {
+		callText(t, cs, "add", map[string]any{"a": 1})
+	}
+	cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo"}) // denied: an error
+	waitFor(t, "the chart to be reloaded by the page's script", func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("chart").src`))
+		return err == nil && strings.Contains(s, "chart.svg?t=")
+	})
+	svg := value(t, ctx, "chart", chromedp.Evaluate[string](`fetch("/ui/chart.svg").then(r => r.text())`, chromedp.EvalAwaitPromise))
+	sum := func(class string) int {
+		n := 0
+		for _, m := range regexp.MustCompile(`class="`+class+`" data-n="(\d+)"`).FindAllStringSubmatch(svg, -1) {
+			k, _ := strconv.Atoi(m[1])
+			n += k
+		}
+		return n
+	}
+	if sum("calls") != 6 || sum("errors") != 1 {
+		t.Errorf("the chart shows %d calls, %d errors; want 6, 1:\n%s", sum("calls"), sum("errors"), svg)
+	}
+	run(t, ctx, "overview", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)))
+	row := value(t, ctx, "calc's row", chromedp.Evaluate[string](`document.querySelector("section[aria-labelledby=ups] tbody tr").innerText`))
+	if cells := strings.Split(row, "\t"); len(cells) < 11 || cells[5] != "6" || cells[6] != "1" || cells[7] == "" || !strings.Contains(cells[10], "denied") {
+		t.Errorf("calc's row: %q", cells)
+	}
+	shot(t, ctx, "overview-chart")
 }
