@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
+	"encoding/json"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -42,6 +43,9 @@ type Source interface {
 	Upstreams() []Upstream
 	// Tools lists every upstream's tools, in config order.
 	Tools() []Tool
+	// Offers lists every upstream's offers of one kind ("tools",
+	// "prompts", "resources" or "resourceTemplates"), in config order.
+	Offers(kind string) []Tool
 	Sessions() int
 	// Fleet is nil outside a fleet.
 	Fleet(ctx context.Context) *fleet.Status
@@ -65,9 +69,12 @@ type Upstream struct {
 	LastError                        string
 }
 
-// Tool is one tool in the catalogue.
+// Tool is one tool, prompt, resource or resource template in the
+// catalogue; Name is what clients see (a resource's URI).
 type Tool struct {
 	Server, Name, Description string
+	// Def is the definition as the upstream sent it (shared, not copied).
+	Def json.RawMessage
 }
 
 // Options configure a Console.
@@ -145,17 +152,18 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST /ui/login", c.login)
 	c.mux.HandleFunc("POST /ui/logout", c.logout)
 	pages := map[string]func(*http.Request) (string, any, error){
-		"GET /ui/{$}":         c.overview,
-		"GET /ui/catalogue":   c.catalogue,
-		"GET /ui/policies":    c.policies,
-		"GET /ui/oauth":       c.oauthPage,
-		"GET /ui/fleet":       c.fleetPage,
-		"GET /ui/playground":  c.playground,
-		"GET /ui/tail":        c.tailPage,
-		"POST /ui/playground": c.playgroundCall,
-		"POST /ui/pins":       c.pinAction,
-		"POST /ui/policies":   c.policyAction,
-		"POST /ui/oauth":      c.oauthAction,
+		"GET /ui/{$}":            c.overview,
+		"GET /ui/catalogue":      c.catalogue,
+		"GET /ui/catalogue/item": c.catalogueItem,
+		"GET /ui/policies":       c.policies,
+		"GET /ui/oauth":          c.oauthPage,
+		"GET /ui/fleet":          c.fleetPage,
+		"GET /ui/playground":     c.playground,
+		"GET /ui/tail":           c.tailPage,
+		"POST /ui/playground":    c.playgroundCall,
+		"POST /ui/pins":          c.pinAction,
+		"POST /ui/policies":      c.policyAction,
+		"POST /ui/oauth":         c.oauthAction,
 	}
 	for pattern, f := range pages {
 		c.mux.Handle(pattern, c.page(f))
@@ -180,6 +188,9 @@ var parsed = sync.OnceValues(func() (*template.Template, error) {
 		},
 		"add":  func(a, b int) int { return a + b },
 		"list": func(v ...string) []string { return v },
+		"itemURL": func(kind, server, name string) template.URL {
+			return template.URL("/ui/catalogue/item?" + url.Values{"kind": {kind}, "server": {server}, "name": {name}}.Encode())
+		},
 	}).ParseFS(files, "templates/*.html")
 })
 
@@ -242,7 +253,7 @@ func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler 
 	})
 }
 
-var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet", "playground.html": "Playground", "tail.html": "Live tail"}
+var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet", "playground.html": "Playground", "tail.html": "Live tail", "item.html": "Catalogue"}
 
 func cutPrefix(s, prefix string) (string, bool) {
 	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {

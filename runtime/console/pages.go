@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -44,19 +46,32 @@ func (c *Console) overview(r *http.Request) (string, any, error) {
 	return "overview.html", d, nil
 }
 
+// kinds are the catalogue's tabs: the kind Source.Offers takes, and its
+// label.
+var kinds = []struct{ Kind, Label string }{
+	{"tools", "Tools"}, {"prompts", "Prompts"}, {"resources", "Resources"}, {"resourceTemplates", "Resource templates"},
+}
+
 type catalogueData struct {
-	Query      string
-	Tools      []Tool
-	Total      int
-	Page, Last int
-	Prev, Next string
-	Pending    []admin.PendingToolChange
+	Kind, Label string
+	Kinds       []struct{ Kind, Label string }
+	Query       string
+	Items       []Tool
+	Total       int
+	Page, Last  int
+	Prev, Next  string
+	Pending     []admin.PendingToolChange
 }
 
 func (c *Console) catalogue(r *http.Request) (string, any, error) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	d := catalogueData{Query: q, Pending: c.ops.PendingToolChanges()}
-	all := c.src.Tools()
+	d := catalogueData{Kind: "tools", Label: "Tools", Kinds: kinds, Query: q, Pending: c.ops.PendingToolChanges()}
+	for _, k := range kinds {
+		if k.Kind == r.URL.Query().Get("kind") {
+			d.Kind, d.Label = k.Kind, k.Label
+		}
+	}
+	all := c.src.Offers(d.Kind)
 	if q != "" {
 		lq := strings.ToLower(q)
 		kept := all[:0:0]
@@ -71,11 +86,14 @@ func (c *Console) catalogue(r *http.Request) (string, any, error) {
 	d.Last = max(0, (len(all)-1)/pageSize)
 	d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
 	d.Page = min(max(d.Page, 0), d.Last)
-	d.Tools = all[d.Page*pageSize : min(len(all), (d.Page+1)*pageSize)]
+	d.Items = all[d.Page*pageSize : min(len(all), (d.Page+1)*pageSize)]
 	link := func(p int) string {
 		v := url.Values{"page": {strconv.Itoa(p)}}
 		if q != "" {
 			v.Set("q", q)
+		}
+		if d.Kind != "tools" {
+			v.Set("kind", d.Kind)
 		}
 		return "/ui/catalogue?" + v.Encode()
 	}
@@ -86,6 +104,38 @@ func (c *Console) catalogue(r *http.Request) (string, any, error) {
 		d.Next = link(d.Page + 1)
 	}
 	return "catalogue.html", d, nil
+}
+
+type itemData struct {
+	Kind, Label string
+	Item        Tool
+	Def         string // indented
+}
+
+// catalogueItem shows one offer's definition as the upstream sent it: a
+// tool's input and output schemas, a prompt's arguments, a resource's
+// MIME type.
+func (c *Console) catalogueItem(r *http.Request) (string, any, error) {
+	q := r.URL.Query()
+	d := itemData{Kind: "tools", Label: "Tools"}
+	for _, k := range kinds {
+		if k.Kind == q.Get("kind") {
+			d.Kind, d.Label = k.Kind, k.Label
+		}
+	}
+	for _, it := range c.src.Offers(d.Kind) {
+		if it.Server == q.Get("server") && it.Name == q.Get("name") {
+			d.Item = it
+			var b bytes.Buffer
+			if json.Indent(&b, it.Def, "", "  ") != nil {
+				b.Reset()
+				b.Write(it.Def)
+			}
+			d.Def = b.String()
+			return "item.html", d, nil
+		}
+	}
+	return "", nil, admin.Errorf(http.StatusNotFound, "not_found", "%s offers no %s named %q now", q.Get("server"), strings.TrimSuffix(strings.ToLower(d.Label), "s"), q.Get("name"))
 }
 
 // pinAction approves or rejects a changed tool definition.

@@ -29,17 +29,27 @@ func (c consoleSource) Upstreams() []console.Upstream {
 	return out
 }
 
-// Tools lists what every upstream offers now (withheld tools included:
+// Tools lists every upstream's tools (console.Source).
+func (c consoleSource) Tools() []console.Tool { return c.Offers("tools") }
+
+// consoleKinds are the kinds of the console's catalogue.
+var consoleKinds = map[string]listKind{"tools": kindTools, "prompts": kindPrompts, "resources": kindResources, "resourceTemplates": kindTemplates}
+
+// Offers lists what every upstream offers now (withheld tools included:
 // the console shows the catalogue as upstreams send it), with the names
 // clients see.
-func (c consoleSource) Tools() []console.Tool {
+func (c consoleSource) Offers(kind string) []console.Tool {
+	k, ok := consoleKinds[kind]
+	if !ok {
+		return nil
+	}
 	ups, offers := c.g.route.offers()
 	var out []console.Tool
 	for i, u := range ups {
 		if offers[i] == nil {
 			continue
 		}
-		for _, it := range offers[i][kindTools] {
+		for _, it := range offers[i][k] {
 			var d struct {
 				Description string `json:"description"`
 			}
@@ -48,7 +58,7 @@ func (c consoleSource) Tools() []console.Tool {
 			if name == "" {
 				name = it.name
 			}
-			out = append(out, console.Tool{Server: u.name, Name: name, Description: d.Description})
+			out = append(out, console.Tool{Server: u.name, Name: name, Description: d.Description, Def: it.raw})
 		}
 	}
 	return out

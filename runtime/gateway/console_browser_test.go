@@ -193,7 +193,8 @@ func TestConsoleOAuthInBrowser(t *testing.T) {
 	shot(t, ctx, "oauth-authorized")
 }
 
-// consoleUpstream serves "add" (answers "added") and "echo".
+// consoleUpstream serves the tools "add" (answers "added") and "echo",
+// the prompt "greet" and the resource file:///notes.txt.
 func consoleUpstream(t *testing.T) string {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1"}, nil)
@@ -204,6 +205,10 @@ func consoleUpstream(t *testing.T) string {
 	}
 	s.AddTool(&mcp.Tool{Name: "add", Description: "Adds two numbers.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}}}`)}, answer("added"))
 	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes.", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("echoed"))
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets <b>warmly</b>.", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) { return &mcp.GetPromptResult{}, nil })
+	s.AddResource(&mcp.Resource{URI: "file:///notes.txt", Name: "notes", Description: "The notes.", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) { return &mcp.ReadResourceResult{}, nil })
 	return serveMCP(t, s)
 }
 
@@ -380,4 +385,49 @@ func TestConsoleOverviewChartInBrowser(t *testing.T) {
 		t.Errorf("calc's row: %q", cells)
 	}
 	shot(t, ctx, "overview-chart")
+}
+
+// TestConsoleCatalogueInBrowser: the catalogue lists tools, prompts and
+// resources (a description's HTML shown as text); a tool's page shows its
+// schema as the upstream sent it and leads to the playground with the
+// tool filled in; a prompt's page shows its arguments.
+func TestConsoleCatalogueInBrowser(t *testing.T) {
+	ctx := browser(t)
+	_, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		consoleUpstream(t), adminToken), t.TempDir())
+	waitFor(t, "the upstream's offers", func() bool {
+		return len(consoleSource{g}.Tools()) == 2 && len(consoleSource{g}.Offers("prompts")) == 1 && len(consoleSource{g}.Offers("resources")) == 1
+	})
+	login(t, ctx, adminURL)
+	run(t, ctx, "catalogue", chromedp.Navigate(adminURL+"/ui/catalogue"), chromedp.WaitVisible(chromedp.CSS("tbody")))
+	run(t, ctx, "tool add", chromedp.Click(chromedp.Search(`//a[code[text()="add"]]`)),
+		chromedp.WaitVisible(chromedp.ID("definition")))
+	def := value(t, ctx, "definition", chromedp.Evaluate[string](`document.getElementById("definition").textContent`))
+	var d struct {
+		InputSchema struct {
+			Properties map[string]any `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	if err := json.Unmarshal([]byte(def), &d); err != nil || d.InputSchema.Properties["a"] == nil {
+		t.Errorf("add's definition (%v):\n%s", err, def)
+	}
+	shot(t, ctx, "catalogue-tool")
+	run(t, ctx, "to the playground", chromedp.Click(chromedp.Search(`//a[text()="Call add in the playground"]`)), chromedp.WaitVisible(chromedp.ID("arguments")))
+	if tool := value(t, ctx, "tool", chromedp.Evaluate[string](`document.getElementById("tool").value`)); tool != "add" {
+		t.Errorf("the playground's tool: %q", tool)
+	}
+
+	run(t, ctx, "prompts", chromedp.Navigate(adminURL+"/ui/catalogue?kind=prompts"), chromedp.WaitVisible(chromedp.Search(`//a[code[text()="greet"]]`)))
+	if body := bodyText(t, ctx); !strings.Contains(body, "Greets <b>warmly</b>.") || strings.Contains(body, "echo") {
+		t.Errorf("the prompts:\n%s", body)
+	}
+	run(t, ctx, "prompt greet", chromedp.Click(chromedp.Search(`//a[code[text()="greet"]]`)), chromedp.WaitVisible(chromedp.ID("definition")))
+	if def := value(t, ctx, "definition", chromedp.Evaluate[string](`document.getElementById("definition").textContent`)); !strings.Contains(def, `"who"`) {
+		t.Errorf("greet's definition:\n%s", def)
+	}
+	run(t, ctx, "resources", chromedp.Navigate(adminURL+"/ui/catalogue?kind=resources"), chromedp.WaitVisible(chromedp.CSS("tbody")))
+	if body := bodyText(t, ctx); !strings.Contains(body, "file:///notes.txt") || !strings.Contains(body, "The notes.") {
+		t.Errorf("the resources:\n%s", body)
+	}
+	shot(t, ctx, "catalogue-resources")
 }
