@@ -206,9 +206,13 @@ func consoleUpstream(t *testing.T) string {
 	s.AddTool(&mcp.Tool{Name: "add", Description: "Adds two numbers.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}}}`)}, answer("added"))
 	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes.", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("echoed"))
 	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets <b>warmly</b>.", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},
-		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) { return &mcp.GetPromptResult{}, nil })
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
 	s.AddResource(&mcp.Resource{URI: "file:///notes.txt", Name: "notes", Description: "The notes.", MIMEType: "text/plain"},
-		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) { return &mcp.ReadResourceResult{}, nil })
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
 	return serveMCP(t, s)
 }
 
