@@ -58,6 +58,9 @@ type Source interface {
 	// lists, rate limits, validation, policies, approval, metrics and the
 	// audit log apply.
 	ServeAs(identity string, conn mcp.Connection)
+	// Interceptors lists the interceptor chain's members in chain order;
+	// none without a chain.
+	Interceptors() []Interceptor
 }
 
 // Upstream is one upstream server's line on the overview.
@@ -163,6 +166,7 @@ func (c *Console) routes() {
 		"POST /ui/playground":    c.playgroundCall,
 		"POST /ui/pins":          c.pinAction,
 		"POST /ui/policies":      c.policyAction,
+		"POST /ui/modules":       c.uploadModule,
 		"POST /ui/oauth":         c.oauthAction,
 	}
 	for pattern, f := range pages {
@@ -223,7 +227,11 @@ func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler 
 				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "Forbidden: a form posted from another origin"})
 				return
 			}
-			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			limit := int64(64 << 10)
+			if r.URL.Path == "/ui/modules" {
+				limit = maxUpload
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			if !c.keys.checkCSRF(who.session, r.PostFormValue("csrf")) {
 				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "the form's CSRF token is missing or not this session's; reload the page"})
 				return

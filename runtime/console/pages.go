@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
@@ -162,12 +164,19 @@ type policiesData struct {
 	Policies   []admin.PolicyInfo
 	Modules    []admin.ModuleInfo
 	// NoModules says why modules cannot be listed (no module store).
-	NoModules string
+	NoModules    string
+	Interceptors []Interceptor
+}
+
+// Interceptor is one member of the interceptor chain, in chain order.
+type Interceptor struct {
+	Name, Type                       string
+	Calls, Denials, Failures, Audits int64
 }
 
 func (c *Console) policies(r *http.Request) (string, any, error) {
 	gen, pols := c.ops.ListPolicies()
-	d := policiesData{Generation: gen, Policies: pols}
+	d := policiesData{Generation: gen, Policies: pols, Interceptors: c.src.Interceptors()}
 	var err error
 	var ae *admin.Error
 	if d.Modules, err = c.ops.ListModules(); errors.As(err, &ae) {
@@ -178,19 +187,97 @@ func (c *Console) policies(r *http.Request) (string, any, error) {
 	return "policies.html", d, nil
 }
 
-// policyAction promotes a shadow attachment or detaches one.
+// policyAction promotes a shadow attachment, detaches one, moves one up
+// the chain, or attaches a stored module.
 func (c *Console) policyAction(r *http.Request) (string, any, error) {
-	name := r.PostFormValue("name")
+	name := strings.TrimSpace(r.PostFormValue("name"))
 	var err error
 	switch action := r.PostFormValue("action"); action {
 	case "promote":
 		err = c.ops.PromotePolicy(r.Context(), name)
 	case "detach":
 		err = c.ops.DetachPolicy(r.Context(), name)
+	case "up":
+		err = c.moveUp(r, name)
+	case "attach":
+		err = c.attach(r, name)
 	default:
-		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote or detach", action)
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote, detach, up or attach", action)
 	}
 	c.record(r, "policy."+r.PostFormValue("action"), name, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/policies", nil, nil
+}
+
+// moveUp swaps name with the attachment before it.
+func (c *Console) moveUp(r *http.Request, name string) error {
+	_, pols := c.ops.ListPolicies()
+	order := make([]string, len(pols))
+	for i, p := range pols {
+		order[i] = p.Name
+	}
+	i := slices.Index(order, name)
+	if i < 0 {
+		return admin.Errorf(http.StatusNotFound, "not_found", "no policy %q is attached", name)
+	}
+	if i == 0 {
+		return admin.Errorf(http.StatusBadRequest, "bad_order", "%q is first already", name)
+	}
+	order[i-1], order[i] = order[i], order[i-1]
+	return c.ops.ReorderPolicies(r.Context(), order)
+}
+
+// attach attaches a stored module as the form describes it: tools and
+// servers comma-separated globs (none: all), mode shadow or enforce,
+// position 1-based (empty: last).
+func (c *Console) attach(r *http.Request, name string) error {
+	split := func(s string) []string {
+		var out []string
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	sp := spec.Spec{Name: name, Module: strings.TrimSpace(r.PostFormValue("module")), Tools: split(r.PostFormValue("tools")),
+		Servers: split(r.PostFormValue("servers")), Mode: r.PostFormValue("mode")}
+	pos := -1
+	if p := strings.TrimSpace(r.PostFormValue("position")); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return admin.Errorf(http.StatusBadRequest, "bad_position", "position %q: a number from 1", p)
+		}
+		pos = n - 1
+	}
+	if sp.Name == "" || sp.Module == "" {
+		return admin.Errorf(http.StatusBadRequest, "bad_attachment", "an attachment needs a name and a module")
+	}
+	return c.ops.AttachPolicy(r.Context(), sp, pos)
+}
+
+// maxUpload bounds a module uploaded from the console (the store's own
+// limit, max_module_bytes, applies as well).
+const maxUpload = 64 << 20
+
+// uploadModule stores a module sent as a file of a multipart form.
+func (c *Console) uploadModule(r *http.Request) (string, any, error) {
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	f, hdr, err := r.FormFile("module")
+	if err != nil {
+		err = admin.Errorf(http.StatusBadRequest, "no_module", "choose the module file to upload: %v", err)
+		c.record(r, "module.upload", name, err)
+		return "", nil, err
+	}
+	defer f.Close()
+	if name == "" {
+		name = strings.TrimSuffix(hdr.Filename, ".wasm")
+	}
+	_, err = c.ops.UploadModule(r.Context(), admin.Upload{Name: name, Body: f, ContentLength: hdr.Size,
+		Digest: strings.TrimSpace(r.PostFormValue("sha256")), Identity: admin.Identity(r.Context())})
+	c.record(r, "module.upload", name, err)
 	if err != nil {
 		return "", nil, err
 	}

@@ -118,3 +118,16 @@ func (g *Gateway) tailAdmin(rec AuditAdmin) {
 	}
 	g.tail.Publish(console.Entry{Time: rec.Time, Kind: console.KindAdmin, Identity: rec.Identity, Outcome: rec.Action, Text: text})
 }
+
+// Interceptors lists the interceptor chain's members with their counts.
+func (c consoleSource) Interceptors() []console.Interceptor {
+	st := c.g.InterceptorStatus()
+	if st == nil {
+		return nil
+	}
+	out := make([]console.Interceptor, len(st.Interceptors))
+	for i, m := range st.Interceptors {
+		out[i] = console.Interceptor{Name: m.Name, Type: m.Type, Calls: m.Calls, Denials: m.Denials, Failures: m.Failures, Audits: m.Audits}
+	}
+	return out
+}

@@ -435,3 +435,45 @@ func TestConsoleCatalogueInBrowser(t *testing.T) {
 	}
 	shot(t, ctx, "catalogue-resources")
 }
+
+// TestConsolePolicyLifecycleInBrowser: on the policies page a module file
+// is uploaded, attached in shadow mode (calls unchanged), a second
+// attachment is moved up the chain, and the first is promoted: its calls
+// are then rewritten.
+func TestConsolePolicyLifecycleInBrowser(t *testing.T) {
+	ctx := browser(t)
+	received := make(chan string, 64)
+	mcpURL, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		vaultServer(t, "vault", received), adminToken), t.TempDir())
+	cs := connect(t, mcpURL, nil)
+	waitFor(t, "the tools", func() bool { return slices.Contains(toolNames(t, cs), "record") })
+	file := filepath.Join(t.TempDir(), "stamp.wasm")
+	if err := os.WriteFile(file, versionedModule(1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	login(t, ctx, adminURL)
+	run(t, ctx, "upload", chromedp.Navigate(adminURL+"/ui/policies"), chromedp.SetUploadFiles(chromedp.ID("up-file"), []string{file}),
+		chromedp.Click(chromedp.Search(`//button[text()="Upload"]`)), chromedp.WaitVisible(chromedp.Search(`//section[@aria-labelledby="mods"]//td[text()="stamp"]`)))
+	attach := func(name, tools, mode string) {
+		t.Helper()
+		run(t, ctx, "attach "+name, chromedp.SetValue(chromedp.ID("att-name"), name), chromedp.SetValue(chromedp.ID("att-module"), "stamp"),
+			chromedp.SetValue(chromedp.ID("att-tools"), tools), chromedp.SetValue(chromedp.ID("att-mode"), mode),
+			chromedp.Click(chromedp.Search(`//button[text()="Attach"]`)),
+			chromedp.WaitVisible(chromedp.Search(`//section[@aria-labelledby="chain"]//td[text()="`+name+`"]`)))
+	}
+	attach("stamp", "record", "shadow")
+	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "recorded" {
+		t.Errorf("a shadow attachment changed the call: %q", txt)
+	}
+	attach("second", "nothing-matches", "enforce")
+	run(t, ctx, "move second up", chromedp.Click(chromedp.CSS(`button[aria-label="Move second up"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`button[aria-label="Move second up"]`)))
+	if _, pols := g.pol.Policies(); len(pols) != 2 || pols[0].Name != "second" {
+		t.Errorf("after moving second up the chain is %+v", pols)
+	}
+	shot(t, ctx, "policies-lifecycle")
+	run(t, ctx, "promote", chromedp.Click(chromedp.CSS(`button[value="promote"]`)), chromedp.WaitNotPresent(chromedp.CSS(`button[value="promote"]`)))
+	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "r1" {
+		t.Errorf("after promotion the attachment must rewrite the call: %q", txt)
+	}
+}
