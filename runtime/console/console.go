@@ -7,14 +7,15 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,10 @@ type Options struct {
 	// console starts it on its first page.
 	Tail *Tail
 	Log  *slog.Logger
+	// KeyFile keeps the key that signs session cookies (in the state
+	// folder), so that a restart does not log everyone out; "": a key
+	// for this process only.
+	KeyFile string
 }
 
 // Console is the operator console's HTTP handler, mounted at /ui/.
@@ -104,13 +109,20 @@ type Console struct {
 	now   func() time.Time
 	mux   *http.ServeMux
 	tail  *Tail
+	// logins counts failed logins per client address.
+	logins loginLimiter
 }
 
 // New returns the console. It parses no template until the first page is
 // asked for.
 func New(opts Options) *Console {
-	key := make([]byte, 32)
-	rand.Read(key)
+	key, err := loadKey(opts.KeyFile)
+	if err != nil {
+		if opts.Log != nil {
+			opts.Log.Warn("console: sessions will not survive a restart", "err", err)
+		}
+		key, _ = loadKey("")
+	}
 	c := &Console{ops: opts.Ops, src: opts.Source, auth: opts.Auth, audit: opts.Audit, log: opts.Log,
 		keys: keys{key}, now: time.Now, mux: http.NewServeMux(), tail: opts.Tail}
 	if c.tail == nil {
@@ -305,9 +317,18 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusForbidden, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"), Error: "the form's CSRF token is missing or wrong; reload the page"})
 		return
 	}
+	addr := clientAddr(r)
+	if d := c.logins.wait(addr, c.now()); d > 0 {
+		c.audit(admin.Record{Time: c.now().UTC(), Action: "console.login.limited", Target: addr, Detail: "too many failed logins"})
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())+1))
+		c.render(w, http.StatusTooManyRequests, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"),
+			Error: fmt.Sprintf("too many failed logins from %s: try again in %d s", addr, int(d.Seconds())+1)})
+		return
+	}
 	id, ok := c.auth.TokenIdentity(r.PostFormValue("token"))
 	if !ok {
-		c.audit(admin.Record{Time: c.now().UTC(), Action: "console.login.rejected", Detail: "not a valid admin token"})
+		c.logins.failed(addr, c.now())
+		c.audit(admin.Record{Time: c.now().UTC(), Action: "console.login.rejected", Target: addr, Detail: "not a valid admin token"})
 		c.render(w, http.StatusUnauthorized, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"), Error: "that is not a valid admin token"})
 		return
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -130,4 +131,13 @@ func (c consoleSource) Interceptors() []console.Interceptor {
 		out[i] = console.Interceptor{Name: m.Name, Type: m.Type, Calls: m.Calls, Denials: m.Denials, Failures: m.Failures, Audits: m.Audits}
 	}
 	return out
+}
+
+// consoleKeyFile is where the console keeps its session signing key: in
+// the state folder, none without one.
+func consoleKeyFile(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	return filepath.Join(stateDir, "console.key")
 }

@@ -256,3 +256,38 @@ func TestConsoleCookieSecureUnderTLS(t *testing.T) {
 		t.Fatalf("login over TLS: %d %+v, want a Secure cookie", resp.StatusCode, resp.Cookies())
 	}
 }
+
+// TestConsoleSessionSurvivesRestart: the session signing key is kept in
+// the state folder, so a gateway started again on it keeps the console's
+// users logged in; one with another state folder does not.
+func TestConsoleSessionSurvivesRestart(t *testing.T) {
+	_, up := hostileUpstream(t, 1)
+	cfg := fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`, up, adminToken)
+	state := t.TempDir()
+	_, first, _ := adminGateway(t, cfg, state)
+	c := consoleClient(t)
+	_, page := consoleDo(t, c, "GET", first+"/ui/login", nil, nil)
+	if resp, _ := consoleDo(t, c, "POST", first+"/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {adminToken}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+	u, _ := url.Parse(first + "/ui/")
+	cookie := c.Jar.Cookies(u)[0]
+	for _, tc := range []struct {
+		name  string
+		state string
+		want  int
+	}{
+		{"same state folder", state, http.StatusOK},
+		{"another state folder", t.TempDir(), http.StatusSeeOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, again, _ := adminGateway(t, cfg, tc.state)
+			c2 := consoleClient(t)
+			u2, _ := url.Parse(again + "/ui/")
+			c2.Jar.SetCookies(u2, []*http.Cookie{{Name: cookie.Name, Value: cookie.Value, Path: "/ui/"}})
+			if resp, _ := consoleDo(t, c2, "GET", again+"/ui/", nil, nil); resp.StatusCode != tc.want {
+				t.Errorf("the old session: %d, want %d", resp.StatusCode, tc.want)
+			}
+		})
+	}
+}
