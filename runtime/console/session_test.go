@@ -90,7 +90,7 @@ func FuzzParseCookie(f *testing.F) {
 type tokenAuth struct{}
 
 func (tokenAuth) TokenIdentity(tok string) (string, bool) { return "ops", tok == "the-token" }
-func (tokenAuth) Identities() []string                  { return []string{"ops"} }
+func (tokenAuth) Identities() []string                    { return []string{"ops"} }
 
 // TestLoginRateLimit: after loginFailures wrong tokens from one address
 // in a minute, that address is refused (429, Retry-After), even with the
