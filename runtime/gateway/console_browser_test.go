@@ -145,19 +145,31 @@ func TestConsoleInBrowser(t *testing.T) {
 	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "r1" {
 		t.Errorf("after promotion in the console the policy must enforce: %q", txt)
 	}
-	for _, p := range []string{"oauth", "fleet", "playground"} {
+	for _, p := range []string{"oauth", "fleet", "playground", "tail"} {
 		run(t, ctx, p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
 		shot(t, ctx, p)
 	}
 
-	// At 360 px every page fits without sideways scrolling of the page.
+	// Every page: each form control has a label, each button a name; at
+	// 360 px the page fits without sideways scrolling.
+	pages := []string{"", "catalogue", "catalogue?kind=prompts", "catalogue/item?kind=tools&server=hostile&name=add", "policies", "oauth", "fleet", "playground", "tail"}
+	const unlabelled = `Array.from(document.querySelectorAll("input:not([type=hidden]), select, textarea, button")).filter(e =>
+		e.tagName === "BUTTON" ? !(e.textContent.trim() || e.getAttribute("aria-label")) : !(e.labels.length || e.getAttribute("aria-label"))).map(e => e.outerHTML)`
+	for _, p := range pages {
+		run(t, ctx, "labels "+p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if bad := value(t, ctx, "unlabelled", chromedp.Evaluate[[]string](unlabelled)); len(bad) > 0 {
+			t.Errorf("/ui/%s has controls without a label: %v", p, bad)
+		}
+	}
 	run(t, ctx, "narrow", chromedp.EmulateViewport(360, 740))
-	for _, p := range []string{"", "catalogue", "policies", "oauth", "fleet", "playground"} {
+	for _, p := range pages {
 		run(t, ctx, "narrow "+p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
 		if !value(t, ctx, "width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= 360`)) {
 			t.Errorf("/ui/%s is wider than 360 px", p)
 		}
 	}
+	shot(t, ctx, "playground-360")
+	run(t, ctx, "narrow overview", chromedp.Navigate(adminURL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("h1")))
 	shot(t, ctx, "overview-360")
 
 	// A forged session cookie is not a session.
