@@ -225,7 +225,8 @@ func BenchmarkConsolePages(b *testing.B) {
 	_, g := startGateway(b, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}}`, up), Options{})
 	waitFor(b, "the upstream's tools", func() bool { return len(consoleSource{g}.Tools()) == 1000 })
 	h := g.AdminHandler()
-	for _, p := range []string{"/ui/", "/ui/catalogue", "/ui/catalogue?q=number+5", "/ui/policies", "/ui/oauth", "/ui/fleet"} {
+	for _, p := range []string{"/ui/", "/ui/catalogue", "/ui/catalogue?q=number+5", "/ui/catalogue/item?kind=tools&server=hostile&name=tool0500",
+		"/ui/policies", "/ui/oauth", "/ui/fleet", "/ui/playground", "/ui/tail", "/ui/chart.svg"} {
 		b.Run(p, func(b *testing.B) {
 			size := 0
 			for b.Loop() {
