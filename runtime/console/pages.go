@@ -166,7 +166,17 @@ type policiesData struct {
 	// NoModules says why modules cannot be listed (no module store).
 	NoModules    string
 	Interceptors []Interceptor
+	// ShadowDiffs are the last shadow decisions that differed from the
+	// enforced ones, newest first, as the log (the live tail) has them.
+	ShadowDiffs []Entry
 }
+
+// shadowDiffMsg is the policy engine's log message of a shadow decision
+// that differs from the enforced one.
+const shadowDiffMsg = "policy shadow decision differs"
+
+// maxShadowDiffs is how many the policies page shows.
+const maxShadowDiffs = 10
 
 // Interceptor is one member of the interceptor chain, in chain order.
 type Interceptor struct {
@@ -177,6 +187,12 @@ type Interceptor struct {
 func (c *Console) policies(r *http.Request) (string, any, error) {
 	gen, pols := c.ops.ListPolicies()
 	d := policiesData{Generation: gen, Policies: pols, Interceptors: c.src.Interceptors()}
+	for _, e := range c.tail.recent(filter{Kind: KindLog}) {
+		if strings.HasPrefix(e.Text, shadowDiffMsg+" ") && len(d.ShadowDiffs) < maxShadowDiffs {
+			e.Text = strings.TrimPrefix(e.Text, shadowDiffMsg+" ")
+			d.ShadowDiffs = append(d.ShadowDiffs, e)
+		}
+	}
 	var err error
 	var ae *admin.Error
 	if d.Modules, err = c.ops.ListModules(); errors.As(err, &ae) {

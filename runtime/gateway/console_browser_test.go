@@ -477,6 +477,10 @@ func TestConsolePolicyLifecycleInBrowser(t *testing.T) {
 	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "recorded" {
 		t.Errorf("a shadow attachment changed the call: %q", txt)
 	}
+	run(t, ctx, "shadow diff", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("pre.shadow-diff")))
+	if diff := value(t, ctx, "diff", chromedp.Evaluate[string](`document.querySelector("pre.shadow-diff").textContent`)); !strings.Contains(diff, "module=stamp") || !strings.Contains(diff, "shadow=") {
+		t.Errorf("the last shadow diff: %q", diff)
+	}
 	attach("second", "nothing-matches", "enforce")
 	run(t, ctx, "move second up", chromedp.Click(chromedp.CSS(`button[aria-label="Move second up"]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`button[aria-label="Move second up"]`)))
