@@ -179,6 +179,7 @@ func (c *Console) routes() {
 		"POST /ui/pins":          c.pinAction,
 		"POST /ui/policies":      c.policyAction,
 		"POST /ui/modules":       c.uploadModule,
+		"POST /ui/modules/pull":  c.pullModule,
 		"POST /ui/oauth":         c.oauthAction,
 	}
 	for pattern, f := range pages {

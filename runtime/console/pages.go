@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/policy/spec"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
@@ -330,4 +332,44 @@ func (c *Console) fleetPage(r *http.Request) (string, any, error) {
 		st = c.src.Fleet(r.Context())
 	}
 	return "fleet.html", st, nil
+}
+
+// pullTimeout bounds a pull from a registry.
+const pullTimeout = 2 * time.Minute
+
+// pullModule fetches a module from an OCI registry (its signature checked
+// against the public keys given, if any) and stores it as an upload
+// would.
+func (c *Console) pullModule(r *http.Request) (string, any, error) {
+	reference := strings.TrimSpace(r.PostFormValue("ref"))
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	err := func() error {
+		ref, err := ociwasm.ParseRef(reference)
+		if err != nil {
+			return admin.Errorf(http.StatusBadRequest, "bad_reference", "%v", err)
+		}
+		var o ociwasm.Options
+		if pem := strings.TrimSpace(r.PostFormValue("keys")); pem != "" {
+			if o.Keys, err = ociwasm.ParseKeys(pem); err != nil {
+				return admin.Errorf(http.StatusBadRequest, "bad_key", "the public key: %v", err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), pullTimeout)
+		defer cancel()
+		a, err := ociwasm.Pull(ctx, ref, o)
+		if err != nil {
+			return admin.Errorf(http.StatusBadGateway, "pull_failed", "%v", err)
+		}
+		if name == "" {
+			name = ref.Repository[strings.LastIndexByte(ref.Repository, '/')+1:]
+		}
+		_, err = c.ops.UploadModule(r.Context(), admin.Upload{Name: name, Body: bytes.NewReader(a.Wasm), ContentLength: int64(len(a.Wasm)),
+			Identity: admin.Identity(r.Context())})
+		return err
+	}()
+	c.record(r, "module.pull", reference, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/policies", nil, nil
 }

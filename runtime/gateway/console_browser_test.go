@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,8 +22,10 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 )
 
@@ -309,6 +313,16 @@ func login(t *testing.T, ctx context.Context, adminURL string) {
 		chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)))
 }
 
+// submit clicks a form's button and waits for the page it leads to.
+func submit[S chromedp.Selectable](t *testing.T, ctx context.Context, what string, button S) {
+	t.Helper()
+	run(t, ctx, what, chromedp.Evaluate[chromedp.Void](`document.body.dataset.old = "1"`), chromedp.Click(button))
+	waitFor(t, what+": the next page", func() bool {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && !document.body.dataset.old && document.querySelector("h1") !== null`))
+		return err == nil && ok
+	})
+}
+
 // bodyText is the text of the page's main element.
 func bodyText(t *testing.T, ctx context.Context) string {
 	t.Helper()
@@ -494,5 +508,39 @@ func TestConsolePolicyLifecycleInBrowser(t *testing.T) {
 	run(t, ctx, "promote", chromedp.Click(chromedp.CSS(`button[value="promote"]`)), chromedp.WaitNotPresent(chromedp.CSS(`button[value="promote"]`)))
 	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "r1" {
 		t.Errorf("after promotion the attachment must rewrite the call: %q", txt)
+	}
+}
+
+// TestConsoleModulePullInBrowser: on the policies page a module is pulled
+// from an OCI registry (in-process) and stored; a reference the registry
+// does not have shows why, and stores nothing.
+func TestConsoleModulePullInBrowser(t *testing.T) {
+	ctx := browser(t)
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	host := strings.TrimPrefix(reg.URL, "http://")
+	ref, err := ociwasm.ParseRef("oci://" + host + "/policies/stamp2:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ociwasm.Push(context.Background(), versionedModule(2), ref, ociwasm.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	_, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		consoleUpstream(t), adminToken), t.TempDir())
+	login(t, ctx, adminURL)
+	pull := func(what, reference string) {
+		t.Helper()
+		run(t, ctx, what, chromedp.Navigate(adminURL+"/ui/policies"), chromedp.SetValue(chromedp.ID("pull-ref"), reference))
+		submit(t, ctx, what, chromedp.Search(`//button[text()="Pull"]`))
+	}
+	pull("pull a missing tag", "oci://"+host+"/policies/stamp2:v9")
+	if body := bodyText(t, ctx); !strings.Contains(body, "pulling oci://"+host+"/policies/stamp2:v9") {
+		t.Errorf("pulling a missing tag:\n%s", body)
+	}
+	pull("pull", "oci://"+host+"/policies/stamp2:v1")
+	run(t, ctx, "the module", chromedp.WaitVisible(chromedp.Search(`//section[@aria-labelledby="mods"]//td[text()="stamp2"]`)))
+	if body := bodyText(t, ctx); strings.Contains(body, "v9") {
+		t.Errorf("the failed pull stored something:\n%s", body)
 	}
 }
