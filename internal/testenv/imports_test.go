@@ -23,7 +23,7 @@ var importRules = []struct {
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
 	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/console", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/interceptchain", "runtime/interceptors", "runtime/virtual", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "runtime/interceptchain", "policy/...", "transports", "internal/..."}},
-	{"runtime/console", []string{"runtime/admin", "runtime/fleet"}},
+	{"runtime/console", []string{"runtime/admin", "runtime/fleet", "policy/spec", "internal/ociwasm"}},
 	{"runtime/bridge", []string{"transports", "internal/..."}},
 	{"runtime/fleet", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy/...", "transports", "internal/..."}},
 	{"runtime/policyset", []string{"runtime/config", "runtime/admin", "runtime/fleet", "policy/...", "internal/..."}},

@@ -7,22 +7,26 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"embed"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
 
-//go:embed templates/*.html static/console.css
+//go:embed templates/*.html static/console.css static/console.js
 var files embed.FS
 
 // Auth is the admin API's token check (an *admin.Server).
@@ -40,9 +44,24 @@ type Source interface {
 	Upstreams() []Upstream
 	// Tools lists every upstream's tools, in config order.
 	Tools() []Tool
+	// Offers lists every upstream's offers of one kind ("tools",
+	// "prompts", "resources" or "resourceTemplates"), in config order.
+	Offers(kind string) []Tool
 	Sessions() int
 	// Fleet is nil outside a fleet.
 	Fleet(ctx context.Context) *fleet.Status
+	// ClientIdentities lists the client identities the gateway admits
+	// (the API keys' names; "anonymous" without authentication); any says
+	// that any name may be used (JWT: the identity is a token's claim).
+	ClientIdentities() (names []string, any bool)
+	// ServeAs runs a session of the gateway over conn until conn is
+	// closed, for identity, as if that client had connected: access
+	// lists, rate limits, validation, policies, approval, metrics and the
+	// audit log apply.
+	ServeAs(identity string, conn mcp.Connection)
+	// Interceptors lists the interceptor chain's members in chain order;
+	// none without a chain.
+	Interceptors() []Interceptor
 }
 
 // Upstream is one upstream server's line on the overview.
@@ -54,9 +73,12 @@ type Upstream struct {
 	LastError                        string
 }
 
-// Tool is one tool in the catalogue.
+// Tool is one tool, prompt, resource or resource template in the
+// catalogue; Name is what clients see (a resource's URI).
 type Tool struct {
 	Server, Name, Description string
+	// Def is the definition as the upstream sent it (shared, not copied).
+	Def json.RawMessage
 }
 
 // Options configure a Console.
@@ -66,29 +88,46 @@ type Options struct {
 	Auth   Auth
 	// Audit receives the record of every change made from the console.
 	Audit func(admin.Record)
-	Log   *slog.Logger
+	// Tail is what the gateway publishes as it runs (NewTail); the
+	// console starts it on its first page.
+	Tail *Tail
+	Log  *slog.Logger
+	// KeyFile keeps the key that signs session cookies (in the state
+	// folder), so that a restart does not log everyone out; "": a key
+	// for this process only.
+	KeyFile string
 }
 
 // Console is the operator console's HTTP handler, mounted at /ui/.
 type Console struct {
-	ops    admin.Operations
-	src    Source
-	auth   Auth
-	audit  func(admin.Record)
-	log    *slog.Logger
-	keys   keys
-	now    func() time.Time
-	mux    *http.ServeMux
-	static []byte
+	ops   admin.Operations
+	src   Source
+	auth  Auth
+	audit func(admin.Record)
+	log   *slog.Logger
+	keys  keys
+	now   func() time.Time
+	mux   *http.ServeMux
+	tail  *Tail
+	// logins counts failed logins per client address.
+	logins loginLimiter
 }
 
 // New returns the console. It parses no template until the first page is
 // asked for.
 func New(opts Options) *Console {
-	key := make([]byte, 32)
-	rand.Read(key)
+	key, err := loadKey(opts.KeyFile)
+	if err != nil {
+		if opts.Log != nil {
+			opts.Log.Warn("console: sessions will not survive a restart", "err", err)
+		}
+		key, _ = loadKey("")
+	}
 	c := &Console{ops: opts.Ops, src: opts.Source, auth: opts.Auth, audit: opts.Audit, log: opts.Log,
-		keys: keys{key}, now: time.Now, mux: http.NewServeMux()}
+		keys: keys{key}, now: time.Now, mux: http.NewServeMux(), tail: opts.Tail}
+	if c.tail == nil {
+		c.tail = NewTail()
+	}
 	if c.audit == nil {
 		c.audit = func(admin.Record) {}
 	}
@@ -99,9 +138,10 @@ func New(opts Options) *Console {
 	return c
 }
 
-// csp allows this origin's stylesheet and images, and nothing else: no
-// script at all, no frames, forms posted only here.
-const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// csp allows this origin's stylesheet, images, script file and event
+// stream, and nothing else: no inline script, no frames, forms posted
+// only here.
+const csp = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // ServeHTTP serves the console. The admin server has checked Origin and
 // Host already.
@@ -114,23 +154,33 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// with "Origin: null", which the guard refuses.
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	c.tail.Start() // the console is open: the tail records from now on
 	c.mux.ServeHTTP(w, r)
 }
 
 func (c *Console) routes() {
 	c.mux.HandleFunc("GET /ui/static/console.css", c.serveCSS)
+	c.mux.HandleFunc("GET /ui/static/console.js", c.serveJS)
+	c.mux.HandleFunc("GET /ui/tail/stream", c.stream)
+	c.mux.HandleFunc("GET /ui/chart.svg", c.chart)
 	c.mux.HandleFunc("GET /ui/login", c.loginForm)
 	c.mux.HandleFunc("POST /ui/login", c.login)
 	c.mux.HandleFunc("POST /ui/logout", c.logout)
 	pages := map[string]func(*http.Request) (string, any, error){
-		"GET /ui/{$}":       c.overview,
-		"GET /ui/catalogue": c.catalogue,
-		"GET /ui/policies":  c.policies,
-		"GET /ui/oauth":     c.oauthPage,
-		"GET /ui/fleet":     c.fleetPage,
-		"POST /ui/pins":     c.pinAction,
-		"POST /ui/policies": c.policyAction,
-		"POST /ui/oauth":    c.oauthAction,
+		"GET /ui/{$}":            c.overview,
+		"GET /ui/catalogue":      c.catalogue,
+		"GET /ui/catalogue/item": c.catalogueItem,
+		"GET /ui/policies":       c.policies,
+		"GET /ui/oauth":          c.oauthPage,
+		"GET /ui/fleet":          c.fleetPage,
+		"GET /ui/playground":     c.playground,
+		"GET /ui/tail":           c.tailPage,
+		"POST /ui/playground":    c.playgroundCall,
+		"POST /ui/pins":          c.pinAction,
+		"POST /ui/policies":      c.policyAction,
+		"POST /ui/modules":       c.uploadModule,
+		"POST /ui/modules/pull":  c.pullModule,
+		"POST /ui/oauth":         c.oauthAction,
 	}
 	for pattern, f := range pages {
 		c.mux.Handle(pattern, c.page(f))
@@ -153,7 +203,11 @@ var parsed = sync.OnceValues(func() (*template.Template, error) {
 			}
 			return time.Since(t).Round(time.Second).String() + " ago"
 		},
-		"add": func(a, b int) int { return a + b },
+		"add":  func(a, b int) int { return a + b },
+		"list": func(v ...string) []string { return v },
+		"itemURL": func(kind, server, name string) template.URL {
+			return template.URL("/ui/catalogue/item?" + url.Values{"kind": {kind}, "server": {server}, "name": {name}}.Encode())
+		},
 	}).ParseFS(files, "templates/*.html")
 })
 
@@ -186,7 +240,11 @@ func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler 
 				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "Forbidden: a form posted from another origin"})
 				return
 			}
-			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+			limit := int64(64 << 10)
+			if r.URL.Path == "/ui/modules" {
+				limit = maxUpload
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
 			if !c.keys.checkCSRF(who.session, r.PostFormValue("csrf")) {
 				c.render(w, http.StatusForbidden, "error.html", view{Title: "Refused", Error: "the form's CSRF token is missing or not this session's; reload the page"})
 				return
@@ -216,7 +274,7 @@ func (c *Console) page(f func(*http.Request) (string, any, error)) http.Handler 
 	})
 }
 
-var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet"}
+var titles = map[string]string{"overview.html": "Overview", "catalogue.html": "Catalogue", "policies.html": "Policies", "oauth.html": "OAuth", "fleet.html": "Fleet", "playground.html": "Playground", "tail.html": "Live tail", "item.html": "Catalogue"}
 
 func cutPrefix(s, prefix string) (string, bool) {
 	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
@@ -260,9 +318,18 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusForbidden, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"), Error: "the form's CSRF token is missing or wrong; reload the page"})
 		return
 	}
+	addr := clientAddr(r)
+	if d := c.logins.wait(addr, c.now()); d > 0 {
+		c.audit(admin.Record{Time: c.now().UTC(), Action: "console.login.limited", Target: addr, Detail: "too many failed logins"})
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())+1))
+		c.render(w, http.StatusTooManyRequests, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"),
+			Error: fmt.Sprintf("too many failed logins from %s: try again in %d s", addr, int(d.Seconds())+1)})
+		return
+	}
 	id, ok := c.auth.TokenIdentity(r.PostFormValue("token"))
 	if !ok {
-		c.audit(admin.Record{Time: c.now().UTC(), Action: "console.login.rejected", Detail: "not a valid admin token"})
+		c.logins.failed(addr, c.now())
+		c.audit(admin.Record{Time: c.now().UTC(), Action: "console.login.rejected", Target: addr, Detail: "not a valid admin token"})
 		c.render(w, http.StatusUnauthorized, "login.html", view{Title: "Log in", CSRF: c.keys.csrf("login"), Error: "that is not a valid admin token"})
 		return
 	}

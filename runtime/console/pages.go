@@ -1,13 +1,20 @@
 package console
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
+	"github.com/edge-mcp/edge-mcp/policy/spec"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 )
@@ -17,6 +24,10 @@ const pageSize = 100
 
 type overviewData struct {
 	Upstreams  []Upstream
+	Stats      map[string]ServerStat // by upstream, since Since
+	Since      time.Time
+	Calls      int // in the last minute
+	Errors     int
 	Sessions   int
 	Pending    int
 	HeapMB     string
@@ -28,23 +39,43 @@ func (c *Console) overview(r *http.Request) (string, any, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mb := func(n uint64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) }
-	return "overview.html", overviewData{Upstreams: c.src.Upstreams(), Sessions: c.src.Sessions(),
-		Pending: len(c.ops.PendingToolChanges()), HeapMB: mb(ms.HeapInuse), SysMB: mb(ms.Sys), Goroutines: runtime.NumGoroutine()}, nil
+	d := overviewData{Upstreams: c.src.Upstreams(), Sessions: c.src.Sessions(),
+		Pending: len(c.ops.PendingToolChanges()), HeapMB: mb(ms.HeapInuse), SysMB: mb(ms.Sys), Goroutines: runtime.NumGoroutine()}
+	d.Stats, d.Since = c.tail.serverStats()
+	calls, errs := c.tail.rates()
+	for i := range calls {
+		d.Calls += calls[i]
+		d.Errors += errs[i]
+	}
+	return "overview.html", d, nil
+}
+
+// kinds are the catalogue's tabs: the kind Source.Offers takes, and its
+// label.
+var kinds = []struct{ Kind, Label string }{
+	{"tools", "Tools"}, {"prompts", "Prompts"}, {"resources", "Resources"}, {"resourceTemplates", "Resource templates"},
 }
 
 type catalogueData struct {
-	Query      string
-	Tools      []Tool
-	Total      int
-	Page, Last int
-	Prev, Next string
-	Pending    []admin.PendingToolChange
+	Kind, Label string
+	Kinds       []struct{ Kind, Label string }
+	Query       string
+	Items       []Tool
+	Total       int
+	Page, Last  int
+	Prev, Next  string
+	Pending     []admin.PendingToolChange
 }
 
 func (c *Console) catalogue(r *http.Request) (string, any, error) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	d := catalogueData{Query: q, Pending: c.ops.PendingToolChanges()}
-	all := c.src.Tools()
+	d := catalogueData{Kind: "tools", Label: "Tools", Kinds: kinds, Query: q, Pending: c.ops.PendingToolChanges()}
+	for _, k := range kinds {
+		if k.Kind == r.URL.Query().Get("kind") {
+			d.Kind, d.Label = k.Kind, k.Label
+		}
+	}
+	all := c.src.Offers(d.Kind)
 	if q != "" {
 		lq := strings.ToLower(q)
 		kept := all[:0:0]
@@ -59,11 +90,14 @@ func (c *Console) catalogue(r *http.Request) (string, any, error) {
 	d.Last = max(0, (len(all)-1)/pageSize)
 	d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
 	d.Page = min(max(d.Page, 0), d.Last)
-	d.Tools = all[d.Page*pageSize : min(len(all), (d.Page+1)*pageSize)]
+	d.Items = all[d.Page*pageSize : min(len(all), (d.Page+1)*pageSize)]
 	link := func(p int) string {
 		v := url.Values{"page": {strconv.Itoa(p)}}
 		if q != "" {
 			v.Set("q", q)
+		}
+		if d.Kind != "tools" {
+			v.Set("kind", d.Kind)
 		}
 		return "/ui/catalogue?" + v.Encode()
 	}
@@ -74,6 +108,38 @@ func (c *Console) catalogue(r *http.Request) (string, any, error) {
 		d.Next = link(d.Page + 1)
 	}
 	return "catalogue.html", d, nil
+}
+
+type itemData struct {
+	Kind, Label string
+	Item        Tool
+	Def         string // indented
+}
+
+// catalogueItem shows one offer's definition as the upstream sent it: a
+// tool's input and output schemas, a prompt's arguments, a resource's
+// MIME type.
+func (c *Console) catalogueItem(r *http.Request) (string, any, error) {
+	q := r.URL.Query()
+	d := itemData{Kind: "tools", Label: "Tools"}
+	for _, k := range kinds {
+		if k.Kind == q.Get("kind") {
+			d.Kind, d.Label = k.Kind, k.Label
+		}
+	}
+	for _, it := range c.src.Offers(d.Kind) {
+		if it.Server == q.Get("server") && it.Name == q.Get("name") {
+			d.Item = it
+			var b bytes.Buffer
+			if json.Indent(&b, it.Def, "", "  ") != nil {
+				b.Reset()
+				b.Write(it.Def)
+			}
+			d.Def = b.String()
+			return "item.html", d, nil
+		}
+	}
+	return "", nil, admin.Errorf(http.StatusNotFound, "not_found", "%s offers no %s named %q now", q.Get("server"), strings.TrimSuffix(strings.ToLower(d.Label), "s"), q.Get("name"))
 }
 
 // pinAction approves or rejects a changed tool definition.
@@ -100,12 +166,35 @@ type policiesData struct {
 	Policies   []admin.PolicyInfo
 	Modules    []admin.ModuleInfo
 	// NoModules says why modules cannot be listed (no module store).
-	NoModules string
+	NoModules    string
+	Interceptors []Interceptor
+	// ShadowDiffs are the last shadow decisions that differed from the
+	// enforced ones, newest first, as the log (the live tail) has them.
+	ShadowDiffs []Entry
+}
+
+// shadowDiffMsg is the policy engine's log message of a shadow decision
+// that differs from the enforced one.
+const shadowDiffMsg = "policy shadow decision differs"
+
+// maxShadowDiffs is how many the policies page shows.
+const maxShadowDiffs = 10
+
+// Interceptor is one member of the interceptor chain, in chain order.
+type Interceptor struct {
+	Name, Type                       string
+	Calls, Denials, Failures, Audits int64
 }
 
 func (c *Console) policies(r *http.Request) (string, any, error) {
 	gen, pols := c.ops.ListPolicies()
-	d := policiesData{Generation: gen, Policies: pols}
+	d := policiesData{Generation: gen, Policies: pols, Interceptors: c.src.Interceptors()}
+	for _, e := range c.tail.recent(filter{Kind: KindLog}) {
+		if strings.HasPrefix(e.Text, shadowDiffMsg+" ") && len(d.ShadowDiffs) < maxShadowDiffs {
+			e.Text = strings.TrimPrefix(e.Text, shadowDiffMsg+" ")
+			d.ShadowDiffs = append(d.ShadowDiffs, e)
+		}
+	}
 	var err error
 	var ae *admin.Error
 	if d.Modules, err = c.ops.ListModules(); errors.As(err, &ae) {
@@ -116,19 +205,97 @@ func (c *Console) policies(r *http.Request) (string, any, error) {
 	return "policies.html", d, nil
 }
 
-// policyAction promotes a shadow attachment or detaches one.
+// policyAction promotes a shadow attachment, detaches one, moves one up
+// the chain, or attaches a stored module.
 func (c *Console) policyAction(r *http.Request) (string, any, error) {
-	name := r.PostFormValue("name")
+	name := strings.TrimSpace(r.PostFormValue("name"))
 	var err error
 	switch action := r.PostFormValue("action"); action {
 	case "promote":
 		err = c.ops.PromotePolicy(r.Context(), name)
 	case "detach":
 		err = c.ops.DetachPolicy(r.Context(), name)
+	case "up":
+		err = c.moveUp(r, name)
+	case "attach":
+		err = c.attach(r, name)
 	default:
-		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote or detach", action)
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote, detach, up or attach", action)
 	}
 	c.record(r, "policy."+r.PostFormValue("action"), name, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/policies", nil, nil
+}
+
+// moveUp swaps name with the attachment before it.
+func (c *Console) moveUp(r *http.Request, name string) error {
+	_, pols := c.ops.ListPolicies()
+	order := make([]string, len(pols))
+	for i, p := range pols {
+		order[i] = p.Name
+	}
+	i := slices.Index(order, name)
+	if i < 0 {
+		return admin.Errorf(http.StatusNotFound, "not_found", "no policy %q is attached", name)
+	}
+	if i == 0 {
+		return admin.Errorf(http.StatusBadRequest, "bad_order", "%q is first already", name)
+	}
+	order[i-1], order[i] = order[i], order[i-1]
+	return c.ops.ReorderPolicies(r.Context(), order)
+}
+
+// attach attaches a stored module as the form describes it: tools and
+// servers comma-separated globs (none: all), mode shadow or enforce,
+// position 1-based (empty: last).
+func (c *Console) attach(r *http.Request, name string) error {
+	split := func(s string) []string {
+		var out []string
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	sp := spec.Spec{Name: name, Module: strings.TrimSpace(r.PostFormValue("module")), Tools: split(r.PostFormValue("tools")),
+		Servers: split(r.PostFormValue("servers")), Mode: r.PostFormValue("mode")}
+	pos := -1
+	if p := strings.TrimSpace(r.PostFormValue("position")); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return admin.Errorf(http.StatusBadRequest, "bad_position", "position %q: a number from 1", p)
+		}
+		pos = n - 1
+	}
+	if sp.Name == "" || sp.Module == "" {
+		return admin.Errorf(http.StatusBadRequest, "bad_attachment", "an attachment needs a name and a module")
+	}
+	return c.ops.AttachPolicy(r.Context(), sp, pos)
+}
+
+// maxUpload bounds a module uploaded from the console (the store's own
+// limit, max_module_bytes, applies as well).
+const maxUpload = 64 << 20
+
+// uploadModule stores a module sent as a file of a multipart form.
+func (c *Console) uploadModule(r *http.Request) (string, any, error) {
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	f, hdr, err := r.FormFile("module")
+	if err != nil {
+		err = admin.Errorf(http.StatusBadRequest, "no_module", "choose the module file to upload: %v", err)
+		c.record(r, "module.upload", name, err)
+		return "", nil, err
+	}
+	defer f.Close()
+	if name == "" {
+		name = strings.TrimSuffix(hdr.Filename, ".wasm")
+	}
+	_, err = c.ops.UploadModule(r.Context(), admin.Upload{Name: name, Body: f, ContentLength: hdr.Size,
+		Digest: strings.TrimSpace(r.PostFormValue("sha256")), Identity: admin.Identity(r.Context())})
+	c.record(r, "module.upload", name, err)
 	if err != nil {
 		return "", nil, err
 	}
@@ -165,4 +332,44 @@ func (c *Console) fleetPage(r *http.Request) (string, any, error) {
 		st = c.src.Fleet(r.Context())
 	}
 	return "fleet.html", st, nil
+}
+
+// pullTimeout bounds a pull from a registry.
+const pullTimeout = 2 * time.Minute
+
+// pullModule fetches a module from an OCI registry (its signature checked
+// against the public keys given, if any) and stores it as an upload
+// would.
+func (c *Console) pullModule(r *http.Request) (string, any, error) {
+	reference := strings.TrimSpace(r.PostFormValue("ref"))
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	err := func() error {
+		ref, err := ociwasm.ParseRef(reference)
+		if err != nil {
+			return admin.Errorf(http.StatusBadRequest, "bad_reference", "%v", err)
+		}
+		var o ociwasm.Options
+		if pem := strings.TrimSpace(r.PostFormValue("keys")); pem != "" {
+			if o.Keys, err = ociwasm.ParseKeys(pem); err != nil {
+				return admin.Errorf(http.StatusBadRequest, "bad_key", "the public key: %v", err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), pullTimeout)
+		defer cancel()
+		a, err := ociwasm.Pull(ctx, ref, o)
+		if err != nil {
+			return admin.Errorf(http.StatusBadGateway, "pull_failed", "%v", err)
+		}
+		if name == "" {
+			name = ref.Repository[strings.LastIndexByte(ref.Repository, '/')+1:]
+		}
+		_, err = c.ops.UploadModule(r.Context(), admin.Upload{Name: name, Body: bytes.NewReader(a.Wasm), ContentLength: int64(len(a.Wasm)),
+			Identity: admin.Identity(r.Context())})
+		return err
+	}()
+	c.record(r, "module.pull", reference, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/policies", nil, nil
 }

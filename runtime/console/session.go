@@ -18,8 +18,9 @@ const cookieName = "edge_mcp_console"
 // sessionTTL is how long a console login lasts.
 const sessionTTL = 8 * time.Hour
 
-// keys signs session cookies and derives CSRF tokens. The key is random
-// per process: a restart logs every console user out.
+// keys signs session cookies and derives CSRF tokens. The key is kept in
+// the state folder (loadKey): a restart keeps every console user logged
+// in; without a state folder it is random per process.
 type keys struct{ key []byte }
 
 func (k keys) mac(parts ...string) []byte {

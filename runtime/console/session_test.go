@@ -1,6 +1,11 @@
 package console
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,4 +84,67 @@ func FuzzParseCookie(f *testing.F) {
 			t.Fatalf("accepted %q as %q", v, id)
 		}
 	})
+}
+
+// tokenAuth is an admin API with one token.
+type tokenAuth struct{}
+
+func (tokenAuth) TokenIdentity(tok string) (string, bool) { return "ops", tok == "the-token" }
+func (tokenAuth) Identities() []string                    { return []string{"ops"} }
+
+// TestLoginRateLimit: after loginFailures wrong tokens from one address
+// in a minute, that address is refused (429, Retry-After), even with the
+// right token, until the minute ends; another address is not.
+func TestLoginRateLimit(t *testing.T) {
+	c := New(Options{Auth: tokenAuth{}})
+	now := time.Unix(1_800_000_000, 0)
+	c.now = func() time.Time { return now }
+	login := func(addr, token string) *httptest.ResponseRecorder {
+		form := url.Values{"csrf": {c.keys.csrf("login")}, "token": {token}}
+		r := httptest.NewRequest("POST", "http://127.0.0.1/ui/login", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.RemoteAddr = addr + ":4000"
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, r)
+		return w
+	}
+	for i := range loginFailures {
+		if w := login("10.0.0.1", "wrong"); w.Code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d", i, w.Code)
+		}
+	}
+	w := login("10.0.0.1", "the-token")
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "61" {
+		t.Fatalf("after %d failures: %d, Retry-After %q", loginFailures, w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := login("10.0.0.2", "the-token"); w.Code != http.StatusSeeOther {
+		t.Errorf("another address: %d", w.Code)
+	}
+	now = now.Add(loginWindow)
+	if w := login("10.0.0.1", "the-token"); w.Code != http.StatusSeeOther {
+		t.Errorf("a minute later: %d", w.Code)
+	}
+}
+
+// TestSessionKeySurvivesRestart: a console with a key file signs cookies
+// that the next console with the same file accepts; the file is the
+// owner's alone; a broken key file gives a key of this process.
+func TestSessionKeySurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "console.key")
+	first := New(Options{Auth: tokenAuth{}, KeyFile: path})
+	cookie := first.keys.cookieValue("ops", time.Now().Add(time.Hour))
+	second := New(Options{Auth: tokenAuth{}, KeyFile: path})
+	if id, ok := second.keys.parseCookie(cookie, time.Now()); !ok || id != "ops" {
+		t.Fatal("the restarted console refused the session")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi.Mode(), err)
+	}
+	if _, ok := New(Options{Auth: tokenAuth{}}).keys.parseCookie(cookie, time.Now()); ok {
+		t.Error("a console without the key file accepted the session")
+	}
+	os.WriteFile(path, []byte("short"), 0o600)
+	if _, ok := New(Options{Auth: tokenAuth{}, KeyFile: path}).keys.parseCookie(cookie, time.Now()); ok {
+		t.Error("a broken key file signed like the old key")
+	}
 }

@@ -37,7 +37,8 @@ func (g *Gateway) AdminHandler() http.Handler {
 		Guard:  g.door,
 	})
 	// The operator console under /ui/ (console.go).
-	srv.MountUI(console.New(console.Options{Ops: ops, Source: consoleSource{g}, Auth: srv, Audit: g.audit, Log: g.log}))
+	srv.MountUI(console.New(console.Options{Ops: ops, Source: consoleSource{g}, Auth: srv, Audit: g.audit, Log: g.log, Tail: g.tail,
+		KeyFile: consoleKeyFile(g.stateDir(g.config()))}))
 	return srv
 }
 

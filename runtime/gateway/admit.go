@@ -164,6 +164,7 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 	}
 	g.metrics.RateLimited(rl.Scope)
 	g.metrics.ToolCall(server, name, metricsRateLimited, 0)
+	g.tailCall(id.Name, server, name, metricsRateLimited, time.Now(), 0, rl.Error())
 	if g.auditLog != nil {
 		g.auditLog.ToolCall(audit.ToolCall{Time: time.Now().UTC(), Identity: id.Name, Server: server, Tool: name,
 			Outcome: metricsRateLimited, Error: rl.Error(), SessionID: r.Header.Get("Mcp-Session-Id")})

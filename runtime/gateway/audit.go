@@ -18,6 +18,7 @@ func (g *Gateway) audit(rec AuditAdmin) {
 	g.log.LogAttrs(context.Background(), slog.LevelInfo, "audit", slog.String("action", rec.Action),
 		slog.String("identity", rec.Identity), slog.String("target", rec.Target), slog.String("digest", rec.Digest),
 		slog.String("detail", rec.Detail))
+	g.tailAdmin(rec)
 	if g.auditLog != nil {
 		g.auditLog.AdminChange(audit.AdminChange{Time: rec.Time, Identity: rec.Identity, Action: rec.Action,
 			Target: rec.Target, Digest: rec.Digest, Detail: rec.Detail})

@@ -4,21 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm"
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 )
 
@@ -142,19 +149,31 @@ func TestConsoleInBrowser(t *testing.T) {
 	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "r1" {
 		t.Errorf("after promotion in the console the policy must enforce: %q", txt)
 	}
-	for _, p := range []string{"oauth", "fleet"} {
+	for _, p := range []string{"oauth", "fleet", "playground", "tail"} {
 		run(t, ctx, p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
 		shot(t, ctx, p)
 	}
 
-	// At 360 px every page fits without sideways scrolling of the page.
+	// Every page: each form control has a label, each button a name; at
+	// 360 px the page fits without sideways scrolling.
+	pages := []string{"", "catalogue", "catalogue?kind=prompts", "catalogue/item?kind=tools&server=hostile&name=add", "policies", "oauth", "fleet", "playground", "tail"}
+	const unlabelled = `Array.from(document.querySelectorAll("input:not([type=hidden]), select, textarea, button")).filter(e =>
+		e.tagName === "BUTTON" ? !(e.textContent.trim() || e.getAttribute("aria-label")) : !(e.labels.length || e.getAttribute("aria-label"))).map(e => e.outerHTML)`
+	for _, p := range pages {
+		run(t, ctx, "labels "+p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if bad := value(t, ctx, "unlabelled", chromedp.Evaluate[[]string](unlabelled)); len(bad) > 0 {
+			t.Errorf("/ui/%s has controls without a label: %v", p, bad)
+		}
+	}
 	run(t, ctx, "narrow", chromedp.EmulateViewport(360, 740))
-	for _, p := range []string{"", "catalogue", "policies", "oauth", "fleet"} {
+	for _, p := range pages {
 		run(t, ctx, "narrow "+p, chromedp.Navigate(adminURL+"/ui/"+p), chromedp.WaitVisible(chromedp.CSS("h1")))
 		if !value(t, ctx, "width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= 360`)) {
 			t.Errorf("/ui/%s is wider than 360 px", p)
 		}
 	}
+	shot(t, ctx, "playground-360")
+	run(t, ctx, "narrow overview", chromedp.Navigate(adminURL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("h1")))
 	shot(t, ctx, "overview-360")
 
 	// A forged session cookie is not a session.
@@ -188,4 +207,340 @@ func TestConsoleOAuthInBrowser(t *testing.T) {
 		t.Errorf("after the login the OAuth page shows:\n%s", body)
 	}
 	shot(t, ctx, "oauth-authorized")
+}
+
+// consoleUpstream serves the tools "add" (answers "added") and "echo",
+// the prompt "greet" and the resource file:///notes.txt.
+func consoleUpstream(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1"}, nil)
+	answer := func(text string) mcp.ToolHandler {
+		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+		}
+	}
+	s.AddTool(&mcp.Tool{Name: "add", Description: "Adds two numbers.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}}}`)}, answer("added"))
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echoes.", InputSchema: json.RawMessage(`{"type":"object"}`)}, answer("echoed"))
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets <b>warmly</b>.", Arguments: []*mcp.PromptArgument{{Name: "who", Required: true}}},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
+	s.AddResource(&mcp.Resource{URI: "file:///notes.txt", Name: "notes", Description: "The notes.", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+	return serveMCP(t, s)
+}
+
+// TestConsolePlaygroundInBrowser: in the playground a tool is called as
+// a chosen client identity through the gateway's chain: alice may call
+// add and sees the raw request and answer; bob, whom the access list
+// keeps to echo, is refused; bad arguments come back with the reason and
+// the form as typed; the audit log holds alice's call under her name.
+func TestConsolePlaygroundInBrowser(t *testing.T) {
+	ctx := browser(t)
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	_, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}},
+		"auth": {"mode": "api_key", "api_keys": [{"name": "alice", "key": "alice-key-0123456789"}, {"name": "bob", "key": "bob-key-0123456789ab"}]},
+		"access": [{"identities": ["alice"]}, {"identities": ["bob"], "tools": ["echo"]}],
+		"audit": {"path": %q}}`, consoleUpstream(t), adminToken, auditPath), t.TempDir())
+	waitFor(t, "the upstream's tools", func() bool { return len(consoleSource{g}.Tools()) == 2 })
+
+	run(t, ctx, "log in", chromedp.Navigate(adminURL+"/ui/playground"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.CSS(`main button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)), chromedp.Navigate(adminURL+"/ui/playground"), chromedp.WaitVisible(chromedp.ID("arguments")))
+	call := func(what, identity, tool, args string) string {
+		t.Helper()
+		run(t, ctx, what, chromedp.SetValue(chromedp.ID("identity"), identity), chromedp.SetValue(chromedp.ID("tool"), tool),
+			chromedp.SetValue(chromedp.ID("arguments"), args), chromedp.Evaluate[chromedp.Void](`document.body.dataset.old = "1"`),
+			chromedp.Click(chromedp.CSS(`form.playground button[type="submit"]`)))
+		waitFor(t, what+": the answer page", func() bool {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.body.dataset.old && document.querySelector("#problem, ol.exchange") !== null`))
+			return err == nil && ok
+		})
+		return value(t, ctx, "body", chromedp.Evaluate[string]("document.querySelector('main').innerText"))
+	}
+
+	body := call("alice calls add", "alice", "add", `{"a": 1, "b": 2}`)
+	for _, want := range []string{"console → gateway", `"method": "tools/call"`, `"name": "add"`, "gateway → console", `"text": "added"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("alice's exchange lacks %q:\n%s", want, body)
+		}
+	}
+	shot(t, ctx, "playground")
+
+	body = call("bob calls add", "bob", "add", `{}`)
+	if strings.Contains(body, "added") || !strings.Contains(body, `"error"`) {
+		t.Errorf("bob, whom the access list keeps to echo, called add:\n%s", body)
+	}
+	if body := call("bob calls echo", "bob", "echo", `{}`); !strings.Contains(body, `"text": "echoed"`) {
+		t.Errorf("bob's echo:\n%s", body)
+	}
+
+	body = call("bad arguments", "alice", "add", `{"a": 1,`)
+	if !strings.Contains(body, "the arguments must be a JSON object") || strings.Contains(body, "gateway → console") {
+		t.Errorf("bad arguments:\n%s", body)
+	}
+	if got := value(t, ctx, "arguments kept", chromedp.Evaluate[string](`document.getElementById("arguments").value`)); got != `{"a": 1,` {
+		t.Errorf("the form lost the arguments typed: %q", got)
+	}
+
+	// The audit log: alice's and bob's calls under their names, and the
+	// operator's playground calls.
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(auditPath)
+			t.Logf("audit log:\n%s", b)
+		}
+	})
+	waitFor(t, "the audit records", func() bool {
+		b, _ := os.ReadFile(auditPath)
+		s := string(b)
+		return strings.Contains(s, `"identity":"alice","server":"calc","tool":"add","outcome":"ok"`) && strings.Contains(s, `"identity":"bob","server":"calc","tool":"add","outcome":"denied"`) &&
+			strings.Contains(s, `"identity":"bob","server":"calc","tool":"echo","outcome":"ok"`) &&
+			strings.Contains(s, `"identity":"ops","action":"playground.call","target":"add","detail":"as alice from the console"`)
+	})
+}
+
+// login opens the console at adminURL and logs in with the admin token.
+// The browser leaves the console when the test ends, before the admin
+// server closes (which waits for a live stream to end).
+func login(t *testing.T, ctx context.Context, adminURL string) {
+	t.Helper()
+	t.Cleanup(func() { chromedp.Do(ctx, chromedp.Navigate("about:blank")) })
+	run(t, ctx, "log in", chromedp.Navigate(adminURL+"/ui/login"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), adminToken), chromedp.Click(chromedp.CSS(`main button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)))
+}
+
+// submit clicks a form's button and waits for the page it leads to.
+func submit[S chromedp.Selectable](t *testing.T, ctx context.Context, what string, button S) {
+	t.Helper()
+	run(t, ctx, what, chromedp.Evaluate[chromedp.Void](`document.body.dataset.old = "1"`), chromedp.Click(button))
+	waitFor(t, what+": the next page", func() bool {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && !document.body.dataset.old && document.querySelector("h1") !== null`))
+		return err == nil && ok
+	})
+}
+
+// bodyText is the text of the page's main element.
+func bodyText(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	return value(t, ctx, "main text", chromedp.Evaluate[string]("document.querySelector('main').innerText"))
+}
+
+// TestConsoleTailInBrowser: the live tail, filtered to the tool add,
+// shows a call of add made by an MCP client while the page is open,
+// without a reload, and not a call of echo; an admin change shows under
+// kind admin; with script disabled the same page lists the calls kept.
+func TestConsoleTailInBrowser(t *testing.T) {
+	ctx := browser(t)
+	mcpURL, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		consoleUpstream(t), adminToken), t.TempDir())
+	cs := connect(t, mcpURL, nil)
+	login(t, ctx, adminURL)
+	run(t, ctx, "tail", chromedp.Navigate(adminURL+"/ui/tail?tool=add"), chromedp.WaitVisible(chromedp.ID("tail")))
+	waitFor(t, "the live stream to open", func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("live").textContent`))
+		return err == nil && strings.HasPrefix(s, "Live")
+	})
+	callText(t, cs, "echo", nil)
+	if txt, _ := callText(t, cs, "add", map[string]any{"a": 1}); txt != "added" {
+		t.Fatalf("add: %q", txt)
+	}
+	rows := func() string {
+		s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("tail").innerText`))
+		return s
+	}
+	waitFor(t, "the call of add to appear in the open page", func() bool { return strings.Contains(rows(), "add") })
+	if r := rows(); !strings.Contains(r, "call") || !strings.Contains(r, "calc") || !strings.Contains(r, "ok") || strings.Contains(r, "echo") {
+		t.Errorf("the tail filtered to add shows:\n%s", r)
+	}
+	shot(t, ctx, "tail")
+
+	// Without script the page reads the same from the server.
+	run(t, ctx, "no script", func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return chromedp.Void{}, err
+	}, chromedp.Navigate(adminURL+"/ui/tail?kind=call"), chromedp.WaitVisible(chromedp.ID("tail")))
+	if r := rows(); !strings.Contains(r, "add") || !strings.Contains(r, "echo") {
+		t.Errorf("without script the tail of calls shows:\n%s", r)
+	}
+	if s := value(t, ctx, "status", chromedp.Evaluate[string](`document.getElementById("live").textContent`)); !strings.HasPrefix(s, "Reload") {
+		t.Errorf("without script the status says %q", s)
+	}
+	run(t, ctx, "admin entries", chromedp.Navigate(adminURL+"/ui/tail?kind=admin"), chromedp.WaitVisible(chromedp.ID("tail")))
+	if r := rows(); !strings.Contains(r, "console.login") || strings.Contains(r, "echo") {
+		t.Errorf("the admin entries:\n%s", r)
+	}
+}
+
+// TestConsoleOverviewChartInBrowser: calls made while the overview is open
+// reach its chart (the server-rendered SVG the page's script reloads each
+// second) and its per-upstream figures: calls, errors, latency and the
+// last call error with its reason.
+func TestConsoleOverviewChartInBrowser(t *testing.T) {
+	ctx := browser(t)
+	mcpURL, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}},
+		"access": [{"identities": ["anonymous"], "deny_tools": ["echo"]}]}`, consoleUpstream(t), adminToken), t.TempDir())
+	cs := connect(t, mcpURL, nil)
+	login(t, ctx, adminURL)
+	waitFor(t, "the live stream to open", func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("live").textContent`))
+		return err == nil && strings.HasPrefix(s, "Live")
+	})
+	for range 5 {
+		callText(t, cs, "add", map[string]any{"a": 1})
+	}
+	cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo"}) // denied: an error
+	waitFor(t, "the chart to be reloaded by the page's script", func() bool {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("chart").src`))
+		return err == nil && strings.Contains(s, "chart.svg?t=")
+	})
+	// The chart shows whole seconds: the calls' second is drawn once it
+	// has passed.
+	var svg string
+	sum := func(class string) int {
+		n := 0
+		for _, m := range regexp.MustCompile(`class="`+class+`" data-n="(\d+)"`).FindAllStringSubmatch(svg, -1) {
+			k, _ := strconv.Atoi(m[1])
+			n += k
+		}
+		return n
+	}
+	waitFor(t, "the chart to show 6 calls and 1 error", func() bool {
+		svg = value(t, ctx, "chart", chromedp.Evaluate[string](`fetch("/ui/chart.svg").then(r => r.text())`, chromedp.EvalAwaitPromise))
+		return sum("calls") == 6 && sum("errors") == 1
+	})
+	run(t, ctx, "overview", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="ups"]`)))
+	row := value(t, ctx, "calc's row", chromedp.Evaluate[string](`document.querySelector("section[aria-labelledby=ups] tbody tr").innerText`))
+	if cells := strings.Split(row, "\t"); len(cells) < 11 || cells[5] != "6" || cells[6] != "1" || cells[7] == "" || !strings.Contains(cells[10], "denied") {
+		t.Errorf("calc's row: %q", cells)
+	}
+	shot(t, ctx, "overview-chart")
+}
+
+// TestConsoleCatalogueInBrowser: the catalogue lists tools, prompts and
+// resources (a description's HTML shown as text); a tool's page shows its
+// schema as the upstream sent it and leads to the playground with the
+// tool filled in; a prompt's page shows its arguments.
+func TestConsoleCatalogueInBrowser(t *testing.T) {
+	ctx := browser(t)
+	_, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		consoleUpstream(t), adminToken), t.TempDir())
+	waitFor(t, "the upstream's offers", func() bool {
+		return len(consoleSource{g}.Tools()) == 2 && len(consoleSource{g}.Offers("prompts")) == 1 && len(consoleSource{g}.Offers("resources")) == 1
+	})
+	login(t, ctx, adminURL)
+	run(t, ctx, "catalogue", chromedp.Navigate(adminURL+"/ui/catalogue"), chromedp.WaitVisible(chromedp.CSS("tbody")))
+	run(t, ctx, "tool add", chromedp.Click(chromedp.Search(`//a[code[text()="add"]]`)),
+		chromedp.WaitVisible(chromedp.ID("definition")))
+	def := value(t, ctx, "definition", chromedp.Evaluate[string](`document.getElementById("definition").textContent`))
+	var d struct {
+		InputSchema struct {
+			Properties map[string]any `json:"properties"`
+		} `json:"inputSchema"`
+	}
+	if err := json.Unmarshal([]byte(def), &d); err != nil || d.InputSchema.Properties["a"] == nil {
+		t.Errorf("add's definition (%v):\n%s", err, def)
+	}
+	shot(t, ctx, "catalogue-tool")
+	run(t, ctx, "to the playground", chromedp.Click(chromedp.Search(`//a[text()="Call add in the playground"]`)), chromedp.WaitVisible(chromedp.ID("arguments")))
+	if tool := value(t, ctx, "tool", chromedp.Evaluate[string](`document.getElementById("tool").value`)); tool != "add" {
+		t.Errorf("the playground's tool: %q", tool)
+	}
+
+	run(t, ctx, "prompts", chromedp.Navigate(adminURL+"/ui/catalogue?kind=prompts"), chromedp.WaitVisible(chromedp.Search(`//a[code[text()="greet"]]`)))
+	if body := bodyText(t, ctx); !strings.Contains(body, "Greets <b>warmly</b>.") || strings.Contains(body, "echo") {
+		t.Errorf("the prompts:\n%s", body)
+	}
+	run(t, ctx, "prompt greet", chromedp.Click(chromedp.Search(`//a[code[text()="greet"]]`)), chromedp.WaitVisible(chromedp.ID("definition")))
+	if def := value(t, ctx, "definition", chromedp.Evaluate[string](`document.getElementById("definition").textContent`)); !strings.Contains(def, `"who"`) {
+		t.Errorf("greet's definition:\n%s", def)
+	}
+	run(t, ctx, "resources", chromedp.Navigate(adminURL+"/ui/catalogue?kind=resources"), chromedp.WaitVisible(chromedp.CSS("tbody")))
+	if body := bodyText(t, ctx); !strings.Contains(body, "file:///notes.txt") || !strings.Contains(body, "The notes.") {
+		t.Errorf("the resources:\n%s", body)
+	}
+	shot(t, ctx, "catalogue-resources")
+}
+
+// TestConsolePolicyLifecycleInBrowser: on the policies page a module file
+// is uploaded, attached in shadow mode (calls unchanged), a second
+// attachment is moved up the chain, and the first is promoted: its calls
+// are then rewritten.
+func TestConsolePolicyLifecycleInBrowser(t *testing.T) {
+	ctx := browser(t)
+	received := make(chan string, 64)
+	mcpURL, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		vaultServer(t, "vault", received), adminToken), t.TempDir())
+	cs := connect(t, mcpURL, nil)
+	waitFor(t, "the tools", func() bool { return slices.Contains(toolNames(t, cs), "record") })
+	file := filepath.Join(t.TempDir(), "stamp.wasm")
+	if err := os.WriteFile(file, versionedModule(1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	login(t, ctx, adminURL)
+	run(t, ctx, "upload", chromedp.Navigate(adminURL+"/ui/policies"), chromedp.SetUploadFiles(chromedp.ID("up-file"), []string{file}),
+		chromedp.Click(chromedp.Search(`//button[text()="Upload"]`)), chromedp.WaitVisible(chromedp.Search(`//section[@aria-labelledby="mods"]//td[text()="stamp"]`)))
+	attach := func(name, tools, mode string) {
+		t.Helper()
+		run(t, ctx, "attach "+name, chromedp.SetValue(chromedp.ID("att-name"), name), chromedp.SetValue(chromedp.ID("att-module"), "stamp"),
+			chromedp.SetValue(chromedp.ID("att-tools"), tools), chromedp.SetValue(chromedp.ID("att-mode"), mode),
+			chromedp.Click(chromedp.Search(`//button[text()="Attach"]`)),
+			chromedp.WaitVisible(chromedp.Search(`//section[@aria-labelledby="chain"]//td[text()="`+name+`"]`)))
+	}
+	attach("stamp", "record", "shadow")
+	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "recorded" {
+		t.Errorf("a shadow attachment changed the call: %q", txt)
+	}
+	run(t, ctx, "shadow diff", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("pre.shadow-diff")))
+	if diff := value(t, ctx, "diff", chromedp.Evaluate[string](`document.querySelector("pre.shadow-diff").textContent`)); !strings.Contains(diff, "module=stamp") || !strings.Contains(diff, "shadow=") {
+		t.Errorf("the last shadow diff: %q", diff)
+	}
+	attach("second", "nothing-matches", "enforce")
+	run(t, ctx, "move second up", chromedp.Click(chromedp.CSS(`button[aria-label="Move second up"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`button[aria-label="Move second up"]`)))
+	if _, pols := g.pol.Policies(); len(pols) != 2 || pols[0].Name != "second" {
+		t.Errorf("after moving second up the chain is %+v", pols)
+	}
+	shot(t, ctx, "policies-lifecycle")
+	run(t, ctx, "promote", chromedp.Click(chromedp.CSS(`button[value="promote"]`)), chromedp.WaitNotPresent(chromedp.CSS(`button[value="promote"]`)))
+	if txt, _ := callText(t, cs, "record", map[string]any{"text": "original"}); txt != "r1" {
+		t.Errorf("after promotion the attachment must rewrite the call: %q", txt)
+	}
+}
+
+// TestConsoleModulePullInBrowser: on the policies page a module is pulled
+// from an OCI registry (in-process) and stored; a reference the registry
+// does not have shows why, and stores nothing.
+func TestConsoleModulePullInBrowser(t *testing.T) {
+	ctx := browser(t)
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	host := strings.TrimPrefix(reg.URL, "http://")
+	ref, err := ociwasm.ParseRef("oci://" + host + "/policies/stamp2:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ociwasm.Push(context.Background(), versionedModule(2), ref, ociwasm.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	_, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
+		consoleUpstream(t), adminToken), t.TempDir())
+	login(t, ctx, adminURL)
+	pull := func(what, reference string) {
+		t.Helper()
+		run(t, ctx, what, chromedp.Navigate(adminURL+"/ui/policies"), chromedp.SetValue(chromedp.ID("pull-ref"), reference))
+		submit(t, ctx, what, chromedp.Search(`//button[text()="Pull"]`))
+	}
+	pull("pull a missing tag", "oci://"+host+"/policies/stamp2:v9")
+	if body := bodyText(t, ctx); !strings.Contains(body, "pulling oci://"+host+"/policies/stamp2:v9") {
+		t.Errorf("pulling a missing tag:\n%s", body)
+	}
+	pull("pull", "oci://"+host+"/policies/stamp2:v1")
+	run(t, ctx, "the module", chromedp.WaitVisible(chromedp.Search(`//section[@aria-labelledby="mods"]//td[text()="stamp2"]`)))
+	if body := bodyText(t, ctx); strings.Contains(body, "v9") {
+		t.Errorf("the failed pull stored something:\n%s", body)
+	}
 }

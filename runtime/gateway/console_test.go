@@ -97,7 +97,7 @@ func TestConsoleLoginSessionAndCSRF(t *testing.T) {
 		t.Fatalf("GET /ui/ without a session: %d %s, want 303 to /ui/login", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	resp, page := consoleDo(t, c, "GET", adminURL+"/ui/login", nil, nil)
-	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self';") || strings.Contains(csp, "unsafe") {
 		t.Errorf("CSP %q", csp)
 	}
 	loginCSRF := csrfOf(t, page)
@@ -225,7 +225,8 @@ func BenchmarkConsolePages(b *testing.B) {
 	_, g := startGateway(b, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}}`, up), Options{})
 	waitFor(b, "the upstream's tools", func() bool { return len(consoleSource{g}.Tools()) == 1000 })
 	h := g.AdminHandler()
-	for _, p := range []string{"/ui/", "/ui/catalogue", "/ui/catalogue?q=number+5", "/ui/policies", "/ui/oauth", "/ui/fleet"} {
+	for _, p := range []string{"/ui/", "/ui/catalogue", "/ui/catalogue?q=number+5", "/ui/catalogue/item?kind=tools&server=hostile&name=tool0500",
+		"/ui/policies", "/ui/oauth", "/ui/fleet", "/ui/playground", "/ui/tail", "/ui/chart.svg"} {
 		b.Run(p, func(b *testing.B) {
 			size := 0
 			for b.Loop() {
@@ -254,5 +255,40 @@ func TestConsoleCookieSecureUnderTLS(t *testing.T) {
 	resp, _ := consoleDo(t, c, "POST", srv.URL+"/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {adminToken}}, nil)
 	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].Secure {
 		t.Fatalf("login over TLS: %d %+v, want a Secure cookie", resp.StatusCode, resp.Cookies())
+	}
+}
+
+// TestConsoleSessionSurvivesRestart: the session signing key is kept in
+// the state folder, so a gateway started again on it keeps the console's
+// users logged in; one with another state folder does not.
+func TestConsoleSessionSurvivesRestart(t *testing.T) {
+	_, up := hostileUpstream(t, 1)
+	cfg := fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`, up, adminToken)
+	state := t.TempDir()
+	_, first, _ := adminGateway(t, cfg, state)
+	c := consoleClient(t)
+	_, page := consoleDo(t, c, "GET", first+"/ui/login", nil, nil)
+	if resp, _ := consoleDo(t, c, "POST", first+"/ui/login", url.Values{"csrf": {csrfOf(t, page)}, "token": {adminToken}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+	u, _ := url.Parse(first + "/ui/")
+	cookie := c.Jar.Cookies(u)[0]
+	for _, tc := range []struct {
+		name  string
+		state string
+		want  int
+	}{
+		{"same state folder", state, http.StatusOK},
+		{"another state folder", t.TempDir(), http.StatusSeeOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, again, _ := adminGateway(t, cfg, tc.state)
+			c2 := consoleClient(t)
+			u2, _ := url.Parse(again + "/ui/")
+			c2.Jar.SetCookies(u2, []*http.Cookie{{Name: cookie.Name, Value: cookie.Value, Path: "/ui/"}})
+			if resp, _ := consoleDo(t, c2, "GET", again+"/ui/", nil, nil); resp.StatusCode != tc.want {
+				t.Errorf("the old session: %d, want %d", resp.StatusCode, tc.want)
+			}
+		})
 	}
 }

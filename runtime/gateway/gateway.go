@@ -16,6 +16,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/console"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
@@ -80,7 +81,9 @@ type Gateway struct {
 	opts Options
 	log  *slog.Logger
 
-	route  *router // catalogue, upstreams, sessions, subscriptions
+	route *router // catalogue, upstreams, sessions, subscriptions
+	// tail is what the operator console sees as the gateway runs (console.go).
+	tail   *console.Tail
 	events *eventBus
 	// senders write forwarded requests upstream.
 	senders *workers
@@ -148,7 +151,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Health.Misses <= 0 {
 		opts.Health.Misses = 3
 	}
-	g := &Gateway{budget: dial.Budget(cfg.Limits), clientMem: clientMemory(cfg.Limits),
+	tail := console.NewTail()
+	opts.Logger = slog.New(tail.LogHandler(opts.Logger.Handler()))
+	g := &Gateway{budget: dial.Budget(cfg.Limits), clientMem: clientMemory(cfg.Limits), tail: tail,
 		opts: opts, log: opts.Logger, events: newEventBus(opts.Logger), senders: newWorkers(10 * time.Second),
 	}
 	g.cfgp.Store(cfg)

@@ -127,6 +127,7 @@ func (s *session) recordCall(tc *toolCall, outcome, errMsg string) {
 func (s *session) recordToolCall(server, tool, outcome string, start time.Time, args json.RawMessage, errMsg string) {
 	g, d := s.g, time.Since(start)
 	g.metrics.ToolCall(server, tool, outcome, d)
+	g.tailCall(s.id.Name, server, tool, outcome, start, d, errMsg)
 	if g.auditLog != nil {
 		g.auditLog.ToolCall(audit.ToolCall{Time: start.UTC(), Identity: s.id.Name, Server: server, Tool: tool, Outcome: outcome,
 			DurationMS: d.Milliseconds(), Arguments: args, Error: errMsg, SessionID: s.conn.SessionID()})
