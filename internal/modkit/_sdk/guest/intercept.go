@@ -27,6 +27,13 @@ type InterceptorInfo struct {
 	Priority int32
 	// ConfigSchema is a JSON Schema object for the config, or empty.
 	ConfigSchema []byte
+	// SessionState asks the host to keep this interceptor's state per
+	// session ("sessionState": true): Invocation.State is what it last
+	// returned in the session, and a Validation's or Mutation's State
+	// replaces it. State kept there survives instance recycling and, in
+	// a fleet, follows the session to every replica; memory of the module
+	// does neither.
+	SessionState bool
 }
 
 // Invocation is one call of an interceptor. Its slices alias a buffer the
@@ -43,6 +50,10 @@ type Invocation struct {
 	Context   []byte // the raw context object, or nil
 	Config    []byte // the raw config, or nil
 	Payload   []byte // the raw payload JSON
+	// State is the session state the host keeps for an interceptor with
+	// SessionState (a JSON value, {} at first); nil when the host keeps
+	// none (no store, or no session).
+	State []byte
 }
 
 // Message is one validation message; Severity is "info", "warn" or "error".
@@ -56,6 +67,9 @@ type Validation struct {
 	Severity string
 	Messages []Message
 	Info     []byte // a raw JSON object, or nil
+	// State, when not nil, replaces the interceptor's session state (a
+	// JSON value; SessionState interceptors).
+	State []byte
 }
 
 // Pass lets the event through.
@@ -71,6 +85,8 @@ type Mutation struct {
 	Modified bool
 	Payload  []byte
 	Info     []byte // a raw JSON object, or nil
+	// State, when not nil, replaces the interceptor's session state.
+	State []byte
 }
 
 // Keep leaves the payload unchanged.
@@ -155,6 +171,9 @@ func (info *InterceptorInfo) appendJSON(out []byte, validation bool) []byte {
 		out = append(out, `,"configSchema":`...)
 		out = append(out, info.ConfigSchema...)
 	}
+	if info.SessionState {
+		out = append(out, `,"sessionState":true`...)
+	}
 	return append(out, '}')
 }
 
@@ -210,6 +229,8 @@ func (inv *Invocation) parse(in []byte) error {
 					if id, ok := jsonlite.Lookup(cv, "id"); ok {
 						inv.Principal, err = icPrincipal.get(id)
 					}
+				case "interceptorState":
+					inv.State = cv
 				}
 				return err
 			})
@@ -226,7 +247,7 @@ func (inv *Invocation) parse(in []byte) error {
 }
 
 func (v Validation) appendJSON(out []byte) []byte {
-	if v.Valid && len(v.Messages) == 0 && len(v.Info) == 0 {
+	if v.Valid && len(v.Messages) == 0 && len(v.Info) == 0 && v.State == nil {
 		return out // no output: valid
 	}
 	out = append(out, `{"valid":`...)
@@ -259,11 +280,11 @@ func (v Validation) appendJSON(out []byte) []byte {
 		}
 		out = append(out, ']')
 	}
-	return appendInfo(out, v.Info)
+	return appendInfo(out, v.Info, v.State)
 }
 
 func (m Mutation) appendJSON(out []byte) []byte {
-	if !m.Modified && len(m.Info) == 0 {
+	if !m.Modified && len(m.Info) == 0 && m.State == nil {
 		return out // no output: unmodified
 	}
 	out = append(out, `{"modified":`...)
@@ -272,13 +293,20 @@ func (m Mutation) appendJSON(out []byte) []byte {
 		out = append(out, `,"payload":`...)
 		out = append(out, m.Payload...)
 	}
-	return appendInfo(out, m.Info)
+	return appendInfo(out, m.Info, m.State)
 }
 
-func appendInfo(out, info []byte) []byte {
+// appendInfo ends a result with its info and its state update
+// (contextUpdates.interceptorState), when set.
+func appendInfo(out, info, state []byte) []byte {
 	if len(info) > 0 {
 		out = append(out, `,"info":`...)
 		out = append(out, info...)
+	}
+	if state != nil {
+		out = append(out, `,"contextUpdates":{"interceptorState":`...)
+		out = append(out, state...)
+		out = append(out, '}')
 	}
 	return append(out, '}')
 }
