@@ -197,9 +197,10 @@ func TestModuleCommands(t *testing.T) {
 // build answers: TestRedactPortsAgreeWithGo in policy): 20 KB that
 // compile in milliseconds, where the Go build's 2 MB took each CLI
 // command that loads it (policy test keeps no compile cache) several
-// seconds under the race detector. What TestModuleCommands and
-// TestAdminSubcommands check is the CLI and the admin API, not the
-// module's language.
+// seconds under the race detector. What TestModuleCommands,
+// TestAdminSubcommands, TestModuleRegistry and
+// TestPolicyTestVectorsReportsFailures check is the CLI, the admin API and
+// the registry, not the module's language.
 func redactModule(t *testing.T) []byte {
 	t.Helper()
 	return wasmtest.Port(t, "c")
