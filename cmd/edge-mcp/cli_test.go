@@ -19,7 +19,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
-	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 )
 
 // runMain runs the edge-mcp command (this test binary re-executed as
@@ -195,7 +194,8 @@ func TestAdminSubcommands(t *testing.T) {
 	adminURL := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
 	startServe(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--admin", strings.TrimPrefix(adminURL, "http://"), "--state-dir", filepath.Join(dir, "state"))
 	wasm := filepath.Join(dir, "redact.wasm")
-	os.WriteFile(wasm, wasmtest.Example(t, "redact-secrets"), 0o600)
+	redactWasm := redactModule(t)
+	os.WriteFile(wasm, redactWasm, 0o600)
 	a := []string{"--admin", adminURL}
 	cli := func(t *testing.T, args ...string) string {
 		t.Helper()
@@ -225,7 +225,7 @@ func TestAdminSubcommands(t *testing.T) {
 		}
 	})
 	t.Run("push of an attached module says where it runs", func(t *testing.T) {
-		os.WriteFile(wasm+"2", append(wasmtest.Example(t, "redact-secrets"), customSection("v2")...), 0o600)
+		os.WriteFile(wasm+"2", append(redactWasm, customSection("v2")...), 0o600)
 		out := cli(t, "module", "push", wasm+"2", "--name", "guard")
 		if !strings.Contains(out, "now running as policy guard, second") {
 			t.Fatalf("push:\n%s", out)

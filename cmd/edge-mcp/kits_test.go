@@ -45,7 +45,7 @@ func TestPolicyTestVectorsReportsFailures(t *testing.T) {
 	}
 	dir := t.TempDir()
 	module := filepath.Join(dir, "redact.wasm")
-	os.WriteFile(module, wasmtest.Example(t, "redact-secrets"), 0o600)
+	os.WriteFile(module, redactModule(t), 0o600) // the reporting is under test, not the Go build
 	vectors := filepath.Join(dir, "vectors.json")
 	os.WriteFile(vectors, []byte(`[
 	 {"name":"masks a key","hook":"tool_call","input":{"server":"s","tool":"t","arguments":{"k":"sk-proj-AbCdEf0123456789AbCdEf0123456789xyz"}},"expect":{"arguments":{"k":"[REDACTED]"}}},

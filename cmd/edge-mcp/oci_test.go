@@ -19,7 +19,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
-	"github.com/edge-mcp/edge-mcp/policy/wasmtest"
 )
 
 // writeCosignPair writes an unencrypted P-256 key pair as key.pem and
@@ -48,7 +47,7 @@ func TestModuleRegistry(t *testing.T) {
 	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/policies/redact:v1"
 	priv, pub := writeCosignPair(t, dir, "cosign")
 	_, otherPub := writeCosignPair(t, dir, "other")
-	wasm := wasmtest.Example(t, "redact-secrets")
+	wasm := redactModule(t)
 	file := filepath.Join(dir, "redact.wasm")
 	os.WriteFile(file, wasm, 0o600)
 

@@ -26,17 +26,20 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	opts := &server.Options{Host: "127.0.0.1", Port: freePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
-	s := run(t, opts)
-	t.Cleanup(s.Shutdown)
-	return &Server{Server: s, opts: opts}
+	srv := &Server{Server: run(t, opts), opts: opts}
+	t.Cleanup(func() { srv.Server.Shutdown() }) // the server Restart started, if it did
+	return srv
 }
 
 // Restart starts the server again on the same port and store after
-// Shutdown: NATS coming back.
+// Shutdown: NATS coming back. Start's cleanup shuts it down when the test
+// ends, after what the test started after Start (cleanups run last in,
+// first out): replicas leave a NATS that is still there, instead of each
+// waiting out its leave and drain timeouts against a server a later
+// cleanup had already shut down.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Server = run(t, s.opts.Clone())
-	t.Cleanup(s.Server.Shutdown)
 }
 
 // Cluster is n JetStream servers routed to each other.
@@ -146,9 +149,9 @@ func StartAuth(t testing.TB, prefix string) *Auth {
 	}
 	opts := &server.Options{Host: "127.0.0.1", Port: freePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		Nkeys: []*server.NkeyUser{{Nkey: pub, Permissions: FleetPermissions(prefix)}}}
-	s := run(t, opts)
-	t.Cleanup(s.Shutdown)
-	return &Auth{Server: &Server{Server: s, opts: opts}, SeedFile: file}
+	srv := &Server{Server: run(t, opts), opts: opts}
+	t.Cleanup(func() { srv.Server.Shutdown() }) // the server Restart started, if it did
+	return &Auth{Server: srv, SeedFile: file}
 }
 
 // FleetPermissions are a replica's: the fleet's subjects and buckets, the

@@ -75,6 +75,9 @@ func TestReloadUnderLoad(t *testing.T) {
 			}
 		}()
 	}
+	// A t.Fatal below ends the test: the callers stop first, instead of
+	// failing it after it completed (a panic that ends the whole run).
+	defer func() { stop.Store(true); wg.Wait() }()
 	waitFor(t, "calls", func() bool { return calls.Load() > 50 })
 	write(fmt.Sprintf(`"stay": {"url": %q, "prefix": "stay"}, "fresh": {"url": %q, "prefix": "fresh"}`, stay, fresh), "[V2]")
 	res, err := g.ReloadFile(context.Background())

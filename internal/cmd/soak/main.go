@@ -44,6 +44,7 @@ func main() {
 	flag.DurationVar(&sc.Down, "down", 3*time.Second, "and started again this much later")
 	flag.DurationVar(&sc.UploadEvery, "upload-every", 20*time.Second, "an unattached module is uploaded this often (0: never)")
 	flag.DurationVar(&sc.ReloadEvery, "reload-every", 15*time.Second, "the config is changed and reloaded this often (0: never)")
+	flag.DurationVar(&sc.Warm, "warm", 3*time.Second, "how long after the clients connected RSS is read before the load")
 	flag.DurationVar(&sc.Settle, "settle", 15*time.Second, "how long after the load RSS is read again")
 	flag.StringVar(&csvOut, "csv", "", "write one sample a second to this CSV file")
 	flag.Var(&plots, "plot", "draw this CSV file (repeat: before, after) into -png instead of running")

@@ -34,7 +34,7 @@ type scenario struct {
 	Rate                     float64
 	KillEvery, Down          time.Duration
 	UploadEvery, ReloadEvery time.Duration
-	Settle                   time.Duration
+	Warm, Settle             time.Duration // quiet before the load, and after it
 }
 
 // result is one call's outcome.
@@ -99,7 +99,7 @@ func (sc *scenario) run(ctx context.Context, logw io.Writer) (*report, error) {
 			return nil, fmt.Errorf("warm-up call of client %d: %s", i, r.reason)
 		}
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(sc.Warm)
 	rep := &report{Failed: map[string]int{}}
 	rep.RSSBefore, rep.GoroutinesBefore = rssMiB(gw.pid()), goroutines(base)
 	fmt.Fprintf(logw, "soak: %d clients at %g calls/s for %s; upstream killed every %s for %s; RSS %.1f MiB, %d goroutines\n",
