@@ -94,7 +94,7 @@ func TestServeOCIModule(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/policies/redact:v1"
 	file := filepath.Join(dir, "redact.wasm")
-	os.WriteFile(file, wasmtest.Port(t, "c"), 0o600)
+	os.WriteFile(file, redactModule(t), 0o600)
 	if out, err := runCLI(t, "module", "push", file, ref); err != nil {
 		t.Fatalf("push: %v\n%s", err, out)
 	}
