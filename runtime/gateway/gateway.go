@@ -32,6 +32,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
 	"github.com/edge-mcp/edge-mcp/runtime/observe"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/reconnect"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -66,11 +67,7 @@ type Options struct {
 }
 
 // HealthOptions configure how connected upstreams are checked with MCP ping.
-type HealthOptions struct {
-	Interval time.Duration // between pings; default 30 s
-	Timeout  time.Duration // for one ping; default 10 s
-	Misses   int           // consecutive unanswered pings that fail a server; default 3
-}
+type HealthOptions = reconnect.Health
 
 // Gateway is one running edge-mcp instance. Create it with New, then Start;
 // Close stops it.
@@ -277,11 +274,9 @@ func (g *Gateway) WaitReady(ctx context.Context) error {
 	for {
 		ready := true
 		for _, u := range g.route.upstreams().list {
-			u.mu.Lock()
-			if u.state == StateConnecting || u.state == StateDisconnected {
+			if st := u.keep.State(); st == StateConnecting || st == StateDisconnected {
 				ready = false
 			}
-			u.mu.Unlock()
 		}
 		if ready {
 			return nil

@@ -87,7 +87,6 @@ type link struct {
 	toldLevel atomic.Int32
 
 	probeNow chan struct{} // asks the health loop for a ping at once
-	misses   int           // consecutive missed pings; health loop only
 
 	mu      sync.Mutex
 	pending map[int64]*call
@@ -134,45 +133,14 @@ func (l *link) sendFailed(method string, err error) {
 	l.fail(fmt.Errorf("sending %s: %w: %w", method, errUnreachable, err))
 }
 
-// health pings the server every interval, and at once when a call failed
-// suspiciously. An unreachable server fails the link at once; a server that
-// does not answer in time fails it after misses consecutive pings, so a
-// slow but answering server stays healthy.
-func (l *link) health(h HealthOptions) {
-	t := time.NewTicker(h.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-		case <-l.probeNow:
-		}
-		ctx, cancel := context.WithTimeout(l.ctx, h.Timeout)
-		_, err := l.call(ctx, l.pingMethod(), nil)
-		cancel()
-		l.u.mu.Lock()
-		l.u.lastHealth = time.Now()
-		l.u.mu.Unlock()
-		var rpcErr *jsonrpc.Error
-		switch {
-		case err == nil, errors.As(err, &rpcErr) && !errors.Is(err, errUnreachable):
-			l.misses = 0 // it answered, even if with an error
-			continue
-		case l.ctx.Err() != nil:
-			return
-		case errors.Is(err, errUnreachable):
-			l.fail(fmt.Errorf("health check: %w", err))
-			return
-		}
-		l.misses++
-		l.u.log.Warn("health check missed", "misses", l.misses, "of", h.Misses, "err", err)
-		if l.misses >= h.Misses {
-			l.fail(fmt.Errorf("health check: %d pings in a row unanswered: %w", l.misses, err))
-			return
-		}
-	}
+// pinger implements reconnect.Pinger for a link: its health checks.
+type pinger struct{ *link }
+
+func (p pinger) Ping(ctx context.Context) error {
+	_, err := p.call(ctx, p.pingMethod(), nil)
+	return err
 }
+func (p pinger) Fail(err error) { p.fail(err) }
 
 // fail records err as the reason the link ended and closes the connection,
 // which ends the read loop.

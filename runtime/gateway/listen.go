@@ -137,11 +137,10 @@ func (g *Gateway) Status() []ServerStatus {
 	ups, offers := g.route.offers()
 	out := make([]ServerStatus, 0, len(ups))
 	for i, u := range ups {
+		k := u.keep.Status()
 		u.mu.Lock()
-		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: u.state, Retries: u.retries, LastError: u.lastErr, LastHealthCheck: u.lastHealth}
-		if u.state == StateFailed {
-			st.NextRetry = u.nextRetry
-		}
+		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: k.State, Retries: k.Retries, LastError: k.LastErr,
+			LastHealthCheck: k.LastHealth, NextRetry: k.NextRetry}
 		u.mu.Unlock()
 		if l := u.current(); l != nil {
 			st.ProtocolVersion = l.protocolVersion

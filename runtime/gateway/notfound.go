@@ -60,7 +60,7 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 			s.replyUnknown(req, k, name)
 			return
 		}
-		if mayWait && it.up.state0() != StateNeedsAuthorization {
+		if mayWait && it.up.keep.State() != StateNeedsAuthorization {
 			go s.retryNamed(req, k, it)
 			return
 		}
@@ -182,19 +182,4 @@ func (s notFound) replyData(id jsonrpc.ID, code int64, msg string, data map[stri
 
 // retryState is the upstream's connection state and its next reconnection
 // attempt (zero when none is scheduled).
-func (u *upstream) retryState() (State, time.Time, string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	state := u.state
-	if state == StateConnected && u.current() == nil {
-		state = StateDisconnected // the link just failed; run has not noted it yet
-	}
-	return state, u.nextRetry, u.lastErr
-}
-
-// state0 is u's state.
-func (u *upstream) state0() State {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.state
-}
+func (u *upstream) retryState() (State, time.Time, string) { return u.keep.Retry() }
