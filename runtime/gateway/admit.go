@@ -153,8 +153,8 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 		return true // not a tools/call, or the transport answers (400, 413)
 	}
 	server := ""
-	if it := g.route.catalogue().index[kindTools][name]; it != nil && it.up != nil {
-		server = it.up.name
+	if it := g.route.catalogue().Index[kindTools][name]; it != nil && it.Up != nil {
+		server = it.Up.name
 	}
 	rl := gd.AllowCall(id.Name, server, name)
 	if rl == nil {

@@ -237,7 +237,7 @@ func (b bridgeSession) SubscribeAll(uris []string) []string {
 	s := b.s
 	var ok []string
 	for _, uri := range uris {
-		u := s.catalogue().resource(uri)
+		u := s.catalogue().Resource(uri)
 		if u == nil || u.perClient() {
 			continue
 		}
@@ -419,12 +419,12 @@ func (r roundCall) SendAgain(params json.RawMessage) {
 // for its approval, or, when its request did not declare elicitation,
 // with MissingRequiredClientCapability (-32021).
 func (s *session) askApproval(tc *toolCall) {
-	if rerr := s.bridging.MissingCapability(tc.it.exposed, "elicitation"); rerr != nil {
+	if rerr := s.bridging.MissingCapability(tc.it.Exposed, "elicitation"); rerr != nil {
 		s.recordCall(tc, metrics.OutcomeDenied, rerr.Message)
 		s.write(s.ctx, &jsonrpc.Response{ID: tc.req.ID, Error: rerr})
 		return
 	}
-	s.g.bridge.AskApproval(bridgeSession{s}, tc.req, bridge.Approval{Server: tc.it.up.name, Tool: tc.it.exposed,
+	s.g.bridge.AskApproval(bridgeSession{s}, tc.req, bridge.Approval{Server: tc.it.Up.name, Tool: tc.it.Exposed,
 		Args: tc.args, Params: tc.params, Form: approvalParams(tc), Within: approvalTimeout})
 }
 

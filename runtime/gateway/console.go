@@ -37,10 +37,10 @@ func (c consoleSource) Tools() []console.Tool {
 			var d struct {
 				Description string `json:"description"`
 			}
-			json.Unmarshal(it.raw, &d)
-			name := it.exposed
+			json.Unmarshal(it.Raw, &d)
+			name := it.Exposed
 			if name == "" {
-				name = it.name
+				name = it.Name
 			}
 			out = append(out, console.Tool{Server: u.name, Name: name, Description: d.Description})
 		}

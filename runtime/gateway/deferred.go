@@ -44,8 +44,8 @@ func metaTools(deferred []*item) []*item {
 		s.reply(req.ID, res)
 	}
 	return []*item{
-		{name: toolSearchName, exposed: toolSearchName, raw: searchDef, local: search},
-		{name: toolInvokeName, exposed: toolInvokeName, raw: invokeDef, local: invokeTool},
+		{Name: toolSearchName, Exposed: toolSearchName, Raw: searchDef, Local: search},
+		{Name: toolInvokeName, Exposed: toolInvokeName, Raw: invokeDef, Local: invokeTool},
 	}
 }
 
@@ -54,7 +54,7 @@ type deferredTools []*item
 
 func (d deferredTools) Len() int { return len(d) }
 func (d deferredTools) At(i int) (string, json.RawMessage) {
-	return d[i].exposed, d[i].raw
+	return d[i].Exposed, d[i].Raw
 }
 
 // invokeTool answers a tools/call of tool_invoke: it turns it into a
@@ -68,12 +68,12 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 		s.reply(req.ID, toolError(`edge-mcp: tool_invoke needs "name": the name of the tool to call (find it with tool_search)`))
 		return
 	}
-	it := s.catalogue().index[kindTools][name]
+	it := s.catalogue().Index[kindTools][name]
 	if it == nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: there is no tool named %q available to you; find tools with %s", name, toolSearchName)))
 		return
 	}
-	if it.local != nil {
+	if it.Local != nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: %q is one of the gateway's own tools: call it directly", name)))
 		return
 	}
@@ -110,5 +110,5 @@ func invokeRateLimited(s *session, it *item) *rateLimited {
 	if s.transport != transportStreamable || !gd.Limited() {
 		return nil
 	}
-	return gd.AllowTool(s.id.Name, it.up.name, it.exposed)
+	return gd.AllowTool(s.id.Name, it.Up.name, it.Exposed)
 }

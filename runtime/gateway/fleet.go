@@ -157,13 +157,13 @@ func (f fleetSession) PerClient(req *jsonrpc.Request) (string, time.Duration, bo
 			k = kindPrompts
 		}
 		if name, ok := wire.String(req.Params, "name"); ok {
-			if it := f.s.catalogue().index[k][name]; it != nil {
-				u = it.up
+			if it := f.s.catalogue().Index[k][name]; it != nil {
+				u = it.Up
 			}
 		}
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri, ok := wire.String(req.Params, "uri"); ok {
-			u = f.s.g.route.catalogue().resource(uri)
+			u = f.s.g.route.catalogue().Resource(uri)
 		}
 	}
 	if u == nil || !u.perClient() {

@@ -399,7 +399,7 @@ func (g *Gateway) removeSession(s *session) {
 	g.fleet.Untrack(fleetSession{s})
 	g.metrics.SessionClosed(s.transport)
 	for _, uri := range g.route.removeSession(s) {
-		if u := g.route.catalogue().resource(uri); u != nil {
+		if u := g.route.catalogue().Resource(uri); u != nil {
 			if l := u.current(); l != nil {
 				l.unsubscribeResource(uri) // best effort
 			}

@@ -27,9 +27,9 @@ func (u *upstream) reconnectWait(timeout time.Duration) time.Duration {
 func (s *session) retryNamed(req *jsonrpc.Request, k listKind, it *item) {
 	timeout := time.Duration(0)
 	if k == kindTools {
-		timeout = s.g.guard.Load().Settings(it.up.name, it.exposed).Timeout
+		timeout = s.g.guard.Load().Settings(it.Up.name, it.Exposed).Timeout
 	}
-	err := it.up.keep.Await(s.ctx, it.up.reconnectWait(timeout), it.up.done)
+	err := it.Up.keep.Await(s.ctx, it.Up.reconnectWait(timeout), it.Up.done)
 	if err != nil {
 		notFound{s}.serverUnavailable(req, k, it, err)
 		return

@@ -319,13 +319,13 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 			if cursor != "" {
 				params = json.RawMessage(`{"cursor":` + string(wire.AppendString(nil, cursor)) + `}`)
 			}
-			res, err := l.call(ctx, listKinds[k].method, params)
+			res, err := l.call(ctx, listKinds[k].Method, params)
 			var rpcErr *jsonrpc.Error
 			if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 				break
 			}
 			if err != nil {
-				return out, fmt.Errorf("discovering %s: %w", listKinds[k].member, err)
+				return out, fmt.Errorf("discovering %s: %w", listKinds[k].Member, err)
 			}
 			items, next, err := parseItems(l.u, k, res)
 			if err != nil {

@@ -36,7 +36,7 @@ type notFound struct{ *session }
 func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait bool) {
 	full := s.g.route.catalogue()
 	gd := s.g.guard.Load()
-	if it := full.index[k][name]; it != nil && it.up != nil {
+	if it := full.Index[k][name]; it != nil && it.Up != nil {
 		reason := s.hiddenFrom(gd, k, it)
 		if reason == "" {
 			reason = "not in this client's view of the catalogue"
@@ -45,7 +45,7 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 		s.replyUnknown(req, k, name)
 		return
 	}
-	if it := full.withheld[name]; it != nil && k == kindTools {
+	if it := full.Withheld[name]; it != nil && k == kindTools {
 		if reason := s.hiddenFrom(gd, k, it); reason != "" {
 			s.explainHidden(req, k, it, reason)
 			s.replyUnknown(req, k, name)
@@ -54,13 +54,13 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 		s.pendingApproval(req, it)
 		return
 	}
-	if it := full.gone[k][name]; it != nil {
+	if it := full.Gone[k][name]; it != nil {
 		if reason := s.hiddenFrom(gd, k, it); reason != "" {
 			s.explainHidden(req, k, it, reason)
 			s.replyUnknown(req, k, name)
 			return
 		}
-		if mayWait && it.up.keep.State() != StateNeedsAuthorization {
+		if mayWait && it.Up.keep.State() != StateNeedsAuthorization {
 			go s.retryNamed(req, k, it)
 			return
 		}
@@ -79,12 +79,12 @@ func (s notFound) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
 func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 	who := s.id.Name
 	if k != kindTools {
-		if !gd.ServerAllowed(who, it.up.name) {
+		if !gd.ServerAllowed(who, it.Up.name) {
 			return "hidden by the access list"
 		}
 		return ""
 	}
-	if !gd.ToolAllowed(who, it.up.name, it.exposed) {
+	if !gd.ToolAllowed(who, it.Up.name, it.Exposed) {
 		return "hidden by the access list"
 	}
 	if !s.g.pol.Hooks().Has(policy.HookToolsList) {
@@ -99,7 +99,7 @@ func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 	switch {
 	case err != nil || failed:
 		return "a tools_list policy failed (the tool stays hidden)"
-	case len(out) != 1 || out[0].exposed != it.exposed:
+	case len(out) != 1 || out[0].Exposed != it.Exposed:
 		return "hidden or renamed by a tools_list policy"
 	}
 	return ""
@@ -110,11 +110,11 @@ func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 func (s notFound) explainHidden(req *jsonrpc.Request, k listKind, it *item, reason string) {
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
+		s.recordToolCall(it.Up.name, it.Exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
 	}
-	if s.g.route.explainOnce(s.session, listKinds[k].member+"\x00"+it.exposed) {
+	if s.g.route.explainOnce(s.session, listKinds[k].Member+"\x00"+it.Exposed) {
 		s.g.log.Info("call refused as unknown: the name is hidden from this client",
-			"kind", listKinds[k].member, "name", it.exposed, "server", it.up.name, "identity", s.id.Name, "reason", reason)
+			"kind", listKinds[k].Member, "name", it.Exposed, "server", it.Up.name, "identity", s.id.Name, "reason", reason)
 	}
 }
 
@@ -140,10 +140,10 @@ func (r *router) explainOnce(s *session, name string) bool {
 
 // pendingApproval answers a call of a tool withheld by tool pinning.
 func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
-	server, tool := it.up.name, it.name
-	msg, data := whynot.PendingApproval(it.exposed, server, tool)
+	server, tool := it.Up.name, it.Name
+	msg, data := whynot.PendingApproval(it.Exposed, server, tool)
 	args, _, _ := wire.Field(req.Params, "arguments")
-	s.recordToolCall(server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+	s.recordToolCall(server, it.Exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	s.replyData(req.ID, whynot.Code, msg, data)
 }
 
@@ -151,15 +151,15 @@ func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
 // down, naming the server, its state, why it is down (waited: why the call
 // waiting for it gave up) and its next reconnection attempt.
 func (s notFound) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, waited error) {
-	state, next, lastErr := it.up.retryState()
+	state, next, lastErr := it.Up.retryState()
 	what := kindWhat(k)
-	d := whynot.Down{Server: it.up.name, State: string(state), NeedsAuthorization: state == StateNeedsAuthorization, Next: next, LastErr: lastErr}
-	msg, data := d.Unavailable(what, it.exposed, waited)
+	d := whynot.Down{Server: it.Up.name, State: string(state), NeedsAuthorization: state == StateNeedsAuthorization, Next: next, LastErr: lastErr}
+	msg, data := d.Unavailable(what, it.Exposed, waited)
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+		s.recordToolCall(it.Up.name, it.Exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	}
-	s.g.log.Debug("call of an unavailable server's "+what, "server", it.up.name, "name", it.exposed, "state", state)
+	s.g.log.Debug("call of an unavailable server's "+what, "server", it.Up.name, "name", it.Exposed, "state", state)
 	s.replyData(req.ID, whynot.Code, msg, data)
 }
 

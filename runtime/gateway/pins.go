@@ -41,8 +41,8 @@ func (pg pinGate) offer(u *upstream, offer *upstreamLists) *upstreamLists {
 	g.pins.Batch(func() {
 		for i := range offer[kindTools] {
 			it := &offer[kindTools][i]
-			v, c := g.pins.Check(u.name, it.name, it.raw)
-			if v == pinning.Changed && g.fleet.ApplyPinDecision(u.name, it.name, c.NewFingerprint) && !g.pinRejected(u.name, it.name, c.NewFingerprint) {
+			v, c := g.pins.Check(u.name, it.Name, it.Raw)
+			if v == pinning.Changed && g.fleet.ApplyPinDecision(u.name, it.Name, c.NewFingerprint) && !g.pinRejected(u.name, it.Name, c.NewFingerprint) {
 				v = pinning.Unchanged // approved by the fleet before this replica saw it
 			}
 			if v != pinning.Changed {
@@ -51,12 +51,12 @@ func (pg pinGate) offer(u *upstream, offer *upstreamLists) *upstreamLists {
 				}
 				continue
 			}
-			key := u.name + "\x00" + it.name + "\x00" + c.NewFingerprint
+			key := u.name + "\x00" + it.Name + "\x00" + c.NewFingerprint
 			if _, seen := g.pinLogged.LoadOrStore(key, true); !seen {
 				g.log.Warn("tool definition changed since it was pinned; "+map[bool]string{true: "withheld", false: "flagged"}[withhold]+" until an operator approves it",
-					"server", u.name, "tool", it.name, "diff", c.Diff)
+					"server", u.name, "tool", it.Name, "diff", c.Diff)
 			}
-			if !withhold && !g.pinRejected(u.name, it.name, c.NewFingerprint) {
+			if !withhold && !g.pinRejected(u.name, it.Name, c.NewFingerprint) {
 				if changed {
 					kept = append(kept, *it)
 				}

@@ -218,7 +218,7 @@ func (plan *reloadPlan) commit() {
 	if plan.views {
 		// What each session may see changed without the catalogue changing.
 		for _, s := range g.route.allSessions() {
-			go s.listChanged(listKinds[kindTools].changed)
+			go s.listChanged(listKinds[kindTools].Changed)
 		}
 	}
 }

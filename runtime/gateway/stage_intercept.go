@@ -72,7 +72,7 @@ func interceptCall(next Handler) Handler {
 		}
 		tc.ic = ch
 		out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: tc.params,
-			Context: s.interceptContext(tc.target.name, tc.it.exposed)}, tc.target.name, tc.it.exposed, "interceptor refused a call")
+			Context: s.interceptContext(tc.target.name, tc.it.Exposed)}, tc.target.name, tc.it.Exposed, "interceptor refused a call")
 		switch {
 		case out == nil && refused:
 			return nil, tc.failed(metrics.OutcomeDenied, jsonrpc.CodeInvalidParams, msg)
@@ -80,7 +80,7 @@ func interceptCall(next Handler) Handler {
 			return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, msg)
 		}
 		if out.Modified {
-			params, err := wire.SetField(out.Payload, "name", wire.AppendString(nil, tc.it.exposed))
+			params, err := wire.SetField(out.Payload, "name", wire.AppendString(nil, tc.it.Exposed))
 			if err != nil {
 				return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, "edge-mcp: a mutated tools/call: "+err.Error())
 			}

@@ -62,9 +62,8 @@ type upstream struct {
 	// clients are the per-client links when cfg.Session is per_client.
 	clients clientLinks
 
-	stopRun func()         // ends run; set by Gateway.startUpstream
-	done    chan struct{}  // closed when run has returned
-	offer   *upstreamLists // what it offers; guarded by the router's mu
+	stopRun func()        // ends run; set by Gateway.startUpstream
+	done    chan struct{} // closed when run has returned
 
 	// keep keeps it connected: attempts, backoff, calls waiting for it,
 	// its state (runtime/reconnect).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/catalog"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 )
 
@@ -45,7 +46,7 @@ func (s *session) catalogue() *catalogue {
 	s.mu.Lock()
 	v := s.view
 	s.mu.Unlock()
-	if v != nil && v.gen == cat.gen && v.pol == pg && v.gd == gd {
+	if v != nil && v.gen == cat.Gen && v.pol == pg && v.gd == gd {
 		return v.cat
 	}
 	var good map[toolKey]listedTool
@@ -57,7 +58,7 @@ func (s *session) catalogue() *catalogue {
 		return vc // a tools_list policy failed: not cached, the next request tries again
 	}
 	s.mu.Lock()
-	s.view = &sessionView{gen: cat.gen, pol: pg, gd: gd, cat: vc, good: good}
+	s.view = &sessionView{gen: cat.Gen, pol: pg, gd: gd, cat: vc, good: good}
 	s.mu.Unlock()
 	return vc
 }
@@ -71,44 +72,44 @@ type viewBuilder struct{ *session }
 // a tools_list policy failed (the view must not be cached).
 func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedTool) (_ *catalogue, _ map[toolKey]listedTool, ok bool) {
 	who := s.id.Name
-	vc := &catalogue{gen: cat.gen}
+	vc := &catalogue{Gen: cat.Gen}
 	for k := range numKinds {
-		vc.index[k] = make(map[string]*item, len(cat.lists[k]))
-		for _, it := range cat.lists[k] {
-			allowed := gd.ServerAllowed(who, it.up.name)
+		vc.Index[k] = make(map[string]*item, len(cat.Lists[k]))
+		for _, it := range cat.Lists[k] {
+			allowed := gd.ServerAllowed(who, it.Up.name)
 			if k == kindTools {
-				allowed = gd.ToolAllowed(who, it.up.name, it.exposed)
+				allowed = gd.ToolAllowed(who, it.Up.name, it.Exposed)
 			}
 			if allowed {
-				vc.lists[k] = append(vc.lists[k], it)
-				vc.index[k][it.exposed] = it
+				vc.Lists[k] = append(vc.Lists[k], it)
+				vc.Index[k][it.Exposed] = it
 			}
 		}
 	}
-	vc.lists[kindTools], good, ok = s.policyTools(vc.lists[kindTools], good)
-	vc.index[kindTools] = make(map[string]*item, len(vc.lists[kindTools]))
+	vc.Lists[kindTools], good, ok = s.policyTools(vc.Lists[kindTools], good)
+	vc.Index[kindTools] = make(map[string]*item, len(vc.Lists[kindTools]))
 	var listed, deferred []*item
-	for _, it := range vc.lists[kindTools] {
-		if _, dup := vc.index[kindTools][it.exposed]; dup {
+	for _, it := range vc.Lists[kindTools] {
+		if _, dup := vc.Index[kindTools][it.Exposed]; dup {
 			continue
 		}
-		vc.index[kindTools][it.exposed] = it
-		if gd.AnyDeferred && gd.Settings(it.up.name, it.exposed).Deferred {
+		vc.Index[kindTools][it.Exposed] = it
+		if gd.AnyDeferred && gd.Settings(it.Up.name, it.Exposed).Deferred {
 			deferred = append(deferred, it)
 		} else {
 			listed = append(listed, it)
 		}
 	}
 	for _, it := range metaTools(deferred) {
-		if _, taken := vc.index[kindTools][it.exposed]; !taken {
-			vc.index[kindTools][it.exposed] = it
+		if _, taken := vc.Index[kindTools][it.Exposed]; !taken {
+			vc.Index[kindTools][it.Exposed] = it
 			listed = append(listed, it)
 		}
 	}
-	vc.lists[kindTools] = listed
-	vc.deferred = deferred
+	vc.Lists[kindTools] = listed
+	vc.Deferred = deferred
 	for k := range numKinds {
-		vc.pages[k] = encodePages(k, vc.lists[k], s.g.opts.PageSize)
+		vc.Pages[k] = catalog.EncodePages(k, vc.Lists[k], s.g.opts.PageSize)
 	}
 	return vc, good, ok
 }
@@ -135,7 +136,7 @@ func (s viewBuilder) policyTools(tools []*item, good map[toolKey]listedTool) (_ 
 	if err == nil && !failed {
 		next := make(map[toolKey]listedTool, len(out))
 		for _, it := range out {
-			next[toolKey{it.up.name, it.name}] = listedTool{exposed: it.exposed, raw: it.raw}
+			next[toolKey{it.Up.name, it.Name}] = listedTool{exposed: it.Exposed, raw: it.Raw}
 		}
 		return out, next, true
 	}
@@ -159,8 +160,8 @@ func (s viewBuilder) policyTools(tools []*item, good map[toolKey]listedTool) (_ 
 func lastGood(tools []*item, good map[toolKey]listedTool) []*item {
 	out := make([]*item, 0, len(tools))
 	for _, it := range tools {
-		if e, ok := good[toolKey{it.up.name, it.name}]; ok {
-			out = append(out, &item{up: it.up, name: it.name, exposed: e.exposed, raw: e.raw})
+		if e, ok := good[toolKey{it.Up.name, it.Name}]; ok {
+			out = append(out, &item{Up: it.Up, Name: it.Name, Exposed: e.exposed, Raw: e.raw})
 		}
 	}
 	return out
@@ -172,7 +173,7 @@ func (s viewBuilder) runToolsList(pg *policyset.Gen, tools []*item) (_ []*item, 
 	before := toolsListFailures(pg.Chain())
 	entries := make([]policy.ToolEntry, len(tools))
 	for i, it := range tools {
-		entries[i] = policy.ToolEntry{Server: it.up.name, Name: it.name, Tool: it.raw}
+		entries[i] = policy.ToolEntry{Server: it.Up.name, Name: it.Name, Tool: it.Raw}
 	}
 	filtered, err := pg.Chain().ToolsList(s.ctx, s.client, entries)
 	if err != nil {
@@ -182,7 +183,7 @@ func (s viewBuilder) runToolsList(pg *policyset.Gen, tools []*item) (_ []*item, 
 	type key struct{ server, name string }
 	byUpstream := make(map[key]*item, len(tools))
 	for _, it := range tools {
-		byUpstream[key{it.up.name, it.name}] = it
+		byUpstream[key{it.Up.name, it.Name}] = it
 	}
 	out := make([]*item, 0, len(filtered))
 	for _, e := range filtered {
@@ -190,9 +191,9 @@ func (s viewBuilder) runToolsList(pg *policyset.Gen, tools []*item) (_ []*item, 
 		if orig == nil {
 			continue
 		}
-		it := &item{up: orig.up, name: orig.name, exposed: orig.exposed, raw: e.Tool}
+		it := &item{Up: orig.Up, Name: orig.Name, Exposed: orig.Exposed, Raw: e.Tool}
 		if e.Exposed != "" {
-			it.exposed = e.Exposed
+			it.Exposed = e.Exposed
 		}
 		out = append(out, it)
 	}
