@@ -18,6 +18,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -88,13 +89,14 @@ type link struct {
 
 	probeNow chan struct{} // asks the health loop for a ping at once
 
+	// serverCalls are the requests the upstream sent us being served
+	// (runtime/relay), cancelled by its notifications/cancelled.
+	serverCalls relay.Served
+
 	mu      sync.Mutex
 	pending map[int64]*call
-	// serverCalls maps requests the upstream sent us (by their id) to the
-	// cancel function of their forwarding.
-	serverCalls map[jsonrpc.ID]context.CancelFunc
-	err         error
-	closed      bool
+	err     error
+	closed  bool
 
 	resListens bridge.Listens // 2026-07-28: subscriptions/listen per subscribed URI (resourcelisten.go)
 }
@@ -103,10 +105,9 @@ func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner
 	lctx, cancel := context.WithCancel(ctx)
 	l := &link{
 		u: u, conn: conn, ctx: lctx, cancel: cancel, done: make(chan struct{}), owner: owner,
-		postCtx:     context.WithoutCancel(lctx),
-		pending:     make(map[int64]*call),
-		serverCalls: make(map[jsonrpc.ID]context.CancelFunc),
-		probeNow:    make(chan struct{}, 1),
+		postCtx:  context.WithoutCancel(lctx),
+		pending:  make(map[int64]*call),
+		probeNow: make(chan struct{}, 1),
 	}
 	l.onAnswer = l.answered
 	go l.readLoop()

@@ -3,18 +3,18 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/catalog"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -520,32 +520,7 @@ func (l *link) relatedCall(msg jsonrpc.Message) (c *call, sessions int) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var found *call
-	var one *session                  // the session of the first call seen
-	var several map[*session]struct{} // made only when a second session shows up
-	for _, c := range l.pending {
-		if c.sess == nil {
-			continue
-		}
-		if one == nil {
-			one = c.sess
-		} else if c.sess != one {
-			if several == nil {
-				several = map[*session]struct{}{one: {}}
-			}
-			several[c.sess] = struct{}{}
-		}
-		if found == nil || c.start.After(found.start) {
-			found = c
-		}
-	}
-	switch {
-	case len(several) > 1:
-		return nil, len(several)
-	case found == nil:
-		return nil, 0
-	}
-	return found, 1
+	return relay.Newest(l.pending, func(c *call) (*session, time.Time, bool) { return c.sess, c.start, c.sess != nil })
 }
 
 // requestTarget returns the downstream session a server→client request of
@@ -560,17 +535,13 @@ func (l *link) requestTarget(req *jsonrpc.Request) (*session, jsonrpc.ID, string
 	case l.owner != nil:
 		return l.owner, noID, ""
 	case sessions > 1:
-		return nil, noID, fmt.Sprintf("%d client sessions have calls in flight to it", sessions)
+		return nil, noID, relay.Unrelated(sessions, 0)
 	}
 	s, n := l.u.g.route.onlySession()
-	switch {
-	case s != nil:
+	if s != nil {
 		return s, noID, ""
-	case n == 0:
-		return nil, noID, "no client session is connected"
-	default:
-		return nil, noID, fmt.Sprintf("no client call is in flight to it and %d client sessions are connected", n)
 	}
+	return nil, noID, relay.Unrelated(0, n)
 }
 
 // serverRequest handles a request from the upstream server: ping is answered
@@ -596,43 +567,18 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 		l.refuse(req, why)
 		return
 	}
-	ctx, cancel := context.WithCancel(l.ctx)
-	l.mu.Lock()
-	l.serverCalls[req.ID] = cancel
-	l.mu.Unlock()
-	go func() {
-		defer func() {
-			l.mu.Lock()
-			delete(l.serverCalls, req.ID)
-			l.mu.Unlock()
-			cancel()
-		}()
+	l.serverCalls.Serve(l.ctx, req.ID, func(ctx context.Context) {
 		res, rerr := s.interceptedRequest(ctx, l.u.name, rel, req.Method, req.Params) // stage_intercept.go
 		l.respond(req.ID, res, rerr)
-	}()
+	})
 }
 
 // refuse answers a server→client request that belongs to no one client
 // with an error saying why, and logs it.
 func (l *link) refuse(req *jsonrpc.Request, why string) {
-	what := req.Method
-	if i := strings.IndexByte(what, '/'); i > 0 {
-		what = what[:i]
-	}
-	fix, hint := `set "session": "per_client" for this server`, fmt.Sprintf(`; set "session": "per_client" for server %q`, l.u.name)
-	if l.u.perClient() {
-		// Already per_client: the request came on the gateway's own
-		// session, which lists the catalogue and belongs to no client.
-		why += "; it came on the gateway's own session (the catalogue), outside any client's call"
-		fix, hint = "", ""
-	}
-	attrs := []any{"method", req.Method, "reason", why}
-	if fix != "" {
-		attrs = append(attrs, "fix", fix)
-	}
+	rerr, attrs := relay.Refusal(req.Method, l.u.name, why, l.u.perClient())
 	l.u.log.Warn("refusing a server→client request: cannot tell which client it belongs to", attrs...)
-	l.respond(req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-		`edge-mcp: cannot tell which client this %s request belongs to (%s)%s`, what, why, hint)})
+	l.respond(req.ID, nil, rerr)
 }
 
 func (l *link) respond(id jsonrpc.ID, result json.RawMessage, rerr *jsonrpc.Error) {
@@ -700,12 +646,7 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		if !ok {
 			return
 		}
-		l.mu.Lock()
-		cancel := l.serverCalls[id]
-		l.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
+		l.serverCalls.Cancel(id)
 	default:
 		l.u.log.Debug("dropping upstream notification", "method", n.Method)
 	}
