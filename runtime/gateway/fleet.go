@@ -95,29 +95,11 @@ func (fleetPeers) Version(requested string) string { return supportedVersion(req
 // them.
 type fleetPins struct{ g *Gateway }
 
-func (p fleetPins) Pending() []pinning.Change {
-	if p.g.pins == nil {
-		return nil
-	}
-	return p.g.pins.Pending()
-}
-
-func (p fleetPins) Approve(server, tool string) bool {
-	if p.g.pins == nil || p.g.pins.Approve(server, tool) != nil {
-		return false
-	}
-	p.g.pinLogged.Delete(pinRejection{server, tool})
-	return true
-}
-
+func (p fleetPins) Pending() []pinning.Change        { return p.g.pinGate.FleetPending() }
+func (p fleetPins) Approve(server, tool string) bool { return p.g.pinGate.FleetApprove(server, tool) }
 func (p fleetPins) Reject(server, tool, fp string) bool {
-	if p.g.pinRejected(server, tool, fp) {
-		return false
-	}
-	p.g.pinLogged.Store(pinRejection{server, tool}, fp)
-	return true
+	return p.g.pinGate.FleetReject(server, tool, fp)
 }
-
 func (p fleetPins) Changed() { p.g.route.publish(nil) }
 
 // fleetSession is a session as the fleet drives it.

@@ -31,6 +31,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
 	"github.com/edge-mcp/edge-mcp/runtime/observe"
+	"github.com/edge-mcp/edge-mcp/runtime/pins"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/runtime/reconnect"
 	"github.com/edge-mcp/edge-mcp/transports"
@@ -107,8 +108,9 @@ type Gateway struct {
 	// skew moves the clock that session token expiry is checked against
 	// (tests: a TTL of at least a minute without waiting for it).
 	skew atomic.Int64
-	// pinLogged remembers which changed tool definitions were logged.
-	pinLogged sync.Map
+	// pinGate withholds tools whose definitions changed since pinned
+	// (runtime/pins, pins.go).
+	pinGate *pins.Gate
 
 	// budget bounds the upstream bytes being read, gateway-wide.
 	budget *transports.ByteBudget
@@ -172,12 +174,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		set.byName[sc.Name] = u
 	}
 	g.route = newRouter(g.log, opts.PageSize, set, reservedOf(cfg))
-	g.route.pin = pinGate{g}.offer
 	obs, err := observe.Open(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
 	if err != nil {
 		return nil, err
 	}
 	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.Metrics, obs.AuditLog, obs.Tracer, obs.Validator, obs.Pins
+	g.pinGate = pins.New(g.pins, g.fleet, func() bool { return g.config().Pinning.Mode != "flag" }, func() { g.route.publish(nil) }, g.log)
+	g.route.pin = pinTools(g.pinGate)
 	gd, err := newGuard(context.Background(), cfg, opts)
 	if err != nil {
 		obs.Close()
