@@ -21,7 +21,7 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/console", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/reconnect", "runtime/catalog", "runtime/relay", "runtime/pins", "runtime/statuspage", "runtime/interceptchain", "runtime/interceptors", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/console", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/reconnect", "runtime/catalog", "runtime/relay", "runtime/pins", "runtime/statuspage", "runtime/view", "runtime/interceptchain", "runtime/interceptors", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
 	{"runtime/console", []string{"runtime/admin", "runtime/fleet"}},
 	{"runtime/bridge", []string{"transports", "internal/..."}},
@@ -39,6 +39,7 @@ var importRules = []struct {
 	{"runtime/relay", nil},
 	{"runtime/pins", []string{"runtime/admin", "internal/..."}},
 	{"runtime/statuspage", []string{"runtime/fleet", "runtime/interceptchain", "runtime/oauth", "runtime/reconnect", "internal/..."}},
+	{"runtime/view", []string{"runtime/catalog", "runtime/policyset", "policy/...", "internal/..."}},
 	{"runtime/observe", []string{"runtime/config", "internal/..."}},
 	{"runtime/openaiapi", []string{"transports", "internal/..."}},
 	{"runtime/events", nil},

@@ -28,9 +28,6 @@ type (
 	toolSettings = admission.ToolSettings
 )
 
-// toolKey names a tool of a server by its exposed name.
-type toolKey struct{ server, tool string }
-
 // peer is who opened a downstream connection, as the HTTP chain saw it.
 type peer struct {
 	id        auth.Identity

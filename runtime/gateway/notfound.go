@@ -95,7 +95,7 @@ func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 		return ""
 	}
 	defer s.g.pol.Release(pg)
-	out, failed, err := viewBuilder{s.session}.runToolsList(pg, []*item{it})
+	out, failed, err := viewOf(s.session, gd).RunToolsList(pg, []*item{it})
 	switch {
 	case err != nil || failed:
 		return "a tools_list policy failed (the tool stays hidden)"
