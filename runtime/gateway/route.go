@@ -49,9 +49,11 @@ type router struct {
 	// down; it builds the snapshots (runtime/catalog).
 	offer    *catalog.Offers[*upstream, localCall]
 	sessions map[*session]struct{}
-	subs     map[string]map[*session]struct{} // resource URI → subscribed sessions
 	// explained records, per session, the names whose refusal was logged.
 	explained map[*session]map[string]struct{}
+	// subs are the sessions' resource subscriptions (runtime/relay; a
+	// lock of its own).
+	subs relay.Subscriptions[*session]
 	// relisting counts the list_changed notifications of upstreams whose
 	// lists are being fetched again: the catalogue is about to change.
 	relisting atomic.Int32
@@ -68,8 +70,8 @@ type upstreamSet struct {
 
 func newRouter(log *slog.Logger, pageSize int, set *upstreamSet, reserved [numKinds]map[string]string) *router {
 	r := &router{log: log, pageSize: pageSize,
-		offer:    catalog.NewOffers[*upstream, localCall](log, pageSize, reserved, upstreamName),
-		sessions: make(map[*session]struct{}), subs: make(map[string]map[*session]struct{}),
+		offer:     catalog.NewOffers[*upstream, localCall](log, pageSize, reserved, upstreamName),
+		sessions:  make(map[*session]struct{}),
 		explained: make(map[*session]map[string]struct{})}
 	r.ups.Store(set)
 	names := make([]string, len(set.list))
@@ -178,16 +180,7 @@ func (r *router) removeSession(s *session) (unsubscribe []string) {
 	defer r.mu.Unlock()
 	delete(r.sessions, s)
 	delete(r.explained, s)
-	for uri, set := range r.subs {
-		if _, ok := set[s]; ok {
-			delete(set, s)
-			if len(set) == 0 {
-				delete(r.subs, uri)
-				unsubscribe = append(unsubscribe, uri)
-			}
-		}
-	}
-	return unsubscribe
+	return r.subs.Forget(s)
 }
 
 // allSessions returns the live sessions.
@@ -224,12 +217,7 @@ func (r *router) onlySession() (*session, int) {
 }
 
 // subscribedTo reports whether s is subscribed to uri.
-func (r *router) subscribedTo(s *session, uri string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.subs[uri][s]
-	return ok
-}
+func (r *router) subscribedTo(s *session, uri string) bool { return r.subs.Subscribed(s, uri) }
 
 // broadcastLog sends a log message that belongs to no call to every session
 // whose level admits it.
@@ -241,46 +229,16 @@ func (r *router) broadcastLog(params json.RawMessage) {
 
 // subscribe records that s wants updates for uri and reports whether it is
 // the first subscriber (so the upstream must be told).
-func (r *router) subscribe(s *session, uri string) (first bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	set := r.subs[uri]
-	if set == nil {
-		set = make(map[*session]struct{})
-		r.subs[uri] = set
-	}
-	first = len(set) == 0
-	set[s] = struct{}{}
-	return first
-}
+func (r *router) subscribe(s *session, uri string) bool { return r.subs.Subscribe(s, uri) }
 
 // unsubscribe removes s from uri's subscribers and reports whether it was
 // the last one.
-func (r *router) unsubscribe(s *session, uri string) (last bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	set := r.subs[uri]
-	if _, ok := set[s]; !ok {
-		return false
-	}
-	delete(set, s)
-	if len(set) == 0 {
-		delete(r.subs, uri)
-		return true
-	}
-	return false
-}
+func (r *router) unsubscribe(s *session, uri string) bool { return r.subs.Unsubscribe(s, uri) }
 
 // resourceUpdated forwards notifications/resources/updated to the sessions
 // subscribed to uri.
 func (r *router) resourceUpdated(params json.RawMessage, uri string) {
-	r.mu.Lock()
-	targets := make([]*session, 0, len(r.subs[uri]))
-	for s := range r.subs[uri] {
-		targets = append(targets, s)
-	}
-	r.mu.Unlock()
-	for _, s := range targets {
+	for _, s := range r.subs.Subscribers(uri) {
 		if id, ok := s.bridging.Subscription(""); ok {
 			s.notify(id, "notifications/resources/updated", bridge.Tag(params, id))
 			continue

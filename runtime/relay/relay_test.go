@@ -178,3 +178,28 @@ func TestRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptions: the first subscriber and the last one are told; a
+// session that goes is forgotten everywhere.
+func TestSubscriptions(t *testing.T) {
+	var subs Subscriptions[string]
+	if subs.Subscribed("a", "file:///x") || len(subs.Subscribers("file:///x")) != 0 || subs.Unsubscribe("a", "file:///x") {
+		t.Fatal("the zero value has subscriptions")
+	}
+	if !subs.Subscribe("a", "file:///x") || subs.Subscribe("b", "file:///x") || subs.Subscribe("a", "file:///x") || !subs.Subscribe("a", "file:///y") {
+		t.Fatal("Subscribe: only each URI's first subscriber is first")
+	}
+	if got := subs.Subscribers("file:///x"); len(got) != 2 || !subs.Subscribed("b", "file:///x") {
+		t.Fatalf("subscribers of x: %v", got)
+	}
+	if subs.Unsubscribe("a", "file:///x") || subs.Unsubscribe("a", "file:///x") {
+		t.Fatal("Unsubscribe: a was not x's last subscriber, and is not one any more")
+	}
+	got := subs.Forget("b")
+	if len(got) != 1 || got[0] != "file:///x" || subs.Subscribed("b", "file:///x") {
+		t.Fatalf("Forget(b) = %v, want x, whose last subscriber it was", got)
+	}
+	if !subs.Unsubscribe("a", "file:///y") {
+		t.Fatal("a was y's last subscriber")
+	}
+}
