@@ -69,9 +69,10 @@ type upstream struct {
 	// its state (runtime/reconnect).
 	keep *reconnect.Keeper
 
-	mu     sync.Mutex // guards the fields below
-	probed string     // the revision the shared link speaks, once connected (probe.go)
-	pinned string     // 2025-11-25 once the server went away on the probe
+	// versions remembers the revisions its links spoke (probe.go).
+	versions probe.Memory
+
+	mu sync.Mutex // guards transport, fallback and cfg.Type (the fallback changes them)
 
 	refreshMu sync.Mutex // serializes catalogue refreshes of this upstream
 
