@@ -24,7 +24,7 @@ var importRules = []struct {
 	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/console", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/reconnect", "runtime/catalog", "runtime/relay", "runtime/pins", "runtime/statuspage", "runtime/view", "runtime/interceptchain", "runtime/interceptors", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "policy/...", "transports", "internal/..."}},
 	{"runtime/console", []string{"runtime/admin", "runtime/fleet"}},
-	{"runtime/bridge", []string{"transports", "internal/..."}},
+	{"runtime/bridge", []string{"runtime/config", "runtime/cluster", "transports", "internal/..."}},
 	{"runtime/fleet", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy/...", "transports", "internal/..."}},
 	{"runtime/policyset", []string{"runtime/config", "runtime/admin", "runtime/fleet", "policy/...", "internal/..."}},
 	{"runtime/toolsearch", []string{"internal/..."}},

@@ -35,7 +35,7 @@ func fleetHost(g *Gateway) fleet.Host {
 		},
 		Joined: func(node *cluster.Node) (func(), error) {
 			fs := &fleetSessions{g: g, node: node, log: g.log}
-			if err := serveRetries(g, node); err != nil { // bridge.go
+			if err := g.bridge.ServeRetries(g.ctx, node); err != nil { // runtime/bridge
 				g.log.Error("cluster: bridged calls stay on the replica that parked them", "err", err)
 			} else {
 				g.fleetSess.Store(fs)
