@@ -7,7 +7,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/edge-mcp/edge-mcp/internal/openai"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/toolsearch"
 )
@@ -62,10 +61,9 @@ func (d deferredTools) At(i int) (string, json.RawMessage) {
 // progress and elicitation relate to the client's request) and the same
 // _meta, and runs it through the pipeline.
 func invokeTool(s *session, req *jsonrpc.Request) {
-	args, _, _ := wire.Field(req.Params, "arguments")
-	name, _ := wire.String(args, "name")
-	if name == "" {
-		s.reply(req.ID, toolError(`edge-mcp: tool_invoke needs "name": the name of the tool to call (find it with tool_search)`))
+	name, problem := toolsearch.Invoked(req.Params)
+	if problem != "" {
+		s.reply(req.ID, toolError(problem))
 		return
 	}
 	it := s.catalogue().Index[kindTools][name]
@@ -77,18 +75,10 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: %q is one of the gateway's own tools: call it directly", name)))
 		return
 	}
-	raw, _, _ := wire.Field(args, "arguments")
-	targs, err := openai.ObjectArguments(raw)
-	if err != nil {
-		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: tool_invoke: the arguments of %q %v", name, err)))
+	params, targs, problem := toolsearch.Invocation(req.Params, name)
+	if problem != "" {
+		s.reply(req.ID, toolError(problem))
 		return
-	}
-	params := append(wire.AppendString([]byte(`{"name":`), name), '}')
-	if targs != nil {
-		params, _ = wire.SetField(params, "arguments", targs)
-	}
-	if meta, ok, _ := wire.Field(req.Params, "_meta"); ok {
-		params, _ = wire.SetField(params, "_meta", meta)
 	}
 	call := &jsonrpc.Request{ID: req.ID, Method: "tools/call", Params: params}
 	if rl := invokeRateLimited(s, it); rl != nil {
