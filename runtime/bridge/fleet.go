@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/nats-io/nats.go"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
+	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 )
 
 // Bridged calls across replicas (parked.go). The upstream request an
@@ -168,4 +170,34 @@ func (c *relayConn) Close() error {
 		f()
 	}
 	return nil
+}
+
+// OverNATS is the Fleet of a replica over its cluster node: a retry goes
+// by request/reply on <fleet>.replica.<replica>.retry.
+func OverNATS(node *cluster.Node) Fleet { return natsFleet{node} }
+
+type natsFleet struct{ node *cluster.Node }
+
+func (f natsFleet) Replica() string { return f.node.Replica() }
+
+func (f natsFleet) HandOver(ctx context.Context, replica string, retry []byte) ([]byte, error) {
+	reply, err := f.node.Request(ctx, f.node.Subject("replica", cluster.Token(replica), "retry"), retry)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, ErrReplicaGone
+	}
+	return reply, err
+}
+
+// ServeRetries serves, until ctx ends, the retries other replicas hand to
+// this one over node (ServeRetry), each on its own goroutine.
+func (b *Bridge) ServeRetries(ctx context.Context, node *cluster.Node) error {
+	subj := node.Subject("replica", cluster.Token(node.Replica()), "retry")
+	_, err := node.Subscribe(subj, "a handed-over retry", func(m *cluster.Msg) {
+		go func() {
+			if reply := b.ServeRetry(ctx, m.Data); reply != nil {
+				_ = m.Respond(reply)
+			}
+		}()
+	})
+	return err
 }

@@ -29,9 +29,6 @@ type (
 	toolSettings = admission.ToolSettings
 )
 
-// toolKey names a tool of a server by its exposed name.
-type toolKey struct{ server, tool string }
-
 // peer is who opened a downstream connection, as the HTTP chain saw it.
 type peer struct {
 	id        auth.Identity
@@ -155,8 +152,8 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 		return true // not a tools/call, or the transport answers (400, 413)
 	}
 	server := ""
-	if it := g.route.catalogue().index[kindTools][name]; it != nil && it.up != nil {
-		server = it.up.name
+	if it := g.route.catalogue().Index[kindTools][name]; it != nil && it.Up != nil {
+		server = it.Up.name
 	}
 	rl := gd.AllowCall(id.Name, server, name)
 	if rl == nil {

@@ -3,20 +3,17 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/nats-io/nats.go"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
-	"github.com/edge-mcp/edge-mcp/runtime/cluster"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
@@ -27,7 +24,8 @@ import (
 // session's bridging state is its bridge.State, and the types below
 // implement the interfaces through which the bridge reaches the gateway
 // (bridgeOps), a session (bridgeSession), a forwarded call (bridgingCall,
-// roundCall), its link (bridgeLink) and the fleet (fleetRelay).
+// roundCall) and its link (bridgeLink); in a fleet, retries go to other
+// replicas over NATS (bridge.OverNATS, Bridge.ServeRetries).
 
 const (
 	protocol2026           = transports.Protocol2026
@@ -121,7 +119,7 @@ func (o bridgeOps) hintsFor(k listKind) bridge.Hints {
 
 func (o bridgeOps) Fleet() bridge.Fleet {
 	if fs := o.g.fleetSess.Load(); fs != nil {
-		return fleetRelay{fs.node}
+		return bridge.OverNATS(fs.node)
 	}
 	return nil
 }
@@ -237,7 +235,7 @@ func (b bridgeSession) SubscribeAll(uris []string) []string {
 	s := b.s
 	var ok []string
 	for _, uri := range uris {
-		u := s.catalogue().resource(uri)
+		u := s.catalogue().Resource(uri)
 		if u == nil || u.perClient() {
 			continue
 		}
@@ -419,12 +417,12 @@ func (r roundCall) SendAgain(params json.RawMessage) {
 // for its approval, or, when its request did not declare elicitation,
 // with MissingRequiredClientCapability (-32021).
 func (s *session) askApproval(tc *toolCall) {
-	if rerr := s.bridging.MissingCapability(tc.it.exposed, "elicitation"); rerr != nil {
+	if rerr := s.bridging.MissingCapability(tc.it.Exposed, "elicitation"); rerr != nil {
 		s.recordCall(tc, metrics.OutcomeDenied, rerr.Message)
 		s.write(s.ctx, &jsonrpc.Response{ID: tc.req.ID, Error: rerr})
 		return
 	}
-	s.g.bridge.AskApproval(bridgeSession{s}, tc.req, bridge.Approval{Server: tc.it.up.name, Tool: tc.it.exposed,
+	s.g.bridge.AskApproval(bridgeSession{s}, tc.req, bridge.Approval{Server: tc.it.Up.name, Tool: tc.it.Exposed,
 		Args: tc.args, Params: tc.params, Form: approvalParams(tc), Within: approvalTimeout})
 }
 
@@ -449,32 +447,4 @@ func (s *session) clientMeta() clientMeta {
 		}
 	}
 	return cm
-}
-
-// fleetRelay implements bridge.Fleet over the fleet's cluster node: a
-// retry goes by request/reply on <fleet>.replica.<replica>.retry.
-type fleetRelay struct{ node *cluster.Node }
-
-func (f fleetRelay) Replica() string { return f.node.Replica() }
-
-func (f fleetRelay) HandOver(ctx context.Context, replica string, retry []byte) ([]byte, error) {
-	reply, err := f.node.Request(ctx, f.node.Subject("replica", cluster.Token(replica), "retry"), retry)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, bridge.ErrReplicaGone
-	}
-	return reply, err
-}
-
-// serveRetries serves the retries other replicas hand to this one over
-// node (bridge.ServeRetry).
-func serveRetries(g *Gateway, node *cluster.Node) error {
-	subj := node.Subject("replica", cluster.Token(node.Replica()), "retry")
-	_, err := node.Subscribe(subj, "a handed-over retry", func(m *cluster.Msg) {
-		go func() {
-			if reply := g.bridge.ServeRetry(g.ctx, m.Data); reply != nil {
-				_ = m.Respond(reply)
-			}
-		}()
-	})
-	return err
 }

@@ -181,7 +181,7 @@ func (u *upstream) openClient(ctx context.Context, s *session, e *perclient.Entr
 	l.used.Store(time.Now().UnixNano()) // before serveClient can check it
 	u.log.Info("per-client upstream session opened", "identity", s.id.Name, "session_id", s.conn.SessionID(),
 		"client_sessions", u.clients.Count())
-	go l.health(u.health)
+	go u.keep.Watch(l.ctx, u.health, pinger{l}, l.probeNow)
 	go u.serveClient(s, e)
 	if s.logLevel.Load() != told {
 		// Set meanwhile, while l was not ready to be told by setLevel.

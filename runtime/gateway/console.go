@@ -54,12 +54,12 @@ func (c consoleSource) Offers(kind string) []console.Tool {
 			var d struct {
 				Description string `json:"description"`
 			}
-			json.Unmarshal(it.raw, &d)
-			name := it.exposed
+			json.Unmarshal(it.Raw, &d)
+			name := it.Exposed
 			if name == "" {
-				name = it.name
+				name = it.Name
 			}
-			out = append(out, console.Tool{Server: u.name, Name: name, Description: d.Description, Def: it.raw})
+			out = append(out, console.Tool{Server: u.name, Name: name, Description: d.Description, Def: it.Raw})
 		}
 	}
 	return out

@@ -7,7 +7,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/edge-mcp/edge-mcp/internal/openai"
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/runtime/toolsearch"
 )
@@ -44,8 +43,8 @@ func metaTools(deferred []*item) []*item {
 		s.reply(req.ID, res)
 	}
 	return []*item{
-		{name: toolSearchName, exposed: toolSearchName, raw: searchDef, local: search},
-		{name: toolInvokeName, exposed: toolInvokeName, raw: invokeDef, local: invokeTool},
+		{Name: toolSearchName, Exposed: toolSearchName, Raw: searchDef, Local: search},
+		{Name: toolInvokeName, Exposed: toolInvokeName, Raw: invokeDef, Local: invokeTool},
 	}
 }
 
@@ -54,7 +53,7 @@ type deferredTools []*item
 
 func (d deferredTools) Len() int { return len(d) }
 func (d deferredTools) At(i int) (string, json.RawMessage) {
-	return d[i].exposed, d[i].raw
+	return d[i].Exposed, d[i].Raw
 }
 
 // invokeTool answers a tools/call of tool_invoke: it turns it into a
@@ -62,33 +61,24 @@ func (d deferredTools) At(i int) (string, json.RawMessage) {
 // progress and elicitation relate to the client's request) and the same
 // _meta, and runs it through the pipeline.
 func invokeTool(s *session, req *jsonrpc.Request) {
-	args, _, _ := wire.Field(req.Params, "arguments")
-	name, _ := wire.String(args, "name")
-	if name == "" {
-		s.reply(req.ID, toolError(`edge-mcp: tool_invoke needs "name": the name of the tool to call (find it with tool_search)`))
+	name, problem := toolsearch.Invoked(req.Params)
+	if problem != "" {
+		s.reply(req.ID, toolError(problem))
 		return
 	}
-	it := s.catalogue().index[kindTools][name]
+	it := s.catalogue().Index[kindTools][name]
 	if it == nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: there is no tool named %q available to you; find tools with %s", name, toolSearchName)))
 		return
 	}
-	if it.local != nil {
+	if it.Local != nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: %q is one of the gateway's own tools: call it directly", name)))
 		return
 	}
-	raw, _, _ := wire.Field(args, "arguments")
-	targs, err := openai.ObjectArguments(raw)
-	if err != nil {
-		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: tool_invoke: the arguments of %q %v", name, err)))
+	params, targs, problem := toolsearch.Invocation(req.Params, name)
+	if problem != "" {
+		s.reply(req.ID, toolError(problem))
 		return
-	}
-	params := append(wire.AppendString([]byte(`{"name":`), name), '}')
-	if targs != nil {
-		params, _ = wire.SetField(params, "arguments", targs)
-	}
-	if meta, ok, _ := wire.Field(req.Params, "_meta"); ok {
-		params, _ = wire.SetField(params, "_meta", meta)
 	}
 	call := &jsonrpc.Request{ID: req.ID, Method: "tools/call", Params: params}
 	if rl := invokeRateLimited(s, it); rl != nil {
@@ -110,5 +100,5 @@ func invokeRateLimited(s *session, it *item) *rateLimited {
 	if s.transport != transportStreamable || !gd.Limited() {
 		return nil
 	}
-	return gd.AllowTool(s.id.Name, it.up.name, it.exposed)
+	return gd.AllowTool(s.id.Name, it.Up.name, it.Exposed)
 }

@@ -195,7 +195,7 @@ func startScaleGateway(t testing.TB, perServer int, extra string) *scaleEnv {
 	slices.Sort(entries)
 	cfg := fmt.Sprintf(`{"mcpServers": {%s}, %s%s}`, strings.Join(entries, ","), scaleRules, extra)
 	env.url, env.g = startGateway(t, cfg, Options{})
-	waitFor(t, "the whole catalogue", func() bool { return len(env.g.route.catalogue().lists[kindTools]) == env.total })
+	waitFor(t, "the whole catalogue", func() bool { return len(env.g.route.catalogue().Lists[kindTools]) == env.total })
 	return env
 }
 
@@ -425,24 +425,24 @@ func TestDeferredIndexShared(t *testing.T) {
 		}
 		s.mu.Unlock()
 	}
-	if len(views) != 2 || views[0] == views[1] || len(views[0].deferred) != env.total-1 {
+	if len(views) != 2 || views[0] == views[1] || len(views[0].Deferred) != env.total-1 {
 		t.Fatalf("want two distinct session views, got %d", len(views))
 	}
-	if toolsearch.Shared(deferredTools(views[0].deferred)) != toolsearch.Shared(deferredTools(views[1].deferred)) {
+	if toolsearch.Shared(deferredTools(views[0].Deferred)) != toolsearch.Shared(deferredTools(views[1].Deferred)) {
 		t.Error("two sessions with the same deferred tools built two indexes")
 	}
 	// Same content under other item pointers (a rebuilt snapshot): same index.
-	clone := make([]*item, len(views[0].deferred))
-	for i, it := range views[0].deferred {
+	clone := make([]*item, len(views[0].Deferred))
+	for i, it := range views[0].Deferred {
 		c := *it
 		clone[i] = &c
 	}
-	if toolsearch.Shared(deferredTools(clone)) != toolsearch.Shared(deferredTools(views[0].deferred)) {
+	if toolsearch.Shared(deferredTools(clone)) != toolsearch.Shared(deferredTools(views[0].Deferred)) {
 		t.Error("a catalogue with the same tools did not reuse the index")
 	}
 	// Changed content: another index.
-	clone[0] = &item{exposed: clone[0].exposed, raw: json.RawMessage(`{"name":"changed"}`)}
-	if toolsearch.Shared(deferredTools(clone)) == toolsearch.Shared(deferredTools(views[0].deferred)) {
+	clone[0] = &item{Exposed: clone[0].Exposed, Raw: json.RawMessage(`{"name":"changed"}`)}
+	if toolsearch.Shared(deferredTools(clone)) == toolsearch.Shared(deferredTools(views[0].Deferred)) {
 		t.Error("a changed tool definition reused the old index")
 	}
 }

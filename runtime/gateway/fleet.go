@@ -36,7 +36,7 @@ func fleetHost(g *Gateway) fleet.Host {
 		},
 		Joined: func(node *cluster.Node) (func(), error) {
 			fs := &fleetSessions{g: g, node: node, log: g.log}
-			if err := serveRetries(g, node); err != nil { // bridge.go
+			if err := g.bridge.ServeRetries(g.ctx, node); err != nil { // runtime/bridge
 				g.log.Error("cluster: bridged calls stay on the replica that parked them", "err", err)
 			} else {
 				g.fleetSess.Store(fs)
@@ -97,29 +97,11 @@ func (fleetPeers) Version(requested string) string { return supportedVersion(req
 // them.
 type fleetPins struct{ g *Gateway }
 
-func (p fleetPins) Pending() []pinning.Change {
-	if p.g.pins == nil {
-		return nil
-	}
-	return p.g.pins.Pending()
-}
-
-func (p fleetPins) Approve(server, tool string) bool {
-	if p.g.pins == nil || p.g.pins.Approve(server, tool) != nil {
-		return false
-	}
-	p.g.pinLogged.Delete(pinRejection{server, tool})
-	return true
-}
-
+func (p fleetPins) Pending() []pinning.Change        { return p.g.pinGate.FleetPending() }
+func (p fleetPins) Approve(server, tool string) bool { return p.g.pinGate.FleetApprove(server, tool) }
 func (p fleetPins) Reject(server, tool, fp string) bool {
-	if p.g.pinRejected(server, tool, fp) {
-		return false
-	}
-	p.g.pinLogged.Store(pinRejection{server, tool}, fp)
-	return true
+	return p.g.pinGate.FleetReject(server, tool, fp)
 }
-
 func (p fleetPins) Changed() { p.g.route.publish(nil) }
 
 // fleetSession is a session as the fleet drives it.
@@ -159,13 +141,13 @@ func (f fleetSession) PerClient(req *jsonrpc.Request) (string, time.Duration, bo
 			k = kindPrompts
 		}
 		if name, ok := wire.String(req.Params, "name"); ok {
-			if it := f.s.catalogue().index[k][name]; it != nil {
-				u = it.up
+			if it := f.s.catalogue().Index[k][name]; it != nil {
+				u = it.Up
 			}
 		}
 	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		if uri, ok := wire.String(req.Params, "uri"); ok {
-			u = f.s.g.route.catalogue().resource(uri)
+			u = f.s.g.route.catalogue().Resource(uri)
 		}
 	}
 	if u == nil || !u.perClient() {

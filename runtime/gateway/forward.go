@@ -239,11 +239,11 @@ func (s *session) toolSchema(l *link, u *upstream, info *forwardInfo) json.RawMe
 	if cat == nil {
 		return nil
 	}
-	it := cat.index[kindTools][info.tool]
-	if it == nil || it.up != u || it.name != info.upName {
+	it := cat.Index[kindTools][info.tool]
+	if it == nil || it.Up != u || it.Name != info.upName {
 		return nil
 	}
-	sch, ok, err := wire.Field(it.raw, "inputSchema")
+	sch, ok, err := wire.Field(it.Raw, "inputSchema")
 	if err != nil || !ok {
 		return nil
 	}

@@ -32,7 +32,9 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
 	"github.com/edge-mcp/edge-mcp/runtime/observe"
+	"github.com/edge-mcp/edge-mcp/runtime/pins"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/reconnect"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -68,11 +70,7 @@ type Options struct {
 }
 
 // HealthOptions configure how connected upstreams are checked with MCP ping.
-type HealthOptions struct {
-	Interval time.Duration // between pings; default 30 s
-	Timeout  time.Duration // for one ping; default 10 s
-	Misses   int           // consecutive unanswered pings that fail a server; default 3
-}
+type HealthOptions = reconnect.Health
 
 // Gateway is one running edge-mcp instance. Create it with New, then Start;
 // Close stops it.
@@ -114,8 +112,9 @@ type Gateway struct {
 	// skew moves the clock that session token expiry is checked against
 	// (tests: a TTL of at least a minute without waiting for it).
 	skew atomic.Int64
-	// pinLogged remembers which changed tool definitions were logged.
-	pinLogged sync.Map
+	// pinGate withholds tools whose definitions changed since pinned
+	// (runtime/pins, pins.go).
+	pinGate *pins.Gate
 
 	// budget bounds the upstream bytes being read, gateway-wide.
 	budget *transports.ByteBudget
@@ -188,12 +187,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		set.byName[sc.Name] = u
 	}
 	g.route = newRouter(g.log, opts.PageSize, set, reservedOf(cfg))
-	g.route.pin = pinGate{g}.offer
 	obs, err := observe.Open(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
 	if err != nil {
 		return nil, err
 	}
 	g.metrics, g.auditLog, g.tracer, g.validator, g.pins = obs.Metrics, obs.AuditLog, obs.Tracer, obs.Validator, obs.Pins
+	g.pinGate = pins.New(g.pins, g.fleet, func() bool { return g.config().Pinning.Mode != "flag" }, func() { g.route.publish(nil) }, g.log)
+	g.route.pin = pinTools(g.pinGate)
 	gd, err := newGuard(context.Background(), cfg, opts)
 	if err != nil {
 		obs.Close()
@@ -290,11 +290,9 @@ func (g *Gateway) WaitReady(ctx context.Context) error {
 	for {
 		ready := true
 		for _, u := range g.route.upstreams().list {
-			u.mu.Lock()
-			if u.state == StateConnecting || u.state == StateDisconnected {
+			if st := u.keep.State(); st == StateConnecting || st == StateDisconnected {
 				ready = false
 			}
-			u.mu.Unlock()
 		}
 		if ready {
 			return nil
@@ -417,7 +415,7 @@ func (g *Gateway) removeSession(s *session) {
 	g.fleet.Untrack(fleetSession{s})
 	g.metrics.SessionClosed(s.transport)
 	for _, uri := range g.route.removeSession(s) {
-		if u := g.route.catalogue().resource(uri); u != nil {
+		if u := g.route.catalogue().Resource(uri); u != nil {
 			if l := u.current(); l != nil {
 				l.unsubscribeResource(uri) // best effort
 			}

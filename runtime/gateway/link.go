@@ -18,6 +18,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -87,15 +88,15 @@ type link struct {
 	toldLevel atomic.Int32
 
 	probeNow chan struct{} // asks the health loop for a ping at once
-	misses   int           // consecutive missed pings; health loop only
+
+	// serverCalls are the requests the upstream sent us being served
+	// (runtime/relay), cancelled by its notifications/cancelled.
+	serverCalls relay.Served
 
 	mu      sync.Mutex
 	pending map[int64]*call
-	// serverCalls maps requests the upstream sent us (by their id) to the
-	// cancel function of their forwarding.
-	serverCalls map[jsonrpc.ID]context.CancelFunc
-	err         error
-	closed      bool
+	err     error
+	closed  bool
 
 	resListens bridge.Listens // 2026-07-28: subscriptions/listen per subscribed URI (resourcelisten.go)
 }
@@ -104,10 +105,9 @@ func newLink(ctx context.Context, u *upstream, conn transports.Connection, owner
 	lctx, cancel := context.WithCancel(ctx)
 	l := &link{
 		u: u, conn: conn, ctx: lctx, cancel: cancel, done: make(chan struct{}), owner: owner,
-		postCtx:     context.WithoutCancel(lctx),
-		pending:     make(map[int64]*call),
-		serverCalls: make(map[jsonrpc.ID]context.CancelFunc),
-		probeNow:    make(chan struct{}, 1),
+		postCtx:  context.WithoutCancel(lctx),
+		pending:  make(map[int64]*call),
+		probeNow: make(chan struct{}, 1),
 	}
 	l.onAnswer = l.answered
 	go l.readLoop()
@@ -134,45 +134,14 @@ func (l *link) sendFailed(method string, err error) {
 	l.fail(fmt.Errorf("sending %s: %w: %w", method, errUnreachable, err))
 }
 
-// health pings the server every interval, and at once when a call failed
-// suspiciously. An unreachable server fails the link at once; a server that
-// does not answer in time fails it after misses consecutive pings, so a
-// slow but answering server stays healthy.
-func (l *link) health(h HealthOptions) {
-	t := time.NewTicker(h.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.ctx.Done():
-			return
-		case <-t.C:
-		case <-l.probeNow:
-		}
-		ctx, cancel := context.WithTimeout(l.ctx, h.Timeout)
-		_, err := l.call(ctx, l.pingMethod(), nil)
-		cancel()
-		l.u.mu.Lock()
-		l.u.lastHealth = time.Now()
-		l.u.mu.Unlock()
-		var rpcErr *jsonrpc.Error
-		switch {
-		case err == nil, errors.As(err, &rpcErr) && !errors.Is(err, errUnreachable):
-			l.misses = 0 // it answered, even if with an error
-			continue
-		case l.ctx.Err() != nil:
-			return
-		case errors.Is(err, errUnreachable):
-			l.fail(fmt.Errorf("health check: %w", err))
-			return
-		}
-		l.misses++
-		l.u.log.Warn("health check missed", "misses", l.misses, "of", h.Misses, "err", err)
-		if l.misses >= h.Misses {
-			l.fail(fmt.Errorf("health check: %d pings in a row unanswered: %w", l.misses, err))
-			return
-		}
-	}
+// pinger implements reconnect.Pinger for a link: its health checks.
+type pinger struct{ *link }
+
+func (p pinger) Ping(ctx context.Context) error {
+	_, err := p.call(ctx, p.pingMethod(), nil)
+	return err
 }
+func (p pinger) Fail(err error) { p.fail(err) }
 
 // fail records err as the reason the link ended and closes the connection,
 // which ends the read loop.
@@ -351,13 +320,13 @@ func (l *link) discover(ctx context.Context, kinds []listKind) (upstreamLists, e
 			if cursor != "" {
 				params = json.RawMessage(`{"cursor":` + string(wire.AppendString(nil, cursor)) + `}`)
 			}
-			res, err := l.call(ctx, listKinds[k].method, params)
+			res, err := l.call(ctx, listKinds[k].Method, params)
 			var rpcErr *jsonrpc.Error
 			if errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
 				break
 			}
 			if err != nil {
-				return out, fmt.Errorf("discovering %s: %w", listKinds[k].member, err)
+				return out, fmt.Errorf("discovering %s: %w", listKinds[k].Member, err)
 			}
 			items, next, err := parseItems(l.u, k, res)
 			if err != nil {

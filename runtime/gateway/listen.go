@@ -1,17 +1,13 @@
 package gateway
 
 import (
-	"encoding/json"
-	"fmt"
+	"context"
 	"net/http"
-	"time"
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
-	"github.com/edge-mcp/edge-mcp/internal/budget"
 	"github.com/edge-mcp/edge-mcp/runtime/admission"
-	"github.com/edge-mcp/edge-mcp/runtime/fleet"
-	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
+	"github.com/edge-mcp/edge-mcp/runtime/statuspage"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
@@ -33,15 +29,16 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("/ws", g.admit("websocket", g.ws))
 	api := openaiapi.New(openaiapi.Options{Host: openAIHost{g}, Log: g.log, OwnTools: []string{toolSearchName, toolInvokeName}})
 	mux.Handle("/v1/", g.admit(openaiapi.Transport, api))
-	mux.HandleFunc("GET /{$}", g.serveIndex)
+	pages := statusSource{g}
+	mux.HandleFunc("GET /{$}", statuspage.Index(pages))
 	mux.Handle("/", virtual.Handler(virtual.Endpoint{Servers: g.virt.Load, Admit: g.admit, Log: g.log, // 404 but for their paths
 		Identity: func(r *http.Request) string { return identityOf(r).Name },
 		Transports: []virtual.Transport{{Name: transportStreamable, Handler: g.http},
 			{Suffix: "/sse", Name: "sse", Handler: g.sse}, {Suffix: "/ws", Name: "websocket", Handler: g.ws},
 			{Suffix: "/v1/tools", Name: openaiapi.Transport, Handler: api, Strip: true}, {Suffix: "/v1/tools/call", Name: openaiapi.Transport, Handler: api, Strip: true}}}))
-	mux.Handle("GET /status", g.authenticated(http.HandlerFunc(g.serveStatus)))
-	mux.HandleFunc("GET /healthz", g.serveHealthz)
-	mux.HandleFunc("GET /readyz", g.serveReadyz)
+	mux.Handle("GET /status", g.authenticated(statuspage.Status(pages)))
+	mux.HandleFunc("GET /healthz", statuspage.Healthz)
+	mux.HandleFunc("GET /readyz", statuspage.Readyz(pages))
 	mux.Handle("GET /oauth/callback", g.oauth.CallbackHandler())
 	if g.metrics != nil {
 		mux.Handle("GET /metrics", g.metrics.Handler())
@@ -65,90 +62,44 @@ func (g *Gateway) Handler() http.Handler {
 	return g.door.Wrap(h)
 }
 
-// serveIndex says, to someone who opens the listener's address in a
-// browser or with curl, what this is and where to go.
-func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	fmt.Fprintf(w, `edge-mcp %s: an MCP gateway, one MCP endpoint in front of many MCP servers.
+// statusSource implements statuspage.Source for a gateway.
+type statusSource struct{ g *Gateway }
 
-Connect an MCP client (streamable HTTP) to /mcp on this address, e.g.
-  claude mcp add --transport http edge http://%s/mcp
-Other transports: /sse (legacy HTTP+SSE), /ws (WebSocket, subprotocol mcp).
+func (p statusSource) Version() string  { return Version }
+func (p statusSource) Degraded() string { return p.g.fleet.Degraded() }
 
-  /status      the upstream servers and their state (JSON)
-  /v1/tools    the tools as OpenAI function definitions; POST /v1/tools/call calls one
-  /healthz     alive; /readyz: ready
-  /metrics     Prometheus metrics
-
-Documentation: https://github.com/edge-mcp/edge-mcp#readme
-`, Version, r.Host)
-}
-
-// serveHealthz answers while the process serves.
-func (g *Gateway) serveHealthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Write([]byte(`{"status":"ok"}` + "\n"))
-}
-
-// serveReadyz answers 200 once the configuration is loaded and every
-// required upstream (observability.required_servers) is connected, else 503
-// naming what is missing. A fleet replica whose NATS is away answers 200
-// "degraded" with the reason: it serves with what it has.
-func (g *Gateway) serveReadyz(w http.ResponseWriter, r *http.Request) {
+// Missing names the required servers (observability.required_servers)
+// not connected.
+func (p statusSource) Missing() ([]string, bool) {
 	var missing []string
-	ups := g.route.upstreams()
-	for _, name := range g.config().Observability.RequiredServers {
+	ups := p.g.route.upstreams()
+	for _, name := range p.g.config().Observability.RequiredServers {
 		u := ups.byName[name]
 		if u == nil || u.current() == nil {
 			missing = append(missing, name)
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	if g.ctx == nil || len(missing) > 0 {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(map[string]any{"status": "not ready", "missing": missing})
-		return
-	}
-	if reason := g.fleet.Degraded(); reason != "" {
-		// Still 200: every replica loses the same NATS at once, and a load
-		// balancer must not drain the whole fleet for it.
-		json.NewEncoder(w).Encode(map[string]any{"status": "degraded", "reason": reason})
-		return
-	}
-	json.NewEncoder(w).Encode(map[string]any{"status": "ready"})
+	return missing, p.g.ctx != nil
+}
+
+func (p statusSource) Document(ctx context.Context) statuspage.Document {
+	g := p.g
+	return statuspage.Document{Servers: g.Status(), Policies: g.PolicyStatus(), Fleet: g.fleet.Status(ctx),
+		ClientMemory: g.clientMem.Stats(), Interceptors: g.InterceptorStatus()}
 }
 
 // ServerStatus is one upstream's entry in the status document.
-type ServerStatus struct {
-	Name            string    `json:"name"`
-	Transport       string    `json:"transport"`
-	State           State     `json:"state"`
-	ProtocolVersion string    `json:"protocol_version,omitempty"`
-	Tools           int       `json:"tools"`
-	Prompts         int       `json:"prompts"`
-	Resources       int       `json:"resources"`
-	Templates       int       `json:"resource_templates"`
-	LastHealthCheck time.Time `json:"last_health_check,omitzero"`
-	Retries         int       `json:"retries"`
-	NextRetry       time.Time `json:"next_retry,omitzero"`
-	LastError       string    `json:"last_error,omitempty"`
-	// Authorization is the upstream OAuth state of a server with an
-	// "oauth" section (no token: the state, validity, scopes, and the URL
-	// of a pending authorization, which the /status document leaves out).
-	Authorization *oauth.Status `json:"authorization,omitempty"`
-}
+type ServerStatus = statuspage.Server
 
 // Status reports every upstream, in config order.
 func (g *Gateway) Status() []ServerStatus {
 	ups, offers := g.route.offers()
 	out := make([]ServerStatus, 0, len(ups))
 	for i, u := range ups {
+		k := u.keep.Status()
 		u.mu.Lock()
-		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: u.state, Retries: u.retries, LastError: u.lastErr, LastHealthCheck: u.lastHealth}
-		if u.state == StateFailed {
-			st.NextRetry = u.nextRetry
-		}
+		st := ServerStatus{Name: u.name, Transport: u.cfg.Type, State: k.State, Retries: k.Retries, LastError: k.LastErr,
+			LastHealthCheck: k.LastHealth, NextRetry: k.NextRetry}
 		u.mu.Unlock()
 		if l := u.current(); l != nil {
 			st.ProtocolVersion = l.protocolVersion
@@ -166,16 +117,7 @@ func (g *Gateway) Status() []ServerStatus {
 }
 
 // PolicyStatus is one policy module's entry in the status document.
-type PolicyStatus struct {
-	Name       string `json:"name"`
-	Digest     string `json:"digest"`
-	ABIVersion string `json:"abi_version"`
-	Healthy    bool   `json:"healthy"`
-	Calls      uint64 `json:"calls"`
-	Failures   uint64 `json:"failures"`
-	Instances  int64  `json:"instances"`
-	LastError  string `json:"last_error,omitempty"`
-}
+type PolicyStatus = statuspage.Policy
 
 // PolicyStatus reports every attached policy module, in chain order.
 func (g *Gateway) PolicyStatus() []PolicyStatus {
@@ -185,30 +127,6 @@ func (g *Gateway) PolicyStatus() []PolicyStatus {
 			Calls: st.Calls, Failures: st.Failures, Instances: st.Instances, LastError: st.LastError})
 	}
 	return out
-}
-
-// serveStatus answers the status document of the public listener. It
-// carries no live secret: a pending authorization's URL holds the OAuth
-// state that completes the login (whoever opens it binds the upstream to
-// their own account) or cancels it, so it is left out here; the admin
-// API, `edge-mcp auth status` and the gateway's OAuthStatus show it.
-func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request) {
-	servers := g.Status()
-	for i, st := range servers {
-		if a := st.Authorization; a != nil && a.PendingURL != "" {
-			public := *a
-			public.PendingURL = ""
-			servers[i].Authorization = &public
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(struct {
-		Servers      []ServerStatus     `json:"servers"`
-		Policies     []PolicyStatus     `json:"policies,omitempty"`
-		Fleet        *fleet.Status      `json:"fleet,omitempty"`
-		ClientMemory *budget.Stats      `json:"client_memory,omitempty"`
-		Interceptors *InterceptorStatus `json:"interceptors,omitempty"`
-	}{servers, g.PolicyStatus(), g.fleet.Status(r.Context()), g.clientMem.Stats(), g.InterceptorStatus()})
 }
 
 // authenticated puts next behind the client authentication of the running

@@ -37,7 +37,7 @@ type notFound struct{ *session }
 func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait bool) {
 	full := s.g.route.catalogue()
 	gd := s.g.guard.Load()
-	if it := full.index[k][name]; it != nil && it.up != nil {
+	if it := full.Index[k][name]; it != nil && it.Up != nil {
 		reason := s.hiddenFrom(gd, k, it)
 		if reason == "" && s.vs != "" {
 			reason = s.virtualHidden(k, name)
@@ -53,7 +53,7 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 		s.replyUnknown(req, k, name) // nothing of what its virtual server leaves out, not even its state
 		return
 	}
-	if it := full.withheld[name]; it != nil && k == kindTools {
+	if it := full.Withheld[name]; it != nil && k == kindTools {
 		if reason := s.hiddenFrom(gd, k, it); reason != "" {
 			s.explainHidden(req, k, it, reason)
 			s.replyUnknown(req, k, name)
@@ -62,13 +62,13 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 		s.pendingApproval(req, it)
 		return
 	}
-	if it := full.gone[k][name]; it != nil {
+	if it := full.Gone[k][name]; it != nil {
 		if reason := s.hiddenFrom(gd, k, it); reason != "" {
 			s.explainHidden(req, k, it, reason)
 			s.replyUnknown(req, k, name)
 			return
 		}
-		if mayWait && it.up.state0() != StateNeedsAuthorization {
+		if mayWait && it.Up.keep.State() != StateNeedsAuthorization {
 			go s.retryNamed(req, k, it)
 			return
 		}
@@ -87,12 +87,12 @@ func (s notFound) replyUnknown(req *jsonrpc.Request, k listKind, name string) {
 func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 	who := s.id.Name
 	if k != kindTools {
-		if !gd.ServerAllowed(who, it.up.name) {
+		if !gd.ServerAllowed(who, it.Up.name) {
 			return "hidden by the access list"
 		}
 		return ""
 	}
-	if !gd.ToolAllowed(who, it.up.name, it.exposed) {
+	if !gd.ToolAllowed(who, it.Up.name, it.Exposed) {
 		return "hidden by the access list"
 	}
 	if !s.g.pol.Hooks().Has(policy.HookToolsList) {
@@ -103,11 +103,11 @@ func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 		return ""
 	}
 	defer s.g.pol.Release(pg)
-	out, failed, err := viewBuilder{s.session}.runToolsList(pg, []*item{it})
+	out, failed, err := viewOf(s.session, gd).RunToolsList(pg, []*item{it})
 	switch {
 	case err != nil || failed:
 		return "a tools_list policy failed (the tool stays hidden)"
-	case len(out) != 1 || out[0].exposed != it.exposed:
+	case len(out) != 1 || out[0].Exposed != it.Exposed:
 		return "hidden or renamed by a tools_list policy"
 	}
 	return ""
@@ -118,11 +118,11 @@ func (s notFound) hiddenFrom(gd *guard, k listKind, it *item) string {
 func (s notFound) explainHidden(req *jsonrpc.Request, k listKind, it *item, reason string) {
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
+		s.recordToolCall(it.Up.name, it.Exposed, metrics.OutcomeDenied, time.Now(), args, "unknown tool to the caller: "+reason)
 	}
-	if s.g.route.explainOnce(s.session, listKinds[k].member+"\x00"+it.exposed) {
+	if s.g.route.explainOnce(s.session, listKinds[k].Member+"\x00"+it.Exposed) {
 		s.g.log.Info("call refused as unknown: the name is hidden from this client",
-			"kind", listKinds[k].member, "name", it.exposed, "server", it.up.name, "identity", s.id.Name, "reason", reason)
+			"kind", listKinds[k].Member, "name", it.Exposed, "server", it.Up.name, "identity", s.id.Name, "reason", reason)
 	}
 }
 
@@ -148,10 +148,10 @@ func (r *router) explainOnce(s *session, name string) bool {
 
 // pendingApproval answers a call of a tool withheld by tool pinning.
 func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
-	server, tool := it.up.name, it.name
-	msg, data := whynot.PendingApproval(it.exposed, server, tool)
+	server, tool := it.Up.name, it.Name
+	msg, data := whynot.PendingApproval(it.Exposed, server, tool)
 	args, _, _ := wire.Field(req.Params, "arguments")
-	s.recordToolCall(server, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+	s.recordToolCall(server, it.Exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	s.replyData(req.ID, whynot.Code, msg, data)
 }
 
@@ -159,15 +159,15 @@ func (s notFound) pendingApproval(req *jsonrpc.Request, it *item) {
 // down, naming the server, its state, why it is down (waited: why the call
 // waiting for it gave up) and its next reconnection attempt.
 func (s notFound) serverUnavailable(req *jsonrpc.Request, k listKind, it *item, waited error) {
-	state, next, lastErr := it.up.retryState()
+	state, next, lastErr := it.Up.retryState()
 	what := kindWhat(k)
-	d := whynot.Down{Server: it.up.name, State: string(state), NeedsAuthorization: state == StateNeedsAuthorization, Next: next, LastErr: lastErr}
-	msg, data := d.Unavailable(what, it.exposed, waited)
+	d := whynot.Down{Server: it.Up.name, State: string(state), NeedsAuthorization: state == StateNeedsAuthorization, Next: next, LastErr: lastErr}
+	msg, data := d.Unavailable(what, it.Exposed, waited)
 	if k == kindTools {
 		args, _, _ := wire.Field(req.Params, "arguments")
-		s.recordToolCall(it.up.name, it.exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
+		s.recordToolCall(it.Up.name, it.Exposed, metrics.OutcomeUnavailable, time.Now(), args, msg)
 	}
-	s.g.log.Debug("call of an unavailable server's "+what, "server", it.up.name, "name", it.exposed, "state", state)
+	s.g.log.Debug("call of an unavailable server's "+what, "server", it.Up.name, "name", it.Exposed, "state", state)
 	s.replyData(req.ID, whynot.Code, msg, data)
 }
 
@@ -190,19 +190,4 @@ func (s notFound) replyData(id jsonrpc.ID, code int64, msg string, data map[stri
 
 // retryState is the upstream's connection state and its next reconnection
 // attempt (zero when none is scheduled).
-func (u *upstream) retryState() (State, time.Time, string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	state := u.state
-	if state == StateConnected && u.current() == nil {
-		state = StateDisconnected // the link just failed; run has not noted it yet
-	}
-	return state, u.nextRetry, u.lastErr
-}
-
-// state0 is u's state.
-func (u *upstream) state0() State {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.state
-}
+func (u *upstream) retryState() (State, time.Time, string) { return u.keep.Retry() }

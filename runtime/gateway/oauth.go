@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
+	"github.com/edge-mcp/edge-mcp/runtime/reconnect"
 )
 
 // This file is the gateway's side of upstream OAuth (runtime/oauth does
@@ -14,7 +15,7 @@ import (
 // StateNeedsAuthorization: the upstream wants a token the gateway does not
 // have (first login, a token that expired and cannot be refreshed, or a
 // 401 challenge from a server without an "oauth" section).
-const StateNeedsAuthorization State = "needs_authorization"
+const StateNeedsAuthorization = reconnect.NeedsAuthorization
 
 // SetListenAddr tells the gateway where its listener is, for the default
 // OAuth callback (http://ADDR/oauth/callback) when oauth.redirect_url is
@@ -33,12 +34,12 @@ func (u *upstream) awaitAuthorization(ctx context.Context) bool {
 	if h == nil || h.Ready() {
 		return true
 	}
-	u.setState(StateNeedsAuthorization, &oauth.NeedsAuthorizationError{Server: u.name})
+	u.keep.Set(StateNeedsAuthorization, &oauth.NeedsAuthorizationError{Server: u.name})
 	u.g.metrics.UpstreamNeedsAuthorization(u.name, true)
 	defer u.g.metrics.UpstreamNeedsAuthorization(u.name, false)
 	return h.AwaitPerson(ctx, func(err error) {
 		u.log.Warn("starting the upstream authorization", "err", err)
-		u.setState(StateNeedsAuthorization, err)
+		u.keep.Set(StateNeedsAuthorization, err)
 	})
 }
 

@@ -49,7 +49,7 @@ func (u *upstream) needsUserAuthorization(s *session) bool {
 func authorizeUser(s *session, tc *toolCall) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, approvalTimeout)
 	defer cancel()
-	return s.g.oauth.AskUser(ctx, tc.target.name, s.id.Name, tc.it.exposed, oauthUser{s, tc})
+	return s.g.oauth.AskUser(ctx, tc.target.name, s.id.Name, tc.it.Exposed, oauthUser{s, tc})
 }
 
 // oauthUser is the session of a tools/call as oauth.AskUser asks it.

@@ -53,14 +53,14 @@ func (h openAIHost) Tools(c openaiapi.Caller) []openaiapi.Tool {
 	s := newSession(h.g, peerOnly{peer: c.Peer.(*peer)})
 	vc := s.catalogue()
 	s.cancel()
-	tools := make([]openaiapi.Tool, 0, len(vc.lists[kindTools])+len(vc.deferred))
-	for _, it := range vc.lists[kindTools] {
-		if it.local == nil {
-			tools = append(tools, openaiapi.Tool{Name: it.exposed, Def: it.raw})
+	tools := make([]openaiapi.Tool, 0, len(vc.Lists[kindTools])+len(vc.Deferred))
+	for _, it := range vc.Lists[kindTools] {
+		if it.Local == nil {
+			tools = append(tools, openaiapi.Tool{Name: it.Exposed, Def: it.Raw})
 		}
 	}
-	for _, it := range vc.deferred {
-		tools = append(tools, openaiapi.Tool{Name: it.exposed, Def: it.raw})
+	for _, it := range vc.Deferred {
+		tools = append(tools, openaiapi.Tool{Name: it.Exposed, Def: it.Raw})
 	}
 	return tools
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -19,12 +18,9 @@ import (
 // handshake itself and the _meta encoding are runtime/probe's; this file
 // is what the gateway remembers of them and how its links speak.
 //
-// What is remembered: the shared link probes on every (re)connect, since
-// the server may have been upgraded meanwhile; per-client links use what
-// the shared link found. A server that closed the connection on the probe
-// (some stdio servers exit on an unknown method) is restarted and pinned to
-// 2025-11-25 for the life of the upstream, i.e. until a configuration
-// change replaces it, so that each reconnect does not kill a process.
+// What is remembered is the upstream's probe.Memory (u.versions): what
+// the shared link found, and the pin to 2025-11-25 of a server that went
+// away on the probe (it is restarted).
 
 // protocolVersion2026 is the first revision without initialize.
 const protocolVersion2026 = probe.Version2026
@@ -157,21 +153,12 @@ func (u *upstream) keeps2025() bool {
 }
 
 // versionMode is the revision mode of a new link of u: per-client links
-// (owner != nil) use what the shared link found.
+// (owner != nil) use what the shared link found (probe.Memory.Mode).
 func (u *upstream) versionMode(owner *session) string {
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	switch {
-	case u.cfg.Type == "sse":
-		return upstreamProtocolVersion
-	case u.pinned != "":
-		return u.pinned
-	case u.cfg.ProtocolVersion != "" && u.cfg.ProtocolVersion != versionAuto:
-		return u.cfg.ProtocolVersion
-	case owner != nil && u.probed != "":
-		return u.probed
-	}
-	return versionAuto
+	transport, configured := u.cfg.Type, u.cfg.ProtocolVersion
+	u.mu.Unlock()
+	return u.versions.Mode(transport, configured, owner != nil)
 }
 
 // connect dials t and sets up a link owned by owner (nil: the shared link)
@@ -179,15 +166,7 @@ func (u *upstream) versionMode(owner *session) string {
 // (a new connection, over stdio a new process) and pinned to 2025-11-25.
 func (u *upstream) connect(ctx context.Context, t mcp.Transport, owner *session, mode string) (*link, error) {
 	l, err := u.connectOnce(ctx, t, owner, mode)
-	if mode == versionAuto && ctx.Err() == nil && (errors.Is(err, probe.ErrKilled) || errors.Is(err, probe.ErrKeep2025)) {
-		u.mu.Lock()
-		u.pinned = upstreamProtocolVersion
-		u.mu.Unlock()
-		if errors.Is(err, probe.ErrKilled) {
-			u.log.Warn("server/discover probe failed: the server exited, closed the connection or did not answer; reconnecting pinned to protocol "+upstreamProtocolVersion, "reason", err)
-		} else {
-			u.log.Info("reconnecting pinned to protocol "+upstreamProtocolVersion, "reason", err)
-		}
+	if ctx.Err() == nil && u.versions.Retry(mode, err, u.log) {
 		l, err = u.connectOnce(ctx, t, owner, upstreamProtocolVersion)
 	}
 	if err != nil {
@@ -197,12 +176,7 @@ func (u *upstream) connect(ctx context.Context, t mcp.Transport, owner *session,
 		if l.v2026.Load() {
 			go l.listen()
 		}
-		u.mu.Lock()
-		u.probed = l.protocolVersion
-		if !l.v2026.Load() {
-			u.probed = upstreamProtocolVersion
-		}
-		u.mu.Unlock()
+		u.versions.Found(l.v2026.Load())
 	}
 	return l, nil
 }

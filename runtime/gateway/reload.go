@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
@@ -14,8 +12,6 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // This file reloads the configuration without a restart. A reload builds
@@ -141,32 +137,8 @@ func (g *Gateway) prepare(ctx context.Context, cfg *config.Config) (*reloadPlan,
 }
 
 // restartNeeded lists the settings that changed but take effect only when
-// the process restarts.
-func restartNeeded(old, cfg *config.Config) []string {
-	var out []string
-	if old.Listen != cfg.Listen {
-		out = append(out, "listen")
-	}
-	if old.MaxBodyBytes != cfg.MaxBodyBytes {
-		out = append(out, "max_body_bytes")
-	}
-	if !reflect.DeepEqual(old.AllowedOrigins, cfg.AllowedOrigins) || !reflect.DeepEqual(old.AllowedHosts, cfg.AllowedHosts) {
-		out = append(out, "allowed_origins/allowed_hosts")
-	}
-	if old.Admin.Listen != cfg.Admin.Listen || old.Admin.StateDir != cfg.Admin.StateDir {
-		out = append(out, "admin.listen/admin.state_dir")
-	}
-	if old.OAuth != cfg.OAuth {
-		out = append(out, "oauth")
-	}
-	if old.Limits.ClientMemory != cfg.Limits.ClientMemory || old.Limits.ClientMemoryPerIdentity != cfg.Limits.ClientMemoryPerIdentity {
-		out = append(out, "limits.client_memory/limits.client_memory_per_identity")
-	}
-	if old.Audit != cfg.Audit || !reflect.DeepEqual(old.Telemetry, cfg.Telemetry) || !reflect.DeepEqual(old.Observability.Metrics, cfg.Observability.Metrics) {
-		out = append(out, "audit/telemetry/metrics")
-	}
-	return out
-}
+// the process restarts (config.RestartNeeded).
+var restartNeeded = config.RestartNeeded
 
 // prepareUpstreams builds the next upstream set: unchanged upstreams are
 // kept (same connection), new and changed ones are prepared, not started.
@@ -225,7 +197,7 @@ func (plan *reloadPlan) commit() {
 	if plan.views {
 		// What each session may see changed without the catalogue changing.
 		for _, s := range g.route.allSessions() {
-			go s.listChanged(listKinds[kindTools].changed)
+			go s.listChanged(listKinds[kindTools].Changed)
 		}
 	}
 }
@@ -287,74 +259,36 @@ func (l *link) forwarded() int {
 }
 
 // WatchConfig reloads the configuration whenever its file changes, until
-// ctx ends. Editors that replace the file (write a temporary file, then
-// rename it) are handled by watching the folder. Changes are debounced.
+// ctx ends or the gateway closes (config.Watch: the folder is watched,
+// changes are debounced).
 func (g *Gateway) WatchConfig(ctx context.Context) error {
 	path := g.config().Path
 	if path == "" {
 		return nil
 	}
-	abs, err := filepath.Abs(path)
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(g.ctx, cancel)
+	done, err := config.Watch(wctx, path, func(err error) {
+		g.log.Warn("watching the config file", "file", path, "err", err)
+	}, func() {
+		if _, err := g.ReloadFile(ctx); err != nil {
+			g.log.Error("config reload rejected; the running configuration stays", "err", err)
+			g.audit(AuditAdmin{Time: time.Now().UTC(), Identity: "file-watch", Action: "config.reload.rejected", Target: path, Detail: err.Error()})
+		} else {
+			g.audit(AuditAdmin{Time: time.Now().UTC(), Identity: "file-watch", Action: "config.reload", Target: path})
+		}
+	})
 	if err != nil {
+		stop()
+		cancel()
 		return err
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watching %s: %w", path, err)
-	}
-	if err := w.Add(filepath.Dir(abs)); err != nil {
-		w.Close()
-		return fmt.Errorf("watching %s: %w", path, err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer w.Close()
-		var timer *time.Timer
-		fire := make(chan struct{}, 1)
-		for {
-			select {
-			case <-g.ctx.Done():
-				if timer != nil {
-					timer.Stop()
-				}
-				return
-			case <-ctx.Done():
-				if timer != nil {
-					timer.Stop()
-				}
-				return
-			case err := <-w.Errors:
-				g.log.Warn("watching the config file", "file", path, "err", err)
-			case ev := <-w.Events:
-				if filepath.Clean(ev.Name) != abs || ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) == 0 {
-					continue
-				}
-				if timer == nil {
-					timer = time.AfterFunc(200*time.Millisecond, func() {
-						select {
-						case fire <- struct{}{}:
-						default:
-						}
-					})
-				} else {
-					timer.Reset(200 * time.Millisecond)
-				}
-			case <-fire:
-				if _, err := g.ReloadFile(ctx); err != nil {
-					g.log.Error("config reload rejected; the running configuration stays", "err", err)
-					g.audit(AuditAdmin{Time: time.Now().UTC(), Identity: "file-watch", Action: "config.reload.rejected", Target: path, Detail: err.Error()})
-				} else {
-					g.audit(AuditAdmin{Time: time.Now().UTC(), Identity: "file-watch", Action: "config.reload", Target: path})
-				}
-			}
-		}
-	}()
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		wg.Wait()
+		<-done
+		stop()
+		cancel()
 	}()
 	return nil
 }

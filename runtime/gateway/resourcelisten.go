@@ -39,9 +39,7 @@ func (u *upstream) speaks2026() bool {
 		l := u.current()
 		return l != nil && l.v2026.Load()
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.probed == protocolVersion2026
+	return u.versions.Speaks2026()
 }
 
 // subscribe2026 answers the resources/subscribe req of s for uri of u, a

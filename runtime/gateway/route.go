@@ -5,18 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/wire"
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
+	"github.com/edge-mcp/edge-mcp/runtime/catalog"
 	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -46,19 +47,16 @@ type router struct {
 	cat atomic.Pointer[catalogue]
 	ups atomic.Pointer[upstreamSet] // replaced whole on reload
 
-	mu       sync.Mutex // guards the fields below and upstream.offer
-	gen      uint64
-	reserved [numKinds]map[string]string
+	mu sync.Mutex // guards the fields below
+	// offer is what each upstream offers, and offered before it went
+	// down; it builds the snapshots (runtime/catalog).
+	offer    *catalog.Offers[*upstream, localCall]
 	sessions map[*session]struct{}
-	subs     map[string]map[*session]struct{} // resource URI → subscribed sessions
-	// conflicts are the name conflicts of the current snapshot, logged
-	// when they appeared.
-	conflicts map[conflict]struct{}
-	// lastOffer is what each upstream offered before it went down, to
-	// answer a call of one of its tools with its state.
-	lastOffer map[*upstream]*upstreamLists
 	// explained records, per session, the names whose refusal was logged.
 	explained map[*session]map[string]struct{}
+	// subs are the sessions' resource subscriptions (runtime/relay; a
+	// lock of its own).
+	subs relay.Subscriptions[*session]
 	// relisting counts the list_changed notifications of upstreams whose
 	// lists are being fetched again: the catalogue is about to change.
 	relisting atomic.Int32
@@ -74,12 +72,16 @@ type upstreamSet struct {
 }
 
 func newRouter(log *slog.Logger, pageSize int, set *upstreamSet, reserved [numKinds]map[string]string) *router {
-	r := &router{log: log, pageSize: pageSize, reserved: reserved,
-		sessions: make(map[*session]struct{}), subs: make(map[string]map[*session]struct{}),
-		conflicts: make(map[conflict]struct{}), lastOffer: make(map[*upstream]*upstreamLists),
+	r := &router{log: log, pageSize: pageSize,
+		offer:     catalog.NewOffers[*upstream, localCall](log, pageSize, reserved, upstreamName),
+		sessions:  make(map[*session]struct{}),
 		explained: make(map[*session]map[string]struct{})}
 	r.ups.Store(set)
-	r.cat.Store(buildCatalogue(0, set.list, make([]*upstreamLists, len(set.list)), reserved, pageSize))
+	names := make([]string, len(set.list))
+	for i, u := range set.list {
+		names[i] = u.name
+	}
+	r.cat.Store(catalog.Build(0, names, make([]*upstreamLists, len(set.list)), reserved, pageSize))
 	return r
 }
 
@@ -92,14 +94,7 @@ func (r *router) upstreams() *upstreamSet { return r.ups.Load() }
 // setOffer replaces everything upstream u offers (nil: it is gone) and
 // publishes a new catalogue snapshot.
 func (r *router) setOffer(u *upstream, offer *upstreamLists) {
-	r.publish(func() {
-		if offer == nil && u.offer != nil && r.upstreams().byName[u.name] == u {
-			r.lastOffer[u] = u.offer // not when a reload removed u: it is gone for good
-		} else if offer != nil {
-			delete(r.lastOffer, u)
-		}
-		u.offer = offer
-	})
+	r.publish(func() { r.offer.Set(u, offer, r.upstreams().byName[u.name] == u) })
 }
 
 // updateOffer replaces the lists named by kinds of upstream u, after its
@@ -111,24 +106,10 @@ func (r *router) setOffer(u *upstream, offer *upstreamLists) {
 // caching hint), only lists that changed are announced.
 func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists, announce bool) {
 	var notify []string
-	for _, k := range kinds {
-		if !announce {
-			break
-		}
-		if m := listKinds[k].changed; !slices.Contains(notify, m) {
-			notify = append(notify, m)
-		}
+	if announce {
+		notify = catalog.Announced(kinds)
 	}
-	r.publishNotifying(notify, func() {
-		next := &upstreamLists{}
-		if cur := u.offer; cur != nil {
-			*next = *cur
-		}
-		for _, k := range kinds {
-			next[k] = fresh[k]
-		}
-		u.offer = next
-	})
+	r.publishNotifying(notify, func() { r.offer.Update(u, kinds, fresh) })
 }
 
 // replace swaps in a new upstream set and reserved names (a reload) and
@@ -136,12 +117,7 @@ func (r *router) updateOffer(u *upstream, kinds []listKind, fresh *upstreamLists
 func (r *router) replace(set *upstreamSet, reserved [numKinds]map[string]string) {
 	r.publish(func() {
 		r.ups.Store(set)
-		r.reserved = reserved
-		for u := range r.lastOffer {
-			if set.byName[u.name] != u {
-				delete(r.lastOffer, u) // removed by the reload: unknown from now on
-			}
-		}
+		r.offer.Reconfigure(reserved, func(u *upstream) bool { return set.byName[u.name] == u })
 	})
 }
 
@@ -153,16 +129,7 @@ func (r *router) publish(change func()) { r.publishNotifying(nil, change) }
 // methods in always, whether or not their lists changed.
 func (r *router) publishNotifying(always []string, change func()) {
 	old, next, sessions := r.rebuild(change)
-	changed := slices.Clone(always)
-	for _, k := range []listKind{kindTools, kindPrompts} {
-		if m := listKinds[k].changed; !sameList(old, next, k) && !slices.Contains(changed, m) {
-			changed = append(changed, m)
-		}
-	}
-	if m := listKinds[kindResources].changed; (!sameList(old, next, kindResources) || !sameList(old, next, kindTemplates)) &&
-		!slices.Contains(changed, m) {
-		changed = append(changed, m)
-	}
+	changed := catalog.Changed(old, next, always)
 	for _, s := range sessions {
 		for _, m := range s.listsChanged(old, next, changed) {
 			s.listChanged(m)
@@ -177,84 +144,18 @@ func (r *router) rebuild(change func()) (old, next *catalogue, sessions []*sessi
 	if change != nil {
 		change()
 	}
-	r.gen++
 	old = r.cat.Load()
-	ups := r.upstreams().list
-	offers := make([]*upstreamLists, len(ups))
-	withheld := make(map[string]*item)
-	for i, u := range ups {
-		offers[i] = u.offer
-		if r.pin != nil {
-			offers[i] = r.pin(u, u.offer)
-			addWithheld(withheld, u.offer, offers[i])
-		}
-	}
-	next = buildCatalogue(r.gen, ups, offers, r.reserved, r.pageSize)
-	next.withheld = withheld
-	next.gone = r.goneLocked(ups)
-	r.logConflictsLocked(next.conflicts)
+	next = r.offer.Build(r.upstreams().list, r.pin)
 	r.cat.Store(next)
 	return old, next, r.sessionsLocked()
 }
 
-// addWithheld adds to withheld the tools of offer that pinning left out
-// of kept.
-func addWithheld(withheld map[string]*item, offer, kept *upstreamLists) {
-	if offer == nil || kept == nil || len(offer[kindTools]) == len(kept[kindTools]) {
-		return
-	}
-	in := make(map[string]bool, len(kept[kindTools]))
-	for _, it := range kept[kindTools] {
-		in[it.name] = true
-	}
-	for i := range offer[kindTools] {
-		if it := &offer[kindTools][i]; !in[it.name] {
-			withheld[it.exposed] = it
-		}
-	}
-}
-
-// goneLocked indexes the tools and prompts last offered by the upstreams
-// of ups that are down now.
-func (r *router) goneLocked(ups []*upstream) [numKinds]map[string]*item {
-	var gone [numKinds]map[string]*item
-	for _, k := range []listKind{kindTools, kindPrompts} {
-		gone[k] = make(map[string]*item)
-		for _, u := range ups {
-			last := r.lastOffer[u]
-			if u.offer != nil || last == nil {
-				continue
-			}
-			for i := range last[k] {
-				if _, taken := gone[k][last[k][i].exposed]; !taken {
-					gone[k][last[k][i].exposed] = &last[k][i]
-				}
-			}
-		}
-	}
-	return gone
-}
-
 // logConflictsLocked logs the name conflicts of a new snapshot that the
-// previous one did not have: a conflict is logged when it appears or
-// changes (another winner or loser), not on every rebuild.
-func (r *router) logConflictsLocked(conflicts []conflict) {
-	now := make(map[conflict]struct{}, len(conflicts))
-	for _, c := range conflicts {
-		now[c] = struct{}{}
-		if _, logged := r.conflicts[c]; logged {
-			continue
-		}
-		if c.reserved {
-			r.log.Warn("name reserved for another server; not exposed",
-				"kind", listKinds[c.kind].member, "name", c.name, "server", c.loser, "reserved_for", c.winner)
-			continue
-		}
-		r.log.Warn("name conflict; first server in config order wins",
-			"kind", listKinds[c.kind].member, "name", c.name, "winner", c.winner, "loser", c.loser)
-	}
-	r.conflicts = now
-}
+// previous one did not have (catalog.Offers.LogConflicts).
+func (r *router) logConflictsLocked(conflicts []conflict) { r.offer.LogConflicts(conflicts) }
+
+// upstreamName is u's name, for the catalogue.
+func upstreamName(u *upstream) string { return u.name }
 
 // offers returns what each upstream of the current set offers, in order.
 func (r *router) offers() ([]*upstream, []*upstreamLists) {
@@ -263,7 +164,7 @@ func (r *router) offers() ([]*upstream, []*upstreamLists) {
 	defer r.mu.Unlock()
 	offers := make([]*upstreamLists, len(ups))
 	for i, u := range ups {
-		offers[i] = u.offer
+		offers[i] = r.offer.Offer(u)
 	}
 	return ups, offers
 }
@@ -282,16 +183,7 @@ func (r *router) removeSession(s *session) (unsubscribe []string) {
 	defer r.mu.Unlock()
 	delete(r.sessions, s)
 	delete(r.explained, s)
-	for uri, set := range r.subs {
-		if _, ok := set[s]; ok {
-			delete(set, s)
-			if len(set) == 0 {
-				delete(r.subs, uri)
-				unsubscribe = append(unsubscribe, uri)
-			}
-		}
-	}
-	return unsubscribe
+	return r.subs.Forget(s)
 }
 
 // allSessions returns the live sessions.
@@ -328,12 +220,7 @@ func (r *router) onlySession() (*session, int) {
 }
 
 // subscribedTo reports whether s is subscribed to uri.
-func (r *router) subscribedTo(s *session, uri string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.subs[uri][s]
-	return ok
-}
+func (r *router) subscribedTo(s *session, uri string) bool { return r.subs.Subscribed(s, uri) }
 
 // broadcastLog sends a log message that belongs to no call to every session
 // whose level admits it.
@@ -345,46 +232,16 @@ func (r *router) broadcastLog(params json.RawMessage) {
 
 // subscribe records that s wants updates for uri and reports whether it is
 // the first subscriber (so the upstream must be told).
-func (r *router) subscribe(s *session, uri string) (first bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	set := r.subs[uri]
-	if set == nil {
-		set = make(map[*session]struct{})
-		r.subs[uri] = set
-	}
-	first = len(set) == 0
-	set[s] = struct{}{}
-	return first
-}
+func (r *router) subscribe(s *session, uri string) bool { return r.subs.Subscribe(s, uri) }
 
 // unsubscribe removes s from uri's subscribers and reports whether it was
 // the last one.
-func (r *router) unsubscribe(s *session, uri string) (last bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	set := r.subs[uri]
-	if _, ok := set[s]; !ok {
-		return false
-	}
-	delete(set, s)
-	if len(set) == 0 {
-		delete(r.subs, uri)
-		return true
-	}
-	return false
-}
+func (r *router) unsubscribe(s *session, uri string) bool { return r.subs.Unsubscribe(s, uri) }
 
 // resourceUpdated forwards notifications/resources/updated to the sessions
 // subscribed to uri.
 func (r *router) resourceUpdated(params json.RawMessage, uri string) {
-	r.mu.Lock()
-	targets := make([]*session, 0, len(r.subs[uri]))
-	for s := range r.subs[uri] {
-		targets = append(targets, s)
-	}
-	r.mu.Unlock()
-	for _, s := range targets {
+	for _, s := range r.subs.Subscribers(uri) {
 		if id, ok := s.bridging.Subscription(""); ok {
 			s.notify(id, "notifications/resources/updated", bridge.Tag(params, id))
 			continue
@@ -422,7 +279,7 @@ func (s routing) list(req *jsonrpc.Request, k listKind) {
 func (s routing) listPage(method string, params json.RawMessage, k listKind) (json.RawMessage, *interceptchain.Failure) {
 	cursor, _ := wire.String(params, "cursor")
 	cat := s.catalogue()
-	page, err := cat.page(k, cursor, s.g.opts.PageSize)
+	page, err := cat.Page(k, cursor, s.g.opts.PageSize)
 	if err != nil {
 		return nil, &interceptchain.Failure{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %v", method, err)}
 	}
@@ -445,18 +302,18 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
 		return
 	}
-	it := s.catalogue().index[k][name]
+	it := s.catalogue().Index[k][name]
 	if it == nil {
 		notFound{s.session}.answer(req, k, name, mayWait)
 		return
 	}
 	if state, ok := bridge.Sealed(req.Params); ok && s.modern.Load() {
-		t := bridge.Target{Name: it.name} // a prompt: its upstream name (bridgingCall.Name)
+		t := bridge.Target{Name: it.Name} // a prompt: its upstream name (bridgingCall.Name)
 		if k == kindTools {
-			t.Name, t.Approved = it.exposed, func(req *jsonrpc.Request, answer json.RawMessage) { s.toolCallAnswered(req, it, answer) }
+			t.Name, t.Approved = it.Exposed, func(req *jsonrpc.Request, answer json.RawMessage) { s.toolCallAnswered(req, it, answer) }
 		}
-		if it.up != nil {
-			t.Server = it.up.name
+		if it.Up != nil {
+			t.Server = it.Up.name
 		}
 		s.g.bridge.Resume(bridgeSession{s.session}, req, t, state)
 		return
@@ -466,24 +323,24 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 		return
 	}
 	params := req.Params
-	if it.name != it.exposed {
+	if it.Name != it.Exposed {
 		var err error
-		if params, err = wire.SetField(params, "name", wire.AppendString(nil, it.name)); err != nil {
+		if params, err = wire.SetField(params, "name", wire.AppendString(nil, it.Name)); err != nil {
 			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: %v", req.Method, err)
 			return
 		}
 	}
-	info := forwardInfo{kind: k, upName: it.name, ic: s.g.icept.Load().Chain()}
-	sc := policyScope(&s.g.pol, k, it.up.name, it.name)
+	info := forwardInfo{kind: k, upName: it.Name, ic: s.g.icept.Load().Chain()}
+	sc := policyScope(&s.g.pol, k, it.Up.name, it.Name)
 	if sc.Held() {
 		info.pg, info.waited = sc.Gen, true
 		info.args, _, _ = wire.Field(params, "arguments")
 	}
 	if info.ic != nil {
-		go s.interceptForward(sc, req, it.up, params, info, "name", it.name, it.exposed) // stage_intercept.go
+		go s.interceptForward(sc, req, it.Up, params, info, "name", it.Name, it.Exposed) // stage_intercept.go
 		return
 	}
-	s.forwardScoped(sc, req, it.up, params, info)
+	s.forwardScoped(sc, req, it.Up, params, info)
 }
 
 // forwardScoped forwards a call that may hold a scope, and releases the
@@ -515,7 +372,7 @@ func (s routing) resourceOf(req *jsonrpc.Request) (uri string, u *upstream, ok b
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
 		return "", nil, false
 	}
-	if u = s.catalogue().resource(uri); u == nil {
+	if u = s.catalogue().Resource(uri); u == nil {
 		s.write(s.ctx, bridge.ResourceNotFound(req.ID, uri))
 		return "", nil, false
 	}
@@ -574,7 +431,7 @@ func (s routing) unsubscribe(req *jsonrpc.Request) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.uri must be a string", req.Method)
 		return
 	}
-	u := s.catalogue().resource(uri)
+	u := s.catalogue().Resource(uri)
 	if u == nil || (!s.g.route.unsubscribe(s.session, uri) && !u.perClient()) {
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
@@ -595,14 +452,14 @@ func (s routing) complete(req *jsonrpc.Request) {
 	switch typ {
 	case "ref/prompt":
 		name, _ := wire.String(ref, "name")
-		it := cat.index[kindPrompts][name]
+		it := cat.Index[kindPrompts][name]
 		if it == nil {
 			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown prompt %q", name)
 			return
 		}
 		params := req.Params
-		if it.name != it.exposed {
-			newRef, err := wire.SetField(ref, "name", wire.AppendString(nil, it.name))
+		if it.Name != it.Exposed {
+			newRef, err := wire.SetField(ref, "name", wire.AppendString(nil, it.Name))
 			if err == nil {
 				params, err = wire.SetField(params, "ref", newRef)
 			}
@@ -611,14 +468,14 @@ func (s routing) complete(req *jsonrpc.Request) {
 				return
 			}
 		}
-		s.forward(req, it.up, params, forwardInfo{})
+		s.forward(req, it.Up, params, forwardInfo{})
 	case "ref/resource":
 		uri, _ := wire.String(ref, "uri")
 		u := (*upstream)(nil)
-		if it := cat.index[kindTemplates][uri]; it != nil {
-			u = it.up
+		if it := cat.Index[kindTemplates][uri]; it != nil {
+			u = it.Up
 		} else {
-			u = cat.resource(uri)
+			u = cat.Resource(uri)
 		}
 		if u == nil {
 			s.replyError(req.ID, codeResourceNotFound, "resource not found: %s", uri)
@@ -646,32 +503,7 @@ func (l *link) relatedCall(msg jsonrpc.Message) (c *call, sessions int) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var found *call
-	var one *session                  // the session of the first call seen
-	var several map[*session]struct{} // made only when a second session shows up
-	for _, c := range l.pending {
-		if c.sess == nil {
-			continue
-		}
-		if one == nil {
-			one = c.sess
-		} else if c.sess != one {
-			if several == nil {
-				several = map[*session]struct{}{one: {}}
-			}
-			several[c.sess] = struct{}{}
-		}
-		if found == nil || c.start.After(found.start) {
-			found = c
-		}
-	}
-	switch {
-	case len(several) > 1:
-		return nil, len(several)
-	case found == nil:
-		return nil, 0
-	}
-	return found, 1
+	return relay.Newest(l.pending, func(c *call) (*session, time.Time, bool) { return c.sess, c.start, c.sess != nil })
 }
 
 // requestTarget returns the downstream session a server→client request of
@@ -686,17 +518,13 @@ func (l *link) requestTarget(req *jsonrpc.Request) (*session, jsonrpc.ID, string
 	case l.owner != nil:
 		return l.owner, noID, ""
 	case sessions > 1:
-		return nil, noID, fmt.Sprintf("%d client sessions have calls in flight to it", sessions)
+		return nil, noID, relay.Unrelated(sessions, 0)
 	}
 	s, n := l.u.g.route.onlySession()
-	switch {
-	case s != nil:
+	if s != nil {
 		return s, noID, ""
-	case n == 0:
-		return nil, noID, "no client session is connected"
-	default:
-		return nil, noID, fmt.Sprintf("no client call is in flight to it and %d client sessions are connected", n)
 	}
+	return nil, noID, relay.Unrelated(0, n)
 }
 
 // serverRequest handles a request from the upstream server: ping is answered
@@ -722,43 +550,18 @@ func (l *link) serverRequest(req *jsonrpc.Request) {
 		l.refuse(req, why)
 		return
 	}
-	ctx, cancel := context.WithCancel(l.ctx)
-	l.mu.Lock()
-	l.serverCalls[req.ID] = cancel
-	l.mu.Unlock()
-	go func() {
-		defer func() {
-			l.mu.Lock()
-			delete(l.serverCalls, req.ID)
-			l.mu.Unlock()
-			cancel()
-		}()
+	l.serverCalls.Serve(l.ctx, req.ID, func(ctx context.Context) {
 		res, rerr := s.interceptedRequest(ctx, l.u.name, rel, req.Method, req.Params) // stage_intercept.go
 		l.respond(req.ID, res, rerr)
-	}()
+	})
 }
 
 // refuse answers a server→client request that belongs to no one client
 // with an error saying why, and logs it.
 func (l *link) refuse(req *jsonrpc.Request, why string) {
-	what := req.Method
-	if i := strings.IndexByte(what, '/'); i > 0 {
-		what = what[:i]
-	}
-	fix, hint := `set "session": "per_client" for this server`, fmt.Sprintf(`; set "session": "per_client" for server %q`, l.u.name)
-	if l.u.perClient() {
-		// Already per_client: the request came on the gateway's own
-		// session, which lists the catalogue and belongs to no client.
-		why += "; it came on the gateway's own session (the catalogue), outside any client's call"
-		fix, hint = "", ""
-	}
-	attrs := []any{"method", req.Method, "reason", why}
-	if fix != "" {
-		attrs = append(attrs, "fix", fix)
-	}
+	rerr, attrs := relay.Refusal(req.Method, l.u.name, why, l.u.perClient())
 	l.u.log.Warn("refusing a server→client request: cannot tell which client it belongs to", attrs...)
-	l.respond(req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-		`edge-mcp: cannot tell which client this %s request belongs to (%s)%s`, what, why, hint)})
+	l.respond(req.ID, nil, rerr)
 }
 
 func (l *link) respond(id jsonrpc.ID, result json.RawMessage, rerr *jsonrpc.Error) {
@@ -826,12 +629,7 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 		if !ok {
 			return
 		}
-		l.mu.Lock()
-		cancel := l.serverCalls[id]
-		l.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
+		l.serverCalls.Cancel(id)
 	default:
 		l.u.log.Debug("dropping upstream notification", "method", n.Method)
 	}

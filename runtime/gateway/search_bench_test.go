@@ -115,8 +115,8 @@ func benchDeferred(b *testing.B, g *Gateway) []*item {
 		s.mu.Lock()
 		v := s.view
 		s.mu.Unlock()
-		if v != nil && len(v.cat.deferred) > 0 {
-			return v.cat.deferred
+		if v != nil && len(v.cat.Deferred) > 0 {
+			return v.cat.Deferred
 		}
 	}
 	b.Fatal("no session view with deferred tools")

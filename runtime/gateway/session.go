@@ -18,6 +18,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -49,7 +50,6 @@ type session struct {
 	logLevel    atomic.Int32 // index into logLevels; -1: not set
 	caps        struct{ sampling, elicitation, elicitationURL, roots bool }
 
-	nextOut   atomic.Int64
 	client    policy.Client // who is calling, as policy modules see it
 	id        auth.Identity // who is calling, as authentication said
 	transport string        // how: transportStreamable, "sse", "websocket" or "stdio"
@@ -59,10 +59,11 @@ type session struct {
 	vlast    atomic.Pointer[catalogue] // the virtual server's view it was last told of
 	bridging bridge.State              // 2026-07-28 state and the capabilities relayed upstream (runtime/bridge)
 
+	out relay.Out // our requests to the client (runtime/relay)
+
 	mu       sync.Mutex
-	view     *sessionView                     // policy-filtered tools list, when a module filters
-	inflight map[jsonrpc.ID]inflight          // downstream id → upstream call
-	out      map[int64]chan *jsonrpc.Response // our requests to the client (made on first use)
+	view     *sessionView            // policy-filtered tools list, when a module filters
+	inflight map[jsonrpc.ID]inflight // downstream id → upstream call
 	closed   bool
 }
 
@@ -120,8 +121,7 @@ func (s *session) close() {
 	s.mu.Lock()
 	s.closed = true
 	pending := s.inflight
-	out := s.out
-	s.inflight, s.out = nil, nil // nothing is added once closed
+	s.inflight = nil // nothing is added once closed
 	s.mu.Unlock()
 	for _, f := range pending {
 		if c := f.l.take(f.id); c != nil {
@@ -132,9 +132,7 @@ func (s *session) close() {
 			f.l.notify("notifications/cancelled", cancelParams(f.id, "client disconnected"))
 		}
 	}
-	for _, ch := range out {
-		close(ch)
-	}
+	s.out.Close()
 	s.cancel()
 	s.conn.Close()
 	s.g.removeSession(s)
@@ -221,54 +219,29 @@ func (s *session) request(ctx context.Context, rel jsonrpc.ID, method string, pa
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
 			Message: fmt.Sprintf("edge-mcp: the downstream client does not support %s", method)}
 	}
-	id := s.nextOut.Add(1)
-	ch := make(chan *jsonrpc.Response, 1)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: the downstream client disconnected"}
-	}
-	if s.out == nil {
-		s.out = make(map[int64]chan *jsonrpc.Response)
-	}
-	s.out[id] = ch
-	s.mu.Unlock()
-	wctx := s.ctx
+	return s.out.Ask(ctx, clientOut{s}, rel, method, params)
+}
+
+// clientOut implements relay.Client for a session.
+type clientOut struct{ s *session }
+
+func (c clientOut) Send(ctx context.Context, rel jsonrpc.ID, id int64, method string, params json.RawMessage) error {
+	wctx := c.s.ctx
 	if rel.IsValid() {
 		wctx = transports.WithRelated(wctx, rel)
 	}
-	if err := s.conn.Write(wctx, &jsonrpc.Request{ID: s.g.fleet.OutID(fleetSession{s}, id), Method: method, Params: params}); err != nil {
-		s.mu.Lock()
-		delete(s.out, id)
-		s.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: forwarding to the client: " + err.Error()}
+	return c.s.conn.Write(wctx, &jsonrpc.Request{ID: c.s.g.fleet.OutID(fleetSession{c.s}, id), Method: method, Params: params})
+}
+
+func (c clientOut) Cancelled(ctx context.Context, rel jsonrpc.ID, id int64) {
+	reason := "cancelled by the server"
+	if errors.Is(context.Cause(ctx), bridge.ErrCallCancelled) {
+		// The client cancelled the call this request belongs to (a
+		// bridged round, runtime/bridge) and no longer reads that
+		// call's stream: tell it on the session's own.
+		rel, reason = noID, "the request it belongs to ended"
 	}
-	select {
-	case resp, ok := <-ch:
-		if !ok {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: the downstream client disconnected"}
-		}
-		if resp.Error != nil {
-			if e, ok := resp.Error.(*jsonrpc.Error); ok {
-				return nil, e
-			}
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: resp.Error.Error()}
-		}
-		return resp.Result, nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		delete(s.out, id)
-		s.mu.Unlock()
-		reason := "cancelled by the server"
-		if errors.Is(context.Cause(ctx), bridge.ErrCallCancelled) {
-			// The client cancelled the call this request belongs to (a
-			// bridged round, runtime/bridge) and no longer reads that
-			// call's stream: tell it on the session's own.
-			rel, reason = noID, "the request it belongs to ended"
-		}
-		s.notify(rel, "notifications/cancelled", cancelParams(id, reason))
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "edge-mcp: request cancelled"}
-	}
+	c.s.notify(rel, "notifications/cancelled", cancelParams(id, reason))
 }
 
 func (s *session) handleResponse(r *jsonrpc.Response) {
@@ -278,15 +251,7 @@ func (s *session) handleResponse(r *jsonrpc.Response) {
 }
 
 // answer hands r to our request number id, when it still waits.
-func (s *session) answer(id int64, r *jsonrpc.Response) {
-	s.mu.Lock()
-	ch := s.out[id]
-	delete(s.out, id)
-	s.mu.Unlock()
-	if ch != nil {
-		ch <- r
-	}
-}
+func (s *session) answer(id int64, r *jsonrpc.Response) { s.out.Answer(id, r) }
 
 func (s *session) handleNotification(n *jsonrpc.Request) {
 	switch n.Method {

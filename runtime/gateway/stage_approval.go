@@ -54,7 +54,7 @@ func approval(next Handler) Handler {
 
 // approve asks the client's user to allow tc; nil means allowed.
 func approve(tc *toolCall) error {
-	s, tool := tc.s, tc.it.exposed
+	s, tool := tc.s, tc.it.Exposed
 	if !s.caps.elicitation {
 		decideApproval(tc, "unavailable")
 		return fmt.Errorf("edge-mcp: tool %q needs a person's approval, but this client cannot ask for it (no elicitation support); the call was not made", tool)
@@ -75,7 +75,7 @@ func approvalParams(tc *toolCall) json.RawMessage {
 	if len(shown) == 0 {
 		shown = json.RawMessage(`{}`)
 	}
-	msg := fmt.Sprintf("edge-mcp: allow the call of tool %q on server %q?\nArguments (secrets masked): %s", tc.it.exposed, tc.target.name, shown)
+	msg := fmt.Sprintf("edge-mcp: allow the call of tool %q on server %q?\nArguments (secrets masked): %s", tc.it.Exposed, tc.target.name, shown)
 	params, _ := json.Marshal(struct {
 		Message         string          `json:"message"`
 		RequestedSchema json.RawMessage `json:"requestedSchema"`
@@ -86,7 +86,7 @@ func approvalParams(tc *toolCall) json.RawMessage {
 // approvalAnswer decides tc by the person's answer res (an
 // elicitation/create result); nil means allowed.
 func approvalAnswer(tc *toolCall, res json.RawMessage) error {
-	tool := tc.it.exposed
+	tool := tc.it.Exposed
 	var answer struct {
 		Action  string `json:"action"`
 		Content struct {
@@ -115,7 +115,7 @@ func approvalAnswer(tc *toolCall, res json.RawMessage) error {
 
 // decideApproval audits and logs the decision on tc.
 func decideApproval(tc *toolCall, decision string) {
-	s, server, tool := tc.s, tc.target.name, tc.it.exposed
+	s, server, tool := tc.s, tc.target.name, tc.it.Exposed
 	if s.g.auditLog != nil {
 		s.g.auditLog.Approval(audit.Approval{Time: time.Now().UTC(), Identity: s.id.Name, Server: server, Tool: tool,
 			Decision: decision, Arguments: tc.args})

@@ -17,13 +17,13 @@ import (
 // closed once it has been answered.
 func forwardCall(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 	s, params := tc.s, tc.params
-	if tc.tool != tc.it.name || tc.target != tc.it.up || tc.it.exposed != tc.it.name {
+	if tc.tool != tc.it.Name || tc.target != tc.it.Up || tc.it.Exposed != tc.it.Name {
 		var err error
 		if params, err = wire.SetField(params, "name", wire.AppendString(nil, tc.tool)); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %v", tc.req.Method, err)}
 		}
 	}
-	info := forwardInfo{tool: tc.it.exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.Timeout, start: tc.start, waited: tc.scope.Held()}
+	info := forwardInfo{tool: tc.it.Exposed, upName: tc.tool, kind: kindTools, timeout: tc.ts.Timeout, start: tc.start, waited: tc.scope.Held()}
 	if s.g.auditLog != nil {
 		info.args = tc.args
 	}
@@ -33,7 +33,7 @@ func forwardCall(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		info.args = tc.args
 	}
 	if s.g.tracer != nil {
-		ctx, span := s.g.tracer.Start(telemetry.ExtractMeta(s.ctx, params), "tools/call "+tc.it.exposed,
+		ctx, span := s.g.tracer.Start(telemetry.ExtractMeta(s.ctx, params), "tools/call "+tc.it.Exposed,
 			attribute.String("mcp.server", tc.target.name), attribute.String("mcp.tool", tc.tool),
 			attribute.String("enduser.id", s.id.Name))
 		params = telemetry.InjectMeta(ctx, params)

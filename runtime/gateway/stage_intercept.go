@@ -90,17 +90,17 @@ func interceptCall(next Handler) Handler {
 			return next(tc)
 		}
 		tc.ic = ch
-		ev := intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: tc.params, Context: s.interceptContext(tc.target.name, tc.it.exposed)}
+		ev := intercept.Event{Event: "tools/call", Phase: intercept.Request, Payload: tc.params, Context: s.interceptContext(tc.target.name, tc.it.Exposed)}
 		if tc.ts.Validate { // what a mutator makes of the arguments must still fit the tool
 			ev.Check = func(p json.RawMessage) error {
 				args, _, _ := wire.Field(p, "arguments")
 				if err := validateArguments(s.g, tc.it, args); err != nil {
-					return fmt.Errorf("invalid arguments for tool %q: %w", tc.it.exposed, err)
+					return fmt.Errorf("invalid arguments for tool %q: %w", tc.it.Exposed, err)
 				}
 				return nil
 			}
 		}
-		out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, ev, tc.target.name, tc.it.exposed, "interceptor refused a call")
+		out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, ev, tc.target.name, tc.it.Exposed, "interceptor refused a call")
 		switch {
 		case out == nil && refused:
 			return nil, tc.failed(metrics.OutcomeDenied, jsonrpc.CodeInvalidParams, msg)
@@ -108,7 +108,7 @@ func interceptCall(next Handler) Handler {
 			return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, msg)
 		}
 		if out.Modified {
-			params, err := wire.SetField(out.Payload, "name", wire.AppendString(nil, tc.it.exposed))
+			params, err := wire.SetField(out.Payload, "name", wire.AppendString(nil, tc.it.Exposed))
 			if err != nil {
 				return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, "edge-mcp: a mutated tools/call: "+err.Error())
 			}

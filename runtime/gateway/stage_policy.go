@@ -25,7 +25,7 @@ func policyDecision(next Handler) Handler {
 			return nil, tc.failed(metrics.OutcomeError, jsonrpc.CodeInternalError, fmt.Sprintf(format, args...))
 		}
 		start := time.Now()
-		d, err := tc.scope.Gen.Chain().ToolCall(s.ctx, policy.CallInput{Client: s.client, Server: tc.it.up.name, Tool: tc.it.name, Arguments: tc.args})
+		d, err := tc.scope.Gen.Chain().ToolCall(s.ctx, policy.CallInput{Client: s.client, Server: tc.it.Up.name, Tool: tc.it.Name, Arguments: tc.args})
 		if err != nil {
 			s.g.metrics.PolicyFailure(policyModuleOf(err), "tool_call")
 			return fail("edge-mcp: policy check ended: %v", err)
@@ -35,7 +35,7 @@ func policyDecision(next Handler) Handler {
 		case policy.Deny:
 			// Logged at INFO as shadow differences are: an operator sees
 			// what an enforcing policy does.
-			s.g.log.Info("policy denied a call", "policy", d.Module, "server", tc.it.up.name, "tool", tc.it.name, "reason", d.Reason)
+			s.g.log.Info("policy denied a call", "policy", d.Module, "server", tc.it.Up.name, "tool", tc.it.Name, "reason", d.Reason)
 			return tc.refused(metrics.OutcomeDenied, fmt.Sprintf("edge-mcp: policy %q denied this call: %s", d.Module, d.Reason)), nil
 		case policy.Route:
 			target := s.g.route.upstreams().byName[d.Server]

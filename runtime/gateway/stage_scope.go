@@ -13,9 +13,9 @@ import (
 func holdScope(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		s, it := tc.s, tc.it
-		tc.scope = policyScope(&s.g.pol, kindTools, it.up.name, it.name)
+		tc.scope = policyScope(&s.g.pol, kindTools, it.Up.name, it.Name)
 		tc.approval = tc.ts.Approval
-		if !tc.scope.Held() && !tc.approval && tc.gd.Concurrency(it.up.name) == nil && !it.up.needsUserAuthorization(s) && s.g.icept.Load() == nil {
+		if !tc.scope.Held() && !tc.approval && tc.gd.Concurrency(it.Up.name) == nil && !it.Up.needsUserAuthorization(s) && s.g.icept.Load() == nil {
 			return next(tc)
 		}
 		go func() {

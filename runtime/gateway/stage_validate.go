@@ -18,7 +18,7 @@ func validateArgs(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		if tc.ts.Validate {
 			if err := validateArguments(tc.s.g, tc.it, tc.args); err != nil {
-				return tc.refused(metrics.OutcomeInvalidArguments, fmt.Sprintf("edge-mcp: invalid arguments for tool %q: %v", tc.it.exposed, err)), nil
+				return tc.refused(metrics.OutcomeInvalidArguments, fmt.Sprintf("edge-mcp: invalid arguments for tool %q: %v", tc.it.Exposed, err)), nil
 			}
 		}
 		return next(tc)
@@ -29,7 +29,7 @@ func validateArgs(next Handler) Handler {
 // inputSchema. A schema that does not compile is logged and lets the call
 // through: a broken upstream schema must not brick its tool.
 func validateArguments(g *Gateway, it *item, args json.RawMessage) error {
-	sch, ok, _ := wire.Field(it.raw, "inputSchema")
+	sch, ok, _ := wire.Field(it.Raw, "inputSchema")
 	if !ok {
 		return nil
 	}
@@ -37,7 +37,7 @@ func validateArguments(g *Gateway, it *item, args json.RawMessage) error {
 	// schema.WithoutOptionalNulls); the arguments go upstream unchanged.
 	err := g.validator.Validate(sch, schema.WithoutOptionalNulls(sch, args))
 	if errors.Is(err, schema.ErrBadSchema) {
-		g.log.Debug("tool input schema does not compile; arguments not checked", "server", it.up.name, "tool", it.exposed, "err", err)
+		g.log.Debug("tool input schema does not compile; arguments not checked", "server", it.Up.name, "tool", it.Exposed, "err", err)
 		return nil
 	}
 	return err

@@ -67,15 +67,15 @@ func (s *session) toolCall(req *jsonrpc.Request, it *item) { s.toolCallAnswered(
 // person's answer to its approval (a 2026-07-28 retry), if answer is not
 // nil.
 func (s *session) toolCallAnswered(req *jsonrpc.Request, it *item, answer json.RawMessage) {
-	if it.local != nil {
+	if it.Local != nil {
 		// The gateway's own tools (tool search, tool_invoke) answer at
 		// once, off the read loop; no stage applies to them.
-		go it.local(s, req)
+		go it.Local(s, req)
 		return
 	}
 	gd := s.g.guard.Load()
-	tc := &toolCall{s: s, gd: gd, req: req, it: it, ts: gd.Settings(it.up.name, it.ruleName()), start: time.Now(),
-		params: req.Params, target: it.up, tool: it.name, answer: answer}
+	tc := &toolCall{s: s, gd: gd, req: req, it: it, ts: gd.Settings(it.Up.name, ruleName(it)), start: time.Now(),
+		params: req.Params, target: it.Up, tool: it.Name, answer: answer}
 	tc.args, _, _ = wire.Field(req.Params, "arguments")
 	tc.respond(toolPipeline(tc))
 }
@@ -120,7 +120,7 @@ func (s *session) refuse(tc *toolCall, outcome, reason string) {
 
 // recordCall records a tool call's outcome in the metrics and audit log.
 func (s *session) recordCall(tc *toolCall, outcome, errMsg string) {
-	s.recordToolCall(tc.it.up.name, tc.it.exposed, outcome, tc.start, tc.args, errMsg)
+	s.recordToolCall(tc.it.Up.name, tc.it.Exposed, outcome, tc.start, tc.args, errMsg)
 }
 
 // recordToolCall records a tool call's outcome in the metrics and audit log.

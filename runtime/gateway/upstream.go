@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/runtime/dial"
 	"github.com/edge-mcp/edge-mcp/runtime/probe"
-	"github.com/edge-mcp/edge-mcp/transports"
+	"github.com/edge-mcp/edge-mcp/runtime/reconnect"
 )
 
 // This file is an upstream server's lifecycle: it dials the server's
@@ -34,14 +33,14 @@ const upstreamProtocolVersion = probe.Version2025
 var knownProtocolVersions = probe.Known
 
 // State is the connection state of an upstream.
-type State string
+type State = reconnect.State
 
 // Upstream states.
 const (
-	StateDisconnected State = "disconnected"
-	StateConnecting   State = "connecting"
-	StateConnected    State = "connected"
-	StateFailed       State = "failed"
+	StateDisconnected = reconnect.Disconnected
+	StateConnecting   = reconnect.Connecting
+	StateConnected    = reconnect.Connected
+	StateFailed       = reconnect.Failed
 )
 
 // upstream is one configured MCP server. It keeps one connection (a link) at
@@ -63,25 +62,17 @@ type upstream struct {
 	// clients are the per-client links when cfg.Session is per_client.
 	clients clientLinks
 
-	stopRun func()         // ends run; set by Gateway.startUpstream
-	done    chan struct{}  // closed when run has returned
-	offer   *upstreamLists // what it offers; guarded by the router's mu
+	stopRun func()        // ends run; set by Gateway.startUpstream
+	done    chan struct{} // closed when run has returned
 
-	mu         sync.Mutex // guards the fields below
-	state      State
-	lastErr    string
-	retries    int
-	nextRetry  time.Time
-	lastHealth time.Time
-	probed     string // the revision the shared link speaks, once connected (probe.go)
-	pinned     string // 2025-11-25 once the server went away on the probe
+	// keep keeps it connected: attempts, backoff, calls waiting for it,
+	// its state (runtime/reconnect).
+	keep *reconnect.Keeper
 
-	// Healing (heal.go): calls that find u disconnected count themselves
-	// in waiting, wake run for an attempt now and wait for attempt (closed
-	// and replaced, under mu, whenever an attempt ends).
-	waiting atomic.Int32
-	wake    chan struct{}
-	attempt chan struct{}
+	// versions remembers the revisions its links spoke (probe.go).
+	versions probe.Memory
+
+	mu sync.Mutex // guards transport, fallback and cfg.Type (the fallback changes them)
 
 	refreshMu sync.Mutex // serializes catalogue refreshes of this upstream
 
@@ -90,114 +81,33 @@ type upstream struct {
 	hintRefresh atomic.Bool
 }
 
-func (u *upstream) setState(s State, err error) {
-	u.mu.Lock()
-	u.state = s
-	if err != nil {
-		u.lastErr = err.Error()
-	}
-	u.mu.Unlock()
-}
-
 // current returns the live link, or nil when the upstream is not connected.
 func (u *upstream) current() *link { return u.cur.Load() }
 
-// run keeps the upstream connected until ctx ends, retrying with exponential
-// backoff and ±50% jitter (by default 1 s doubling to 5 min). An expired
-// session is re-initialized at once. While calls wait for the server
-// (heal.go) it is retried at once, at most every retryFloor, and the
-// backoff does not grow; once a connection held for heldLongEnough, the
-// backoff starts over.
+// run keeps the upstream connected until ctx ends (reconnect.Keeper.Run),
+// its per-client links open meanwhile.
 func (u *upstream) run(ctx context.Context) {
 	u.clients.Start(ctx)
 	defer u.clients.Stop()
-	minBackoff, maxBackoff := u.cfg.RetryInitial, u.cfg.RetryMax
-	if minBackoff <= 0 {
-		minBackoff = time.Second
-	}
-	if maxBackoff <= 0 {
-		maxBackoff = 5 * time.Minute
-	}
-	maxBackoff = max(maxBackoff, minBackoff)
-	backoff := minBackoff
-	for ctx.Err() == nil {
-		if !u.awaitAuthorization(ctx) {
-			u.setState(StateDisconnected, nil)
-			return
-		}
-		u.setState(StateConnecting, nil)
-		started := time.Now()
-		upSince, err := u.serveOnce(ctx)
-		wasUp := !upSince.IsZero()
-		if ctx.Err() != nil {
-			u.setState(StateDisconnected, nil)
-			return
-		}
-		if wasUp && time.Since(upSince) >= heldLongEnough {
-			backoff = minBackoff // the connection held: start over
-		}
-		delay := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
-		if wasUp {
-			u.g.metrics.UpstreamReconnect(u.name)
-		}
-		if wasUp && errors.Is(err, transports.ErrSessionExpired) {
-			delay = 0 // the server forgot the session: re-initialize now
-		}
-		demand := u.waiting.Load() > 0
-		if demand {
-			delay = max(0, time.Until(started.Add(retryFloor))) // calls wait: try again soon
-		}
-		state := StateFailed
-		if _, needs := u.authorizationState(); needs {
-			state = StateNeedsAuthorization
-		}
-		u.g.metrics.UpstreamNeedsAuthorization(u.name, state == StateNeedsAuthorization)
-		u.mu.Lock()
-		u.state = state
-		u.lastErr = err.Error()
-		u.retries++
-		u.nextRetry = time.Now().Add(delay)
-		u.attemptedLocked()
-		u.mu.Unlock()
-		level := slog.LevelWarn
-		if demand && !wasUp {
-			level = slog.LevelDebug // every retryFloor while calls wait: the first failure was logged
-		}
-		msg := "upstream unavailable; retrying"
-		if state == StateNeedsAuthorization {
-			msg = "upstream needs authorization; retrying"
-		}
-		u.log.Log(ctx, level, msg, "err", err, "retry_in", delay.Round(time.Millisecond))
-		if u.sleep(ctx, delay, started) || demand {
-			continue // calls wait: the backoff stays short
-		}
-		if delay > 0 {
-			backoff = min(backoff*2, maxBackoff)
-		}
-	}
+	u.keep.Run(ctx)
 }
 
-// sleep waits delay before the next connection attempt, or less when a
-// call wakes it, though never less than retryFloor after the attempt
-// that started at started. It reports whether a call woke it.
-func (u *upstream) sleep(ctx context.Context, delay time.Duration, started time.Time) (woken bool) {
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return false
-	case <-u.wake:
+// keeper implements reconnect.Server for an upstream.
+type keeper struct{ *upstream }
+
+func (k keeper) Authorize(ctx context.Context) bool { return k.awaitAuthorization(ctx) }
+func (k keeper) Serve(ctx context.Context) error    { return k.serveOnce(ctx) }
+func (k keeper) Live() bool                         { return k.current() != nil }
+
+// Failed counts a failed attempt and reports whether the upstream wants
+// authorization.
+func (k keeper) Failed(wasUp bool) bool {
+	if wasUp {
+		k.g.metrics.UpstreamReconnect(k.name)
 	}
-	if floor := time.Until(started.Add(retryFloor)); floor > 0 {
-		t.Reset(floor)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-	}
-	return true
+	_, needs := k.authorizationState()
+	k.g.metrics.UpstreamNeedsAuthorization(k.name, needs)
+	return needs
 }
 
 // open connects over t in revision mode, sets up the link and discovers.
@@ -218,9 +128,8 @@ func (u *upstream) open(ctx context.Context, t mcp.Transport, mode string) (*lin
 }
 
 // serveOnce connects, initializes and discovers, then serves until the link
-// fails or ctx ends. upSince is when the server got connected (zero: it
-// did not).
-func (u *upstream) serveOnce(ctx context.Context) (upSince time.Time, _ error) {
+// fails or ctx ends.
+func (u *upstream) serveOnce(ctx context.Context) error {
 	l, offer, err := u.open(ctx, u.transport, u.versionMode(nil))
 	if err != nil && u.fallback != nil && errors.Is(err, errUnreachable) && !oauth.IsNeedsAuthorization(err) && ctx.Err() == nil {
 		// A URL without a type: the server may speak only the legacy
@@ -235,7 +144,7 @@ func (u *upstream) serveOnce(ctx context.Context) (upSince time.Time, _ error) {
 		}
 	}
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
 	u.mu.Lock()
 	transport := u.cfg.Type
@@ -244,18 +153,14 @@ func (u *upstream) serveOnce(ctx context.Context) (upSince time.Time, _ error) {
 	u.g.oauth.Connected(u.name)
 	u.g.metrics.UpstreamNeedsAuthorization(u.name, false)
 	u.g.metrics.UpstreamUp(u.name, true)
-	go l.health(u.health)
+	go u.keep.Watch(l.ctx, u.health, pinger{l}, l.probeNow)
 	u.g.route.setOffer(u, &offer)
 	u.g.events.Emit(slog.LevelInfo, Event{Type: EventServerConnected, Server: u.name, Transport: transport,
 		ProtocolVersion: l.protocolVersion, Tools: len(offer[kindTools]), Prompts: len(offer[kindPrompts]),
 		Resources: len(offer[kindResources]), Templates: len(offer[kindTemplates])})
 	// Connected last: whoever sees the state (WaitReady, /status) also
 	// sees the upstream's offer in the catalogue and its event sent.
-	u.mu.Lock()
-	u.state, u.lastErr, u.retries = StateConnected, "", 0
-	u.attemptedLocked()
-	u.mu.Unlock()
-	upSince = time.Now()
+	u.keep.Connected()
 
 	select {
 	case <-l.done:
@@ -273,7 +178,7 @@ func (u *upstream) serveOnce(ctx context.Context) (upSince time.Time, _ error) {
 	}
 	u.g.events.Emit(level, Event{Type: EventServerDisconnected, Server: u.name, Transport: transport,
 		Reason: reason.Error(), HadSession: l.conn.SessionID() != ""})
-	return upSince, reason
+	return reason
 }
 
 var allKinds = []listKind{kindTools, kindPrompts, kindResources, kindTemplates}
@@ -305,7 +210,7 @@ func (u *upstream) refresh(l *link, kinds []listKind, announce bool) {
 
 // errUnreachable marks failures where the server could not be reached at
 // all (refused connection, broken stream), as opposed to a slow answer.
-var errUnreachable = errors.New("unreachable")
+var errUnreachable = reconnect.ErrUnreachable
 
 // unreachable marks err with errUnreachable. Its text says "unreachable"
 // unless the server did answer, wanting authorization (HTTP 401, or 403
@@ -313,18 +218,10 @@ var errUnreachable = errors.New("unreachable")
 // operator looking at the network.
 func unreachable(err error) error {
 	if oauth.IsNeedsAuthorization(err) {
-		return answeredError{err}
+		return reconnect.Answered{Err: err}
 	}
 	return fmt.Errorf("%w: %w", errUnreachable, err)
 }
-
-// answeredError is errUnreachable for the code (errors.Is) with the text of
-// the server's answer.
-type answeredError struct{ err error }
-
-func (e answeredError) Error() string        { return e.err.Error() }
-func (e answeredError) Unwrap() error        { return e.err }
-func (e answeredError) Is(target error) bool { return target == errUnreachable }
 
 // capability of each list kind.
 var kindCapability = [numKinds]string{kindTools: "tools", kindPrompts: "prompts", kindResources: "resources", kindTemplates: "resources"}
@@ -337,9 +234,9 @@ func (g *Gateway) newUpstream(sc config.Server) (*upstream, error) {
 	}
 	u := &upstream{
 		g: g, name: sc.Name, prefix: sc.Prefix, cfg: sc, orig: sc, transport: t,
-		log: g.log.With("server_name", sc.Name), state: StateDisconnected, done: make(chan struct{}),
-		wake: make(chan struct{}, 1), attempt: make(chan struct{}),
+		log: g.log.With("server_name", sc.Name), done: make(chan struct{}),
 	}
+	u.keep = reconnect.New(keeper{u}, u.log, sc.RetryInitial, sc.RetryMax)
 	if u.cfg.Timeout <= 0 {
 		u.cfg.Timeout = 60 * time.Second
 	}

@@ -1,15 +1,13 @@
 package gateway
 
 import (
-	"encoding/json"
-	"fmt"
-
-	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/catalog"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/view"
 )
 
-// This file builds what one session sees of the catalogue: the items its
+// What one session sees of the catalogue is runtime/view's: the items its
 // identity may use (access lists, before any policy), the tools list as
 // tools_list policies leave it, deferred tools moved out of the list (they
 // stay callable and searchable), and the gateway's own tools. A session
@@ -25,13 +23,7 @@ type sessionView struct {
 	// good is what the tools_list policies made of each tool the last
 	// time they all ran without failing (nil: never), by server and
 	// upstream name.
-	good map[toolKey]listedTool
-}
-
-// listedTool is a tool as the tools_list policies left it.
-type listedTool struct {
-	exposed string
-	raw     json.RawMessage
+	good view.Good
 }
 
 // catalogue returns the session's view of the current catalogue.
@@ -45,170 +37,44 @@ func (s *session) catalogue() *catalogue {
 	s.mu.Lock()
 	v := s.view
 	s.mu.Unlock()
-	if v != nil && v.gen == cat.gen && v.pol == pg && v.gd == gd {
+	if v != nil && v.gen == cat.Gen && v.pol == pg && v.gd == gd {
 		return v.cat
 	}
-	var good map[toolKey]listedTool
+	var good view.Good
 	if v != nil {
 		good = v.good
 	}
-	vc, good, ok := viewBuilder{s}.build(cat, gd, good)
+	vc, good, ok := viewOf(s, gd).Build(cat, good)
 	if !ok {
 		return vc // a tools_list policy failed: not cached, the next request tries again
 	}
 	s.mu.Lock()
-	s.view = &sessionView{gen: cat.gen, pol: pg, gd: gd, cat: vc, good: good}
+	s.view = &sessionView{gen: cat.Gen, pol: pg, gd: gd, cat: vc, good: good}
 	s.mu.Unlock()
 	return vc
 }
 
-// viewBuilder builds a session's view of a catalogue snapshot; the
-// session caches what it built (session.view).
-type viewBuilder struct{ *session }
-
-// build filters cat for the session. good is the last good outcome of
-// the tools_list policies; build returns the new one, and ok false when
-// a tools_list policy failed (the view must not be cached).
-func (s viewBuilder) build(cat *catalogue, gd *guard, good map[toolKey]listedTool) (_ *catalogue, _ map[toolKey]listedTool, ok bool) {
-	who := s.id.Name
-	vc := &catalogue{gen: cat.gen}
-	for k := range numKinds {
-		vc.index[k] = make(map[string]*item, len(cat.lists[k]))
-		for _, it := range cat.lists[k] {
-			allowed := gd.ServerAllowed(who, it.up.name)
-			if k == kindTools {
-				allowed = gd.ToolAllowed(who, it.up.name, it.ruleName())
-			}
-			if allowed {
-				vc.lists[k] = append(vc.lists[k], it)
-				vc.index[k][it.exposed] = it
-			}
-		}
-	}
-	vc.lists[kindTools], good, ok = s.policyTools(vc.lists[kindTools], good)
-	vc.index[kindTools] = make(map[string]*item, len(vc.lists[kindTools]))
-	var listed, deferred []*item
-	for _, it := range vc.lists[kindTools] {
-		if _, dup := vc.index[kindTools][it.exposed]; dup {
-			continue
-		}
-		vc.index[kindTools][it.exposed] = it
-		if gd.AnyDeferred && gd.Settings(it.up.name, it.ruleName()).Deferred || s.virtualDeferred() {
-			deferred = append(deferred, it)
-		} else {
-			listed = append(listed, it)
-		}
-	}
-	for _, it := range metaTools(deferred) {
-		if _, taken := vc.index[kindTools][it.exposed]; !taken {
-			vc.index[kindTools][it.exposed] = it
-			listed = append(listed, it)
-		}
-	}
-	vc.lists[kindTools] = listed
-	vc.deferred = deferred
-	for k := range numKinds {
-		vc.pages[k] = encodePages(k, vc.lists[k], s.g.opts.PageSize)
-	}
-	return vc, good, ok
+// viewOf is the builder of s's view under the guard gd.
+func viewOf(s *session, gd *guard) view.Builder[*upstream, localCall] {
+	return view.Builder[*upstream, localCall]{Ctx: s.ctx, Client: s.client, Pol: &s.g.pol, Metrics: s.g.metrics,
+		Log: s.g.log, PageSize: s.g.opts.PageSize, Server: upstreamName, Access: viewAccess{s, gd}}
 }
 
-// policyTools runs the tools_list policies over a session's tools. good is
-// their last good outcome for the session; policyTools returns the new one.
-//
-// When a module fails (ok false), the session keeps its last good view:
-// each tool gets what the policies made of it then, and tools they have not
-// seen succeed on stay hidden. A session with no good run yet gets what
-// each failing module's on_error says (deny: the tools it governs are
-// hidden; allow: they pass unfiltered by it). A failure never empties the
-// rest of the list.
-func (s viewBuilder) policyTools(tools []*item, good map[toolKey]listedTool) (_ []*item, _ map[toolKey]listedTool, ok bool) {
-	if !s.g.pol.Hooks().Has(policy.HookToolsList) {
-		return tools, good, true
-	}
-	pg := s.g.pol.Acquire()
-	if pg == nil {
-		return tools, good, true
-	}
-	defer s.g.pol.Release(pg)
-	out, failed, err := s.runToolsList(pg, tools)
-	if err == nil && !failed {
-		next := make(map[toolKey]listedTool, len(out))
-		for _, it := range out {
-			next[toolKey{it.up.name, it.name}] = listedTool{exposed: it.exposed, raw: it.raw}
-		}
-		return out, next, true
-	}
-	if s.ctx.Err() != nil {
-		return nil, good, false // the session is ending
-	}
-	if good != nil {
-		s.g.metrics.ToolsListFailure(metrics.ToolsListKeptLastGood)
-		s.g.log.Debug("a tools_list policy failed; the session keeps its last good tools list", "identity", s.id.Name, "err", err)
-		return lastGood(tools, good), good, false
-	}
-	s.g.metrics.ToolsListFailure(metrics.ToolsListOnError)
-	s.g.log.Debug("a tools_list policy failed; its on_error decides", "identity", s.id.Name, "err", err)
-	if err != nil {
-		return nil, good, false // the chain could not finish: nothing it governs can be shown
-	}
-	return out, good, false
+// viewAccess implements view.Access for a session under a guard.
+type viewAccess struct {
+	s  *session
+	gd *guard
 }
 
-// lastGood applies a session's last good tools_list outcome to tools.
-func lastGood(tools []*item, good map[toolKey]listedTool) []*item {
-	out := make([]*item, 0, len(tools))
-	for _, it := range tools {
-		if e, ok := good[toolKey{it.up.name, it.name}]; ok {
-			out = append(out, &item{up: it.up, name: it.name, exposed: e.exposed, raw: e.raw})
-		}
+func (a viewAccess) Allowed(k catalog.Kind, it *item) bool {
+	if k == kindTools {
+		return a.gd.ToolAllowed(a.s.id.Name, it.Up.name, ruleName(it))
 	}
-	return out
+	return a.gd.ServerAllowed(a.s.id.Name, it.Up.name)
 }
 
-// runToolsList runs the tools_list chain of pg over tools. failed reports
-// whether a module failed during the run (its on_error was applied).
-func (s viewBuilder) runToolsList(pg *policyset.Gen, tools []*item) (_ []*item, failed bool, _ error) {
-	before := toolsListFailures(pg.Chain())
-	entries := make([]policy.ToolEntry, len(tools))
-	for i, it := range tools {
-		entries[i] = policy.ToolEntry{Server: it.up.name, Name: it.name, Tool: it.raw}
-	}
-	filtered, err := pg.Chain().ToolsList(s.ctx, s.client, entries)
-	if err != nil {
-		return nil, true, fmt.Errorf("running the tools_list policies: %w", err)
-	}
-	failed = toolsListFailures(pg.Chain()) != before
-	type key struct{ server, name string }
-	byUpstream := make(map[key]*item, len(tools))
-	for _, it := range tools {
-		byUpstream[key{it.up.name, it.name}] = it
-	}
-	out := make([]*item, 0, len(filtered))
-	for _, e := range filtered {
-		orig := byUpstream[key{e.Server, e.Name}]
-		if orig == nil {
-			continue
-		}
-		it := &item{up: orig.up, name: orig.name, exposed: orig.exposed, raw: e.Tool}
-		if e.Exposed != "" {
-			it.exposed = e.Exposed
-		}
-		out = append(out, it)
-	}
-	return out, failed, nil
+func (a viewAccess) Deferred(it *item) bool {
+	return a.gd.AnyDeferred && a.gd.Settings(it.Up.name, ruleName(it)).Deferred || a.s.virtualDeferred()
 }
 
-// toolsListFailures counts the failures of the enforcing tools_list modules
-// of ch. A change across a run means a module failed during it (or, rarely,
-// in another session's run at the same time: that session's view then
-// keeps its last good list once more, which is safe).
-func toolsListFailures(ch *policy.Chain) uint64 {
-	var n uint64
-	for _, st := range ch.Stats() {
-		if !st.Shadow && st.Hooks.Has(policy.HookToolsList) {
-			n += st.Failures
-		}
-	}
-	return n
-}
+func (a viewAccess) Meta(deferred []*item) []*item { return metaTools(deferred) }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/runtime/admin"
+	"github.com/edge-mcp/edge-mcp/runtime/catalog"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -34,77 +34,29 @@ func (s *session) baseCatalogue() *catalogue {
 func (g *Gateway) virtualCatalogue(name string, cat *catalogue) *catalogue {
 	vs := g.virt.Load().ByName(name)
 	if vs == nil {
-		return &catalogue{gen: cat.gen}
+		return &catalogue{Gen: cat.Gen}
 	}
-	if c, ok := vs.Cached(cat.gen).(*catalogue); ok {
+	if c, ok := vs.Cached(cat.Gen).(*catalogue); ok {
 		return c
 	}
 	c := g.buildVirtual(vs, cat)
-	vs.Store(cat.gen, c)
+	vs.Store(cat.Gen, c)
 	return c
 }
 
-// buildVirtual builds vs's view of cat: the catalogue's items themselves,
-// and a copy of the few an override rewrites.
+// buildVirtual builds vs's view of cat (runtime/catalog), logging what
+// the server names that no upstream offers once.
 func (g *Gateway) buildVirtual(vs *virtual.Server, cat *catalogue) *catalogue {
-	var lists [virtual.NumKinds]virtual.List
-	for k := range numKinds {
-		lists[k] = itemList(cat.lists[k])
-	}
-	v := vs.Build(lists)
-	for _, w := range vs.NewWarnings(v) {
+	c, warnings := catalog.Virtual(vs, cat, g.opts.PageSize)
+	for _, w := range warnings {
 		g.log.Warn("virtual server: "+w, "virtual_server", vs.Name)
 	}
-	c := &catalogue{gen: cat.gen}
-	for k := range numKinds {
-		c.index[k] = make(map[string]*item, v.Len(virtual.Kind(k)))
-		size := 0
-		for _, e := range v.Entries(virtual.Kind(k)) {
-			it := cat.lists[k][e.Pos]
-			if e.Raw != nil {
-				cp := *it
-				cp.raw, cp.vt = e.Raw, e.Tool
-				if e.Name != "" {
-					cp.exposed = e.Name
-				}
-				it = &cp
-			}
-			c.lists[k] = append(c.lists[k], it)
-			c.index[k][it.exposed] = it
-			size += len(it.raw)
-		}
-		if size <= virtualPagesMax {
-			c.pages[k] = encodePages(k, c.lists[k], g.opts.PageSize)
-		}
-	}
 	return c
 }
 
-// virtualPagesMax is the largest view whose lists a virtual server keeps
-// encoded; a larger one (a server selecting most of a large catalogue) is
-// encoded per list request instead of holding a copy of the catalogue.
-const virtualPagesMax = 32 << 10
-
-// sameItems reports whether two lists hold the same definitions.
-func sameItems(a, b []*item) bool {
-	return slices.EqualFunc(a, b, func(x, y *item) bool { return x == y || x.exposed == y.exposed && bytes.Equal(x.raw, y.raw) })
-}
-
-// itemList reads a catalogue list as runtime/virtual does.
-type itemList []*item
-
-func (l itemList) Len() int                  { return len(l) }
-func (l itemList) Key(i int) string          { return l[i].exposed }
-func (l itemList) Raw(i int) json.RawMessage { return l[i].raw }
-
 // ruleName is the name access lists, tool rules and policies know a tool
-// by: its catalogue name, also when a virtual server renamed it.
-func (it *item) ruleName() string {
-	if it.vt != nil {
-		return it.vt.Catalogue()
-	}
-	return it.exposed
-}
+// by (catalog.Item.RuleName).
+func ruleName(it *item) string { return it.RuleName() }
 
 // listsChanged returns the list_changed methods a session gets when the
 // catalogue went from old to next: changed on /mcp, on a virtual server
@@ -120,8 +72,8 @@ func (s *session) listsChanged(old, next *catalogue, changed []string) []string 
 	}
 	var out []string
 	for _, k := range []listKind{kindTools, kindPrompts, kindResources} {
-		if !sameList(prev, cur, k) || k == kindResources && !sameList(prev, cur, kindTemplates) {
-			out = append(out, listKinds[k].changed)
+		if !catalog.Same(prev, cur, k) || k == kindResources && !catalog.Same(prev, cur, kindTemplates) {
+			out = append(out, listKinds[k].Changed)
 		}
 	}
 	return out
@@ -162,7 +114,7 @@ func (s *session) virtualDeferred() bool {
 // "unknown").
 func (s *session) virtualHidden(k listKind, name string) string {
 	if vs := s.g.virt.Load().ByName(s.vs); vs != nil && k == kindTools {
-		return vs.Why(itemList(s.g.route.catalogue().lists[kindTools]), name)
+		return vs.Why(catalog.List[*upstream, localCall](s.g.route.catalogue().Lists[kindTools]), name)
 	}
 	return fmt.Sprintf("virtual server %q does not serve %s %q", s.vs, kindWhat(k), name)
 }
@@ -174,8 +126,8 @@ func (s *session) virtualHidden(k listKind, name string) string {
 // is what is sent.
 func refuseVirtualArgs(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
-		if err := tc.it.vt.Refuse(tc.args); err != nil {
-			return nil, tc.failed(metrics.OutcomeInvalidArguments, jsonrpc.CodeInvalidParams, fmt.Sprintf("edge-mcp: tool %q: %v", tc.it.exposed, err))
+		if err := tc.it.Virtual.Refuse(tc.args); err != nil {
+			return nil, tc.failed(metrics.OutcomeInvalidArguments, jsonrpc.CodeInvalidParams, fmt.Sprintf("edge-mcp: tool %q: %v", tc.it.Exposed, err))
 		}
 		return next(tc)
 	}
@@ -184,8 +136,8 @@ func refuseVirtualArgs(next Handler) Handler {
 func rewriteVirtualArgs(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		var err error
-		if tc.params, tc.args, err = tc.it.vt.Rewrite(tc.params, tc.args); err != nil {
-			return nil, tc.failed(metrics.OutcomeInvalidArguments, jsonrpc.CodeInvalidParams, fmt.Sprintf("edge-mcp: tool %q: %v", tc.it.exposed, err))
+		if tc.params, tc.args, err = tc.it.Virtual.Rewrite(tc.params, tc.args); err != nil {
+			return nil, tc.failed(metrics.OutcomeInvalidArguments, jsonrpc.CodeInvalidParams, fmt.Sprintf("edge-mcp: tool %q: %v", tc.it.Exposed, err))
 		}
 		return next(tc)
 	}
@@ -209,14 +161,14 @@ func (o adminOps) VirtualServers() []admin.VirtualServer {
 	for _, vs := range o.g.virt.Load().Servers() {
 		v := o.g.virtualCatalogue(vs.Name, cat)
 		info := admin.VirtualServer{Name: vs.Name, Path: vs.Path, Title: vs.Title, Allow: vs.Allow, Tools: []admin.VirtualTool{}, Prompts: []string{}, Resources: []string{}}
-		for _, it := range v.lists[kindTools] {
-			info.Tools = append(info.Tools, admin.VirtualTool{Name: it.exposed, Tool: it.ruleName(), Server: it.up.name, Overridden: it.vt != nil})
+		for _, it := range v.Lists[kindTools] {
+			info.Tools = append(info.Tools, admin.VirtualTool{Name: it.Exposed, Tool: it.RuleName(), Server: it.Up.name, Overridden: it.Virtual != nil})
 		}
-		for _, it := range v.lists[kindPrompts] {
-			info.Prompts = append(info.Prompts, it.exposed)
+		for _, it := range v.Lists[kindPrompts] {
+			info.Prompts = append(info.Prompts, it.Exposed)
 		}
-		for _, it := range append(slices.Clone(v.lists[kindResources]), v.lists[kindTemplates]...) {
-			info.Resources = append(info.Resources, it.exposed)
+		for _, it := range append(slices.Clone(v.Lists[kindResources]), v.Lists[kindTemplates]...) {
+			info.Resources = append(info.Resources, it.Exposed)
 		}
 		out = append(out, info)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edge-mcp/edge-mcp/runtime/catalog"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
@@ -64,7 +65,7 @@ func BenchmarkVirtualServersMemory(b *testing.B) {
 // benchCatalogue is a catalogue of 1,000 tools, 10 servers of 100 ("s3.tool042");
 // the definition of s0.tool000 ends with extra.
 func benchCatalogue(gen uint64, extra string) *catalogue {
-	var ups []*upstream
+	var names []string
 	var offers []*upstreamLists
 	for s := range 10 {
 		up := &upstream{name: fmt.Sprintf("s%d", s), log: slog.New(slog.DiscardHandler)}
@@ -73,15 +74,15 @@ func benchCatalogue(gen uint64, extra string) *catalogue {
 			name := fmt.Sprintf("s%d.tool%03d", s, i)
 			raw := json.RawMessage(fmt.Sprintf(`{"name":%q,"description":"Tool %d of server %d, which does something useful with its arguments.%s","inputSchema":{"type":"object","properties":{"repo":{"type":"string"},"q":{"type":"string"}},"required":["repo","q"]}}`, name, i, s, extra))
 			extra = ""
-			off[kindTools] = append(off[kindTools], item{up: up, name: name, exposed: name, raw: raw})
+			off[kindTools] = append(off[kindTools], item{Up: up, Name: name, Exposed: name, Raw: raw})
 		}
-		ups, offers = append(ups, up), append(offers, off)
+		names, offers = append(names, up.name), append(offers, off)
 	}
-	return buildCatalogue(gen, ups, offers, [numKinds]map[string]string{}, 1000)
+	return catalog.Build(gen, names, offers, [numKinds]map[string]string{}, 1000)
 }
 
 // TestVirtualLargeView: a virtual server selecting more than
-// virtualPagesMax of definitions keeps no encoded copy of them; its list
+// catalog.VirtualPagesMax of definitions keeps no encoded copy of them; its list
 // is encoded per request, the same bytes, and a change is still seen.
 func TestVirtualLargeView(t *testing.T) {
 	set, err := virtual.NewSet([]virtual.Config{{Name: "all", Path: "/mcp/all", Tools: []string{"*"},
@@ -92,23 +93,23 @@ func TestVirtualLargeView(t *testing.T) {
 	g := &Gateway{log: slog.New(slog.DiscardHandler), opts: Options{PageSize: 300}}
 	vs := set.ByName("all")
 	v1 := g.buildVirtual(vs, benchCatalogue(1, ""))
-	if v1.pages[kindTools] != nil {
+	if v1.Pages[kindTools] != nil {
 		t.Fatal("a large view holds encoded pages")
 	}
-	want := encodePages(kindTools, v1.lists[kindTools], 300)
+	want := catalog.EncodePages(kindTools, v1.Lists[kindTools], 300)
 	for i, cursor := range []string{"", "bzozMDA", "bzo2MDA", "bzo5MDA"} {
-		got, err := v1.page(kindTools, cursor, 300)
+		got, err := v1.Page(kindTools, cursor, 300)
 		if err != nil || string(got) != string(want[i]) {
 			t.Fatalf("page %d: %v\n%.200s\nwant %.200s", i, err, got, want[i])
 		}
 	}
-	if !strings.Contains(string(want[0]), `"name":"renamed"`) || len(v1.lists[kindTools]) != 1000 {
-		t.Errorf("view: %d tools, %.300s", len(v1.lists[kindTools]), want[0])
+	if !strings.Contains(string(want[0]), `"name":"renamed"`) || len(v1.Lists[kindTools]) != 1000 {
+		t.Errorf("view: %d tools, %.300s", len(v1.Lists[kindTools]), want[0])
 	}
-	if !sameList(v1, g.buildVirtual(vs, benchCatalogue(2, "")), kindTools) {
+	if !catalog.Same(v1, g.buildVirtual(vs, benchCatalogue(2, "")), kindTools) {
 		t.Error("two builds of the same catalogue differ")
 	}
-	if sameList(v1, g.buildVirtual(vs, benchCatalogue(3, " Changed.")), kindTools) {
+	if catalog.Same(v1, g.buildVirtual(vs, benchCatalogue(3, " Changed.")), kindTools) {
 		t.Error("a changed definition is not seen")
 	}
 }
