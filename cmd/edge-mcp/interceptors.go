@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,25 @@ func interceptorCommands() []*command {
 		{name: "interceptors test", args: "NAME", nargs: 1, define: interceptorsTestFlags,
 			summary: "run one conformance fixture against interceptor NAME of a module, or of a config's modules and interceptor servers",
 			example: "edge-mcp interceptors test security/cross-boundary-guard --module guard.wasm --fixture relaybleed.json"},
+		{name: "interceptors promote", args: "NAME", nargs: 1, define: adminOnly(interceptorMode("promote")),
+			summary: "make an audit interceptor of a running gateway's chain enforce (until the next reload: the config's mode returns then)",
+			example: "edge-mcp interceptors promote pii/deny"},
+		{name: "interceptors demote", args: "NAME", nargs: 1, define: adminOnly(interceptorMode("demote")),
+			summary: "run an interceptor of a running gateway's chain in audit mode (until the next reload)",
+			example: "edge-mcp interceptors demote pii/deny"},
+	}
+}
+
+// interceptorMode is interceptors promote or demote NAME: POST
+// /admin/interceptors/NAME/promote or /demote.
+func interceptorMode(verb string) func(context.Context, *adminClient, []string, io.Writer) error {
+	return func(ctx context.Context, c *adminClient, args []string, stdout io.Writer) error {
+		var res struct{ Mode, Was string }
+		if err := c.call(ctx, http.MethodPost, "/admin/interceptors/"+url.PathEscape(args[0])+"/"+verb, nil, &res); err != nil {
+			return fmt.Errorf("%s %s: %w", verb, args[0], err)
+		}
+		fmt.Fprintf(stdout, "%s: %s → %s until the next reload\n", args[0], res.Was, res.Mode)
+		return nil
 	}
 }
 

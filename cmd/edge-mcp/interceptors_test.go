@@ -214,4 +214,24 @@ func TestInterceptorsLsRunning(t *testing.T) {
 			t.Errorf("no line matching %s in\n%s", want, out)
 		}
 	}
+
+	// Demoted, pii/deny lets the call through; promoted, it refuses again;
+	// promoted twice is a conflict.
+	for _, step := range []struct {
+		verb, out string
+		refused   bool
+	}{
+		{"demote", "pii/deny: active → audit until the next reload", false},
+		{"promote", "pii/deny: audit → active until the next reload", true},
+		{"promote", "409", true},
+	} {
+		out, err := runCLI(t, "interceptors", step.verb, "pii/deny", "--admin", "http://"+adminAddr)
+		if !strings.Contains(out+fmt.Sprint(err), step.out) {
+			t.Errorf("interceptors %s: %q, %v; want %q", step.verb, out, err, step.out)
+		}
+		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+		if refused := err != nil && strings.Contains(err.Error(), "pii/deny"); refused != step.refused {
+			t.Errorf("after %s the call: %v", step.verb, err)
+		}
+	}
 }

@@ -63,6 +63,13 @@ type Operations interface {
 	// servers' state, every interceptor known with its counts; empty
 	// without a chain.
 	Interceptors() *interceptchain.Listing
+	// SetInterceptorMode runs the chain member name in mode ("active":
+	// promoted from audit; "audit": demoted) from now on, without a
+	// reload, and returns the mode it ran in before. The override lasts
+	// until the next reload. Errors: interceptchain.ErrNoChain,
+	// ErrNotInChain, ErrSameMode (ChangeInterceptorMode makes them
+	// *Error).
+	SetInterceptorMode(ctx context.Context, name, mode string) (was string, err error)
 
 	// OAuthStatus lists the upstream OAuth authorizations (no tokens).
 	OAuthStatus() []oauth.Status

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,8 +12,10 @@ import (
 	"strings"
 
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/policy/store"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -297,4 +300,35 @@ func wasmBody(r *http.Request) error {
 // interceptors lists the running interceptor chain: GET /admin/interceptors.
 func (s *Server) interceptors(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.ops.Interceptors())
+}
+
+// ChangeInterceptorMode asks ops to run the chain member name in mode
+// ("active" or "audit"), the chain's errors as *Error: 404 for no chain
+// or no such member, 409 for a member in that mode already.
+func ChangeInterceptorMode(ctx context.Context, ops Operations, name, mode string) (was string, err error) {
+	was, err = ops.SetInterceptorMode(ctx, name, mode)
+	switch {
+	case errors.Is(err, interceptchain.ErrNoChain), errors.Is(err, interceptchain.ErrNotInChain):
+		err = Errorf(http.StatusNotFound, "not_found", "%v", err)
+	case errors.Is(err, interceptchain.ErrSameMode):
+		err = Errorf(http.StatusConflict, "same_mode", "%v", err)
+	}
+	return was, err
+}
+
+// interceptorMode answers POST /admin/interceptors/{name}/promote (mode
+// active) and .../demote (audit): the chain runs the member in mode from
+// now on, until the next reload. A name with "/" is sent with %2F.
+func (s *Server) interceptorMode(mode intercept.Mode) http.HandlerFunc {
+	action := map[intercept.Mode]string{intercept.Active: "interceptor.promote", intercept.Audit: "interceptor.demote"}[mode]
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		was, err := ChangeInterceptorMode(r.Context(), s.ops, name, string(mode))
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		s.record(r, action, name, "", fmt.Sprintf("%s → %s until the next reload", was, mode))
+		writeJSON(w, http.StatusOK, map[string]string{"name": name, "mode": string(mode), "was": was, "lasts": "until the next config reload"})
+	}
 }

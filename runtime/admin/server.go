@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -89,6 +90,8 @@ func (s *Server) routes() {
 		"POST /admin/tools/{server}/{tool}/reject":  s.rejectTool,
 		"GET /admin/oauth":                          s.oauthStatus,
 		"GET /admin/interceptors":                   s.interceptors,
+		"POST /admin/interceptors/{name}/promote":   s.interceptorMode(intercept.Active),
+		"POST /admin/interceptors/{name}/demote":    s.interceptorMode(intercept.Audit),
 		"POST /admin/oauth/{server}/login":          s.oauthLogin,
 		"DELETE /admin/oauth/{server}":              s.oauthLogout,
 	} {

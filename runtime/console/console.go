@@ -178,6 +178,7 @@ func (c *Console) routes() {
 		"POST /ui/playground":    c.playgroundCall,
 		"POST /ui/pins":          c.pinAction,
 		"POST /ui/policies":      c.policyAction,
+		"POST /ui/interceptors":  c.interceptorAction,
 		"POST /ui/modules":       c.uploadModule,
 		"POST /ui/modules/pull":  c.pullModule,
 		"POST /ui/oauth":         c.oauthAction,

@@ -171,7 +171,16 @@ type policiesData struct {
 	// ShadowDiffs are the last shadow decisions that differed from the
 	// enforced ones, newest first, as the log (the live tail) has them.
 	ShadowDiffs []Entry
+	// AuditDecisions are the last refusals and payload changes of audit
+	// interceptors that did not block, newest first, from the log.
+	AuditDecisions []Entry
 }
+
+// auditMsgs are the log messages of an audit interceptor's decision that
+// did not block: each one's (interceptchain.Run, at INFO) and the chain's
+// own (at WARN, at most once a minute per interceptor).
+var auditMsgs = []string{"audit interceptor would have refused", "audit interceptor would have changed the payload",
+	"audit validator refused", "audit mutator would change the payload"}
 
 // shadowDiffMsg is the policy engine's log message of a shadow decision
 // that differs from the enforced one.
@@ -184,15 +193,27 @@ const maxShadowDiffs = 10
 type Interceptor struct {
 	Name, Type                       string
 	Calls, Denials, Failures, Audits int64
+	// Mode is audit or active; ModeOverride says a promotion or
+	// demotion set it until the next reload. P50Micros is the median
+	// duration of its last calls. The policies page fills these from the
+	// admin listing.
+	Mode         string
+	ModeOverride bool
+	P50Micros    int64
 }
 
 func (c *Console) policies(r *http.Request) (string, any, error) {
 	gen, pols := c.ops.ListPolicies()
-	d := policiesData{Generation: gen, Policies: pols, Interceptors: c.src.Interceptors()}
+	d := policiesData{Generation: gen, Policies: pols, Interceptors: c.interceptors()}
 	for _, e := range c.tail.recent(filter{Kind: KindLog}) {
 		if strings.HasPrefix(e.Text, shadowDiffMsg+" ") && len(d.ShadowDiffs) < maxShadowDiffs {
 			e.Text = strings.TrimPrefix(e.Text, shadowDiffMsg+" ")
 			d.ShadowDiffs = append(d.ShadowDiffs, e)
+		}
+		for _, m := range auditMsgs {
+			if strings.HasPrefix(e.Text, m+" ") && len(d.AuditDecisions) < maxShadowDiffs {
+				d.AuditDecisions = append(d.AuditDecisions, e)
+			}
 		}
 	}
 	var err error
@@ -203,6 +224,46 @@ func (c *Console) policies(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	return "policies.html", d, nil
+}
+
+// interceptors are the chain's members in chain order, with their mode
+// and latency from the admin listing.
+func (c *Console) interceptors() []Interceptor {
+	ics := c.src.Interceptors()
+	listing := c.ops.Interceptors().Interceptors
+	at := map[string]int{}
+	for j, l := range listing {
+		if l.InChain {
+			at[l.Name] = j
+		}
+	}
+	for i, ic := range ics {
+		if j, ok := at[ic.Name]; ok {
+			l := listing[j]
+			ics[i].Mode, ics[i].ModeOverride, ics[i].P50Micros = l.Mode, l.ModeOverride, l.P50Micros
+		}
+	}
+	return ics
+}
+
+// interceptorAction promotes an audit interceptor (action promote) or
+// demotes one (demote) until the next reload.
+func (c *Console) interceptorAction(r *http.Request) (string, any, error) {
+	name := r.PostFormValue("name")
+	var err error
+	switch action := r.PostFormValue("action"); action {
+	case "promote":
+		_, err = admin.ChangeInterceptorMode(r.Context(), c.ops, name, "active")
+	case "demote":
+		_, err = admin.ChangeInterceptorMode(r.Context(), c.ops, name, "audit")
+	default:
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote or demote", action)
+	}
+	c.record(r, "interceptor."+r.PostFormValue("action"), name, err)
+	if err != nil {
+		return "", nil, err
+	}
+	return "redirect:/ui/policies", nil, nil
 }
 
 // policyAction promotes a shadow attachment, detaches one, moves one up

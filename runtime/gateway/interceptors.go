@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/interceptchain"
 )
 
@@ -29,3 +32,10 @@ func (g *Gateway) InterceptorStatus() *InterceptorStatus { return g.icept.Load()
 // Interceptors is the admin API's listing of the running chain
 // (GET /admin/interceptors); empty without one.
 func (o adminOps) Interceptors() *interceptchain.Listing { return o.g.icept.Load().List() }
+
+// SetInterceptorMode promotes or demotes a chain member until the next
+// reload (POST /admin/interceptors/{name}/promote, .../demote).
+func (o adminOps) SetInterceptorMode(_ context.Context, name, mode string) (string, error) {
+	was, err := o.g.icept.Load().SetMode(name, intercept.Mode(mode))
+	return string(was), err
+}

@@ -65,9 +65,12 @@ func (s *Set) build() (changed bool, err error) {
 			inChain[d.Name] = e.Source()
 			m := base
 			m.Interceptor = ic
+			if mode, ok := s.modes[d.Name]; ok {
+				m.Mode = mode
+			}
 			members = append(members, m)
 			b, _ := json.Marshal(d)
-			fmt.Fprintf(&key, "%d:%s;", i, b)
+			fmt.Fprintf(&key, "%d:%s:%s;", i, b, m.Mode)
 		}
 	}
 	if k := key.String(); k == s.lastKey && s.chain.Load() != nil {

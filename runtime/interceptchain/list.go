@@ -35,14 +35,18 @@ type Listed struct {
 	Type   string `json:"type"`
 	// Events is the hooks, EVENT,EVENT:PHASE, a hook of both phases
 	// as :both.
-	Events   string `json:"events"`
-	Mode     string `json:"mode"`
-	FailOpen bool   `json:"fail_open"`
-	InChain  bool   `json:"in_chain"`
-	Calls    int64  `json:"calls"`
-	Denials  int64  `json:"denials"`
-	Failures int64  `json:"failures"`
-	Audits   int64  `json:"audits"`
+	Events string `json:"events"`
+	Mode   string `json:"mode"`
+	// ModeOverride says the mode is a run-time override (POST
+	// /admin/interceptors/{name}/promote or demote), not the config's;
+	// the next reload ends it.
+	ModeOverride bool  `json:"mode_override,omitempty"`
+	FailOpen     bool  `json:"fail_open"`
+	InChain      bool  `json:"in_chain"`
+	Calls        int64 `json:"calls"`
+	Denials      int64 `json:"denials"`
+	Failures     int64 `json:"failures"`
+	Audits       int64 `json:"audits"`
 	// P50Micros is the median duration of its last (up to 256)
 	// invocations, in microseconds.
 	P50Micros int64 `json:"p50_us"`
@@ -55,6 +59,12 @@ func (s *Set) List() *Listing {
 		return out
 	}
 	ch := s.Chain()
+	s.mu.Lock()
+	overridden := make(map[string]bool, len(s.modes))
+	for name := range s.modes {
+		overridden[name] = true
+	}
+	s.mu.Unlock()
 	inChain := map[string]intercept.Descriptor{}
 	for _, d := range ch.Descriptors() {
 		inChain[d.Name] = d
@@ -62,7 +72,7 @@ func (s *Set) List() *Listing {
 	row := func(d intercept.Descriptor, source string) {
 		l := Listed{Name: d.Name, Source: source}
 		if e, ok := inChain[d.Name]; ok {
-			d, l.InChain = e, true
+			d, l.InChain, l.ModeOverride = e, true, overridden[d.Name]
 			delete(inChain, d.Name)
 			if c := ch.Counters(d.Name); c != nil {
 				l.Calls, l.Denials, l.Failures, l.Audits = c.Calls.Load(), c.Denials.Load(), c.Failures.Load(), c.Audits.Load()

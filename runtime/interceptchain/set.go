@@ -67,9 +67,12 @@ type Set struct {
 	log     *slog.Logger
 
 	chain   atomic.Pointer[intercept.Chain]
-	mu      sync.Mutex // guards modules, the servers' state and lastKey
+	mu      sync.Mutex // guards modules, the servers' state, lastKey and modes
 	modules map[string][]intercept.Interceptor
 	lastKey string
+	// modes are the run-time mode overrides (SetMode) by interceptor
+	// name; they last as long as the Set: a reload starts without them.
+	modes map[string]intercept.Mode
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -91,7 +94,7 @@ type server struct {
 // server until it is reached, its entries are stand-ins that fail every
 // call.
 func NewSet(cfg *config.Config, opts Options) (*Set, error) {
-	s := &Set{entries: cfg.InterceptorChain(), byName: map[string]*server{}, opts: opts, log: opts.Logger, modules: map[string][]intercept.Interceptor{}}
+	s := &Set{entries: cfg.InterceptorChain(), byName: map[string]*server{}, opts: opts, log: opts.Logger, modules: map[string][]intercept.Interceptor{}, modes: map[string]intercept.Mode{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
