@@ -154,11 +154,14 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 	if !ok {
 		return true // not a tools/call, or the transport answers (400, 413)
 	}
-	server := ""
-	if it := g.route.catalogue().index[kindTools][name]; it != nil && it.up != nil {
-		server = it.up.name
+	server, tool, cat := "", name, g.route.catalogue()
+	if vs := virtual.NameOf(r); vs != "" {
+		cat = g.virtualCatalogue(vs, cat)
 	}
-	rl := gd.AllowCall(id.Name, server, name)
+	if it := cat.find(kindTools, name); it != nil && it.up != nil {
+		server, tool = it.up.name, it.ruleName()
+	}
+	rl := gd.AllowCall(id.Name, server, tool)
 	if rl == nil {
 		return true
 	}

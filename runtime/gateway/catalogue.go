@@ -74,6 +74,9 @@ type catalogue struct {
 	// are not now, by exposed name: a call of one is answered with the
 	// server's state rather than "unknown tool".
 	gone [numKinds]map[string]*item
+	// virt is a virtual server's view's share of the catalogue it was
+	// built from: index then holds only the view's rewritten items (find).
+	virt *virtualShare
 }
 
 // conflict is a name two servers offer: winner serves it, loser's is not
@@ -137,7 +140,7 @@ func (c *catalogue) page(k listKind, cursor string, pageSize int) (json.RawMessa
 // resource finds the upstream that serves uri: an exact resource first, then
 // the first matching template.
 func (c *catalogue) resource(uri string) *upstream {
-	if it, ok := c.index[kindResources][uri]; ok {
+	if it := c.find(kindResources, uri); it != nil {
 		return it.up
 	}
 	for _, it := range c.lists[kindTemplates] {

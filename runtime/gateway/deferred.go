@@ -68,7 +68,7 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 		s.reply(req.ID, toolError(`edge-mcp: tool_invoke needs "name": the name of the tool to call (find it with tool_search)`))
 		return
 	}
-	it := s.catalogue().index[kindTools][name]
+	it := s.catalogue().find(kindTools, name)
 	if it == nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: there is no tool named %q available to you; find tools with %s", name, toolSearchName)))
 		return

@@ -159,7 +159,7 @@ func (f fleetSession) PerClient(req *jsonrpc.Request) (string, time.Duration, bo
 			k = kindPrompts
 		}
 		if name, ok := wire.String(req.Params, "name"); ok {
-			if it := f.s.catalogue().index[k][name]; it != nil {
+			if it := f.s.catalogue().find(k, name); it != nil {
 				u = it.up
 			}
 		}

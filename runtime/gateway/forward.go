@@ -239,7 +239,7 @@ func (s *session) toolSchema(l *link, u *upstream, info *forwardInfo) json.RawMe
 	if cat == nil {
 		return nil
 	}
-	it := cat.index[kindTools][info.tool]
+	it := cat.find(kindTools, info.tool)
 	if it == nil || it.up != u || it.name != info.upName {
 		return nil
 	}

@@ -445,7 +445,7 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
 		return
 	}
-	it := s.catalogue().index[k][name]
+	it := s.catalogue().find(k, name)
 	if it == nil {
 		notFound{s.session}.answer(req, k, name, mayWait)
 		return
@@ -595,7 +595,7 @@ func (s routing) complete(req *jsonrpc.Request) {
 	switch typ {
 	case "ref/prompt":
 		name, _ := wire.String(ref, "name")
-		it := cat.index[kindPrompts][name]
+		it := cat.find(kindPrompts, name)
 		if it == nil {
 			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown prompt %q", name)
 			return
@@ -615,7 +615,7 @@ func (s routing) complete(req *jsonrpc.Request) {
 	case "ref/resource":
 		uri, _ := wire.String(ref, "uri")
 		u := (*upstream)(nil)
-		if it := cat.index[kindTemplates][uri]; it != nil {
+		if it := cat.find(kindTemplates, uri); it != nil {
 			u = it.up
 		} else {
 			u = cat.resource(uri)

@@ -45,7 +45,8 @@ func (g *Gateway) virtualCatalogue(name string, cat *catalogue) *catalogue {
 }
 
 // buildVirtual builds vs's view of cat: the catalogue's items themselves,
-// and a copy of the few an override rewrites.
+// a copy of the few an override rewrites, and no name index of its own
+// but those copies' (find resolves the rest through cat's).
 func (g *Gateway) buildVirtual(vs *virtual.Server, cat *catalogue) *catalogue {
 	var lists [virtual.NumKinds]virtual.List
 	for k := range numKinds {
@@ -55,9 +56,9 @@ func (g *Gateway) buildVirtual(vs *virtual.Server, cat *catalogue) *catalogue {
 	for _, w := range vs.NewWarnings(v) {
 		g.log.Warn("virtual server: "+w, "virtual_server", vs.Name)
 	}
-	c := &catalogue{gen: cat.gen}
+	c := &catalogue{gen: cat.gen, virt: &virtualShare{base: cat, sel: v.Selection()}}
 	for k := range numKinds {
-		c.index[k] = make(map[string]*item, v.Len(virtual.Kind(k)))
+		c.lists[k] = make([]*item, 0, v.Len(virtual.Kind(k)))
 		size := 0
 		for _, e := range v.Entries(virtual.Kind(k)) {
 			it := cat.lists[k][e.Pos]
@@ -68,9 +69,12 @@ func (g *Gateway) buildVirtual(vs *virtual.Server, cat *catalogue) *catalogue {
 					cp.exposed = e.Name
 				}
 				it = &cp
+				if c.index[k] == nil {
+					c.index[k] = make(map[string]*item)
+				}
+				c.index[k][it.exposed] = it
 			}
 			c.lists[k] = append(c.lists[k], it)
-			c.index[k][it.exposed] = it
 			size += len(it.raw)
 		}
 		if size <= virtualPagesMax {
@@ -78,6 +82,26 @@ func (g *Gateway) buildVirtual(vs *virtual.Server, cat *catalogue) *catalogue {
 		}
 	}
 	return c
+}
+
+// virtualShare is what a virtual server's view shares with the catalogue
+// it was built from.
+type virtualShare struct {
+	base *catalogue
+	sel  virtual.Selection
+}
+
+// find returns c's item named name (exposed name, URI or template), or
+// nil. A virtual server's view finds its rewritten items in its own index
+// and the rest in the catalogue's, when it selects them.
+func (c *catalogue) find(k listKind, name string) *item {
+	if it := c.index[k][name]; it != nil || c.virt == nil {
+		return it
+	}
+	if it := c.virt.base.index[k][name]; it != nil && c.virt.sel.Serves(virtual.Kind(k), name) {
+		return it
+	}
+	return nil
 }
 
 // virtualPagesMax is the largest view whose lists a virtual server keeps
