@@ -75,6 +75,10 @@ type Catalogue[U comparable, L any] struct {
 	// are not now, by exposed name: a call of one is answered with the
 	// server's state rather than "unknown tool".
 	Gone [NumKinds]map[string]*Item[U, L]
+	// share is, for a virtual server's view, what it shares with the
+	// catalogue it was built from: Index then holds only the view's
+	// rewritten items (Find).
+	share *share[U, L]
 }
 
 // Conflict is a name two servers offer: Winner serves it, Loser's is not
@@ -141,7 +145,7 @@ func (c *Catalogue[U, L]) Page(k Kind, cursor string, pageSize int) (json.RawMes
 // Resource finds the server that serves uri: an exact resource first,
 // then the first matching template; the zero U when none does.
 func (c *Catalogue[U, L]) Resource(uri string) U {
-	if it, ok := c.Index[Resources][uri]; ok {
+	if it := c.Find(Resources, uri); it != nil {
 		return it.Up
 	}
 	for _, it := range c.Lists[Templates] {

@@ -22,8 +22,9 @@ func (it *Item[U, L]) RuleName() string {
 	return it.Exposed
 }
 
-// Virtual builds vs's view of cat: the catalogue's items themselves, and
-// a copy of the few an override rewrites. It returns the warnings vs has
+// Virtual builds vs's view of cat: the catalogue's items themselves, a
+// copy of the few an override rewrites, and no name index of its own but
+// those copies' (Find resolves the rest through cat's). It returns the warnings vs has
 // not given before (tools it names that no server offers).
 func Virtual[U comparable, L any](vs *virtual.Server, cat *Catalogue[U, L], pageSize int) (*Catalogue[U, L], []string) {
 	var lists [virtual.NumKinds]virtual.List
@@ -31,9 +32,9 @@ func Virtual[U comparable, L any](vs *virtual.Server, cat *Catalogue[U, L], page
 		lists[k] = List[U, L](cat.Lists[k])
 	}
 	v := vs.Build(lists)
-	c := &Catalogue[U, L]{Gen: cat.Gen}
+	c := &Catalogue[U, L]{Gen: cat.Gen, share: &share[U, L]{base: cat, sel: v.Selection()}}
 	for k := range NumKinds {
-		c.Index[k] = make(map[string]*Item[U, L], v.Len(virtual.Kind(k)))
+		c.Lists[k] = make([]*Item[U, L], 0, v.Len(virtual.Kind(k)))
 		size := 0
 		for _, e := range v.Entries(virtual.Kind(k)) {
 			it := cat.Lists[k][e.Pos]
@@ -44,9 +45,12 @@ func Virtual[U comparable, L any](vs *virtual.Server, cat *Catalogue[U, L], page
 					cp.Exposed = e.Name
 				}
 				it = &cp
+				if c.Index[k] == nil {
+					c.Index[k] = make(map[string]*Item[U, L])
+				}
+				c.Index[k][it.Exposed] = it
 			}
 			c.Lists[k] = append(c.Lists[k], it)
-			c.Index[k][it.Exposed] = it
 			size += len(it.Raw)
 		}
 		if size <= VirtualPagesMax {
@@ -54,6 +58,26 @@ func Virtual[U comparable, L any](vs *virtual.Server, cat *Catalogue[U, L], page
 		}
 	}
 	return c, vs.NewWarnings(v)
+}
+
+// share is what a virtual server's view shares with the catalogue it was
+// built from.
+type share[U comparable, L any] struct {
+	base *Catalogue[U, L]
+	sel  virtual.Selection
+}
+
+// Find returns c's item named name (exposed name, URI or template), or
+// nil. A virtual server's view finds its rewritten items in its own index
+// and the rest in the catalogue's, when it selects them.
+func (c *Catalogue[U, L]) Find(k Kind, name string) *Item[U, L] {
+	if it := c.Index[k][name]; it != nil || c.share == nil {
+		return it
+	}
+	if it := c.share.base.Index[k][name]; it != nil && c.share.sel.Serves(virtual.Kind(k), name) {
+		return it
+	}
+	return nil
 }
 
 // List reads a catalogue list as runtime/virtual does.

@@ -66,7 +66,7 @@ func invokeTool(s *session, req *jsonrpc.Request) {
 		s.reply(req.ID, toolError(problem))
 		return
 	}
-	it := s.catalogue().Index[kindTools][name]
+	it := s.catalogue().Find(kindTools, name)
 	if it == nil {
 		s.reply(req.ID, toolError(fmt.Sprintf("edge-mcp: there is no tool named %q available to you; find tools with %s", name, toolSearchName)))
 		return

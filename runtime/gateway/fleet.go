@@ -141,7 +141,7 @@ func (f fleetSession) PerClient(req *jsonrpc.Request) (string, time.Duration, bo
 			k = kindPrompts
 		}
 		if name, ok := wire.String(req.Params, "name"); ok {
-			if it := f.s.catalogue().Index[k][name]; it != nil {
+			if it := f.s.catalogue().Find(k, name); it != nil {
 				u = it.Up
 			}
 		}

@@ -239,7 +239,7 @@ func (s *session) toolSchema(l *link, u *upstream, info *forwardInfo) json.RawMe
 	if cat == nil {
 		return nil
 	}
-	it := cat.Index[kindTools][info.tool]
+	it := cat.Find(kindTools, info.tool)
 	if it == nil || it.Up != u || it.Name != info.upName {
 		return nil
 	}

@@ -37,10 +37,16 @@ type notFound struct{ *session }
 func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait bool) {
 	full := s.g.route.catalogue()
 	gd := s.g.guard.Load()
-	if it := full.Index[k][name]; it != nil && it.Up != nil {
+	key, renamed := name, false // the catalogue's name of what the client calls name
+	if vs := s.g.virt.Load().ByName(s.vs); vs != nil && k == kindTools {
+		if tool, ok := vs.Renamed(name); ok {
+			key, renamed = tool, true // its server's state is the catalogue name's
+		}
+	}
+	if it := full.Index[k][key]; it != nil && it.Up != nil {
 		reason := s.hiddenFrom(gd, k, it)
 		if reason == "" && s.vs != "" {
-			reason = s.virtualHidden(k, name)
+			reason = s.virtualHidden(k, key)
 		}
 		if reason == "" {
 			reason = "not in this client's view of the catalogue"
@@ -49,11 +55,11 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 		s.replyUnknown(req, k, name)
 		return
 	}
-	if vs := s.g.virt.Load().ByName(s.vs); s.vs != "" && (vs == nil || !vs.Selects(virtual.Kind(k), name)) {
+	if vs := s.g.virt.Load().ByName(s.vs); s.vs != "" && (vs == nil || !vs.Selects(virtual.Kind(k), key) || !renamed && vs.RenamedAway(key)) {
 		s.replyUnknown(req, k, name) // nothing of what its virtual server leaves out, not even its state
 		return
 	}
-	if it := full.Withheld[name]; it != nil && k == kindTools {
+	if it := full.Withheld[key]; it != nil && k == kindTools {
 		if reason := s.hiddenFrom(gd, k, it); reason != "" {
 			s.explainHidden(req, k, it, reason)
 			s.replyUnknown(req, k, name)
@@ -62,7 +68,7 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 		s.pendingApproval(req, it)
 		return
 	}
-	if it := full.Gone[k][name]; it != nil {
+	if it := full.Gone[k][key]; it != nil {
 		if reason := s.hiddenFrom(gd, k, it); reason != "" {
 			s.explainHidden(req, k, it, reason)
 			s.replyUnknown(req, k, name)

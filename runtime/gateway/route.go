@@ -302,7 +302,7 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 		s.replyError(req.ID, jsonrpc.CodeInvalidParams, "%s: params.name must be a string", req.Method)
 		return
 	}
-	it := s.catalogue().Index[k][name]
+	it := s.catalogue().Find(k, name)
 	if it == nil {
 		notFound{s.session}.answer(req, k, name, mayWait)
 		return
@@ -452,7 +452,7 @@ func (s routing) complete(req *jsonrpc.Request) {
 	switch typ {
 	case "ref/prompt":
 		name, _ := wire.String(ref, "name")
-		it := cat.Index[kindPrompts][name]
+		it := cat.Find(kindPrompts, name)
 		if it == nil {
 			s.replyError(req.ID, jsonrpc.CodeInvalidParams, "unknown prompt %q", name)
 			return
@@ -472,7 +472,7 @@ func (s routing) complete(req *jsonrpc.Request) {
 	case "ref/resource":
 		uri, _ := wire.String(ref, "uri")
 		u := (*upstream)(nil)
-		if it := cat.Index[kindTemplates][uri]; it != nil {
+		if it := cat.Find(kindTemplates, uri); it != nil {
 			u = it.Up
 		} else {
 			u = cat.Resource(uri)

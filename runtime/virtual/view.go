@@ -92,12 +92,35 @@ type View struct {
 	// overridden tool no server offers (kept: it may appear later), a
 	// renamed tool that shadows another.
 	Warnings []string
+	sel      Selection
+}
+
+// Selection answers, without a copy of the catalogue's name index, which
+// catalogue items a view serves under their catalogue key: a caller keeps
+// it beside the view's few rewritten items (those with Entry.Raw) and
+// resolves a name by them first, then by the catalogue's own index and
+// Serves. It is small: the server and the catalogue names of the tools
+// the view renamed.
+type Selection struct {
+	server  *Server
+	renamed map[string]bool // catalogue names served under another name
+}
+
+// Selection returns v's selection.
+func (v *View) Selection() Selection { return v.sel }
+
+// Serves reports whether the view serves the catalogue item key of kind k
+// under that key (given the catalogue has it): its globs select it and no
+// override renamed it. A name an override gave to another tool is not
+// this selection's to answer: the caller finds the rewritten item first.
+func (s Selection) Serves(k Kind, key string) bool {
+	return s.server != nil && s.server.Selects(k, key) && !(k == Tools && s.renamed[key])
 }
 
 // Build applies s to the catalogue lists (indexed by Kind; Templates
 // select by the Resources patterns).
 func (s *Server) Build(lists [NumKinds]List) *View {
-	v := &View{Server: s}
+	v := &View{Server: s, sel: Selection{server: s}}
 	globs := [NumKinds][]string{Tools: s.Tools, Prompts: s.Prompts, Resources: s.Resources, Templates: s.Resources}
 	for k := range NumKinds {
 		l := lists[k]
@@ -137,6 +160,10 @@ func (v *View) override(l List) {
 		e.Raw, e.Tool, e.Name = raw, t, t.name
 		if t.name != "" {
 			renamed[t.name] = key
+			if v.sel.renamed == nil {
+				v.sel.renamed = make(map[string]bool, len(s.overrides))
+			}
+			v.sel.renamed[key] = true
 		}
 	}
 	for _, o := range s.Overrides {
@@ -187,4 +214,27 @@ func (v *View) Hidden(l List, key string) string {
 // log and audit of a client calling it (see View.Hidden).
 func (s *Server) Why(tools List, key string) string {
 	return s.Build([NumKinds]List{Tools: tools}).Hidden(tools, key)
+}
+
+// Renamed returns the catalogue name of the tool an override of s gives
+// the name name, and whether there is one.
+func (s *Server) Renamed(name string) (string, bool) {
+	for _, o := range s.Overrides {
+		if o.Name == name {
+			return o.Tool, true
+		}
+	}
+	return "", false
+}
+
+// RenamedAway reports whether an override of s gives the catalogue tool
+// name another name (so that s serves nothing under name but a tool
+// renamed to it).
+func (s *Server) RenamedAway(name string) bool {
+	for _, o := range s.Overrides {
+		if o.Tool == name && o.Name != "" && o.Name != name {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -227,5 +228,58 @@ func TestMatch(t *testing.T) {
 				t.Errorf("match(%q, %q) = %v", tt.pattern, tt.name, got)
 			}
 		})
+	}
+}
+
+// TestSelection: a view's own rewritten entries, then the catalogue's
+// items its Selection serves, resolve exactly the names the view lists,
+// to the same items: what a caller resolving names without a copy of the
+// catalogue's index relies on.
+func TestSelection(t *testing.T) {
+	cat := catalogue()
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"triage", func(*Config) {}},
+		{"everything", func(c *Config) { c.Tools, c.Prompts, c.Resources = []string{"*"}, []string{"*"}, []string{"*"} }},
+		{"rename shadows a catalogue tool", func(c *Config) {
+			c.Overrides = append(c.Overrides, Override{Tool: "github.search", Name: "jira.search"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := triage()
+			tc.edit(&c)
+			s, err := Compile(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := s.Build(cat)
+			sel := v.Selection()
+			for k := range NumKinds {
+				want, got := map[string]int{}, map[string]int{}
+				for _, e := range v.Entries(k) {
+					name := cmpOr(e.Name, cat[k].Key(e.Pos))
+					want[name] = e.Pos
+					if e.Raw != nil {
+						got[name] = e.Pos
+					}
+				}
+				for i := range cat[k].Len() {
+					if key := cat[k].Key(i); sel.Serves(k, key) {
+						if _, own := got[key]; !own {
+							got[key] = i
+						}
+					}
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("kind %d: resolved %v, the view lists %v", k, got, want)
+				}
+			}
+		})
+	}
+	s, _ := Compile(triage())
+	if tool, ok := s.Renamed("file_bug"); !ok || tool != "github.create_issue" || !s.RenamedAway("github.create_issue") || s.RenamedAway("github.search") {
+		t.Errorf("Renamed(file_bug) = %q %v; RenamedAway wrong", tool, ok)
 	}
 }
