@@ -46,7 +46,7 @@ func (s notFound) answer(req *jsonrpc.Request, k listKind, name string, mayWait 
 	if it := full.Index[k][key]; it != nil && it.Up != nil {
 		reason := s.hiddenFrom(gd, k, it)
 		if reason == "" && s.vs != "" {
-			reason = s.virtualHidden(k, key)
+			reason = virtualSide{s.session}.hidden(k, key)
 		}
 		if reason == "" {
 			reason = "not in this client's view of the catalogue"

@@ -131,7 +131,7 @@ func (r *router) publishNotifying(always []string, change func()) {
 	old, next, sessions := r.rebuild(change)
 	changed := catalog.Changed(old, next, always)
 	for _, s := range sessions {
-		for _, m := range s.listsChanged(old, next, changed) {
+		for _, m := range (virtualSide{s}).listsChanged(old, next, changed) {
 			s.listChanged(m)
 		}
 	}

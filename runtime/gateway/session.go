@@ -374,8 +374,8 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	}{
 		ProtocolVersion: version,
 		Capabilities:    bridgeOps{s.g}.Capabilities(version),
-		ServerInfo:      s.serverInfo(),
-		Instructions:    s.instructions(),
+		ServerInfo:      virtualSide{s}.serverInfo(),
+		Instructions:    virtualSide{s}.instructions(),
 	}
 	b, _ := json.Marshal(res)
 	s.initialized.Store(true)

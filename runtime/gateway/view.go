@@ -28,10 +28,10 @@ type sessionView struct {
 
 // catalogue returns the session's view of the current catalogue.
 func (s *session) catalogue() *catalogue {
-	cat := s.baseCatalogue()
+	cat := virtualSide{s}.base()
 	gd := s.g.guard.Load()
 	pg := s.g.pol.Current()
-	if gd.Access == nil && !gd.AnyDeferred && !s.virtualDeferred() && !pg.Hooks().Has(policy.HookToolsList) {
+	if gd.Access == nil && !gd.AnyDeferred && !(virtualSide{s}).deferred() && !pg.Hooks().Has(policy.HookToolsList) {
 		return cat
 	}
 	s.mu.Lock()
@@ -74,7 +74,7 @@ func (a viewAccess) Allowed(k catalog.Kind, it *item) bool {
 }
 
 func (a viewAccess) Deferred(it *item) bool {
-	return a.gd.AnyDeferred && a.gd.Settings(it.Up.name, ruleName(it)).Deferred || a.s.virtualDeferred()
+	return a.gd.AnyDeferred && a.gd.Settings(it.Up.name, ruleName(it)).Deferred || virtualSide{a.s}.deferred()
 }
 
 func (a viewAccess) Meta(deferred []*item) []*item { return metaTools(deferred) }

@@ -20,9 +20,15 @@ import (
 // once per catalogue snapshot and shared by the server's sessions; access
 // lists, tool rules and policies then apply as on /mcp.
 
-// baseCatalogue is where a session's view starts: the shared catalogue,
-// or its virtual server's view of it.
-func (s *session) baseCatalogue() *catalogue {
+// virtualSide is a session's side of its virtual server (s.vs; none for
+// a session on /mcp): the catalogue its view starts from, its
+// list_changed, what its initialize result says, and why it is not shown
+// a name.
+type virtualSide struct{ *session }
+
+// base is where a session's view starts: the shared catalogue, or its
+// virtual server's view of it.
+func (s virtualSide) base() *catalogue {
 	if s.vs == "" {
 		return s.g.route.catalogue()
 	}
@@ -61,7 +67,7 @@ func ruleName(it *item) string { return it.RuleName() }
 // listsChanged returns the list_changed methods a session gets when the
 // catalogue went from old to next: changed on /mcp, on a virtual server
 // those of the lists of its own view that changed.
-func (s *session) listsChanged(old, next *catalogue, changed []string) []string {
+func (s virtualSide) listsChanged(old, next *catalogue, changed []string) []string {
 	if s.vs == "" {
 		return changed
 	}
@@ -81,7 +87,7 @@ func (s *session) listsChanged(old, next *catalogue, changed []string) []string 
 
 // serverInfo and instructions are what a session's initialize result and
 // server/discover say: the gateway's, or its virtual server's.
-func (s *session) serverInfo() map[string]any {
+func (s virtualSide) serverInfo() map[string]any {
 	info := serverInfo()
 	if vs := s.g.virt.Load().ByName(s.vs); vs != nil && vs.Title != "" {
 		info["title"] = vs.Title
@@ -89,7 +95,7 @@ func (s *session) serverInfo() map[string]any {
 	return info
 }
 
-func (s *session) instructions() string {
+func (s virtualSide) instructions() string {
 	if s.vs == "" {
 		return bridgeOps{s.g}.Instructions()
 	}
@@ -99,20 +105,20 @@ func (s *session) instructions() string {
 	return ""
 }
 
-func (b bridgeSession) ServerInfo() any      { return b.s.serverInfo() }
-func (b bridgeSession) Instructions() string { return b.s.instructions() }
+func (b bridgeSession) ServerInfo() any      { return virtualSide{b.s}.serverInfo() }
+func (b bridgeSession) Instructions() string { return virtualSide{b.s}.instructions() }
 
-// virtualDeferred reports whether the session's virtual server defers all
-// its tools (deferred_tools: found by tool_search, called by name).
-func (s *session) virtualDeferred() bool {
+// deferred reports whether the session's virtual server defers all its
+// tools (deferred_tools: found by tool_search, called by name).
+func (s virtualSide) deferred() bool {
 	vs := s.g.virt.Load().ByName(s.vs)
 	return vs != nil && vs.DeferredTools
 }
 
-// virtualHidden says why a virtual server's session does not see the
+// hidden says why a virtual server's session does not see the
 // catalogue's item name, for the log and audit (the client is told
 // "unknown").
-func (s *session) virtualHidden(k listKind, name string) string {
+func (s virtualSide) hidden(k listKind, name string) string {
 	if vs := s.g.virt.Load().ByName(s.vs); vs != nil && k == kindTools {
 		return vs.Why(catalog.List[*upstream, localCall](s.g.route.catalogue().Lists[kindTools]), name)
 	}
