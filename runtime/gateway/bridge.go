@@ -156,12 +156,12 @@ func (u *upstream) refreshExpired(k listKind) {
 	if l == nil || !u.hintRefresh.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	u.g.route.relists.Go(func() {
 		defer u.hintRefresh.Store(false)
 		u.g.route.relisting.Add(1)
 		defer u.g.route.relisting.Add(-1)
 		u.refresh(l, []listKind{k}, false)
-	}()
+	})
 }
 
 // bridgeSession implements bridge.Session for a session; equal values are

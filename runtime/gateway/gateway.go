@@ -346,6 +346,7 @@ func (g *Gateway) Close() error {
 		g.cancel()
 	}
 	g.wg.Wait()
+	g.route.relists.Wait() // their links are closed: each ends at once
 	g.fleet.Close()
 	g.senders.close()
 	g.oauth.Close()

@@ -60,6 +60,9 @@ type router struct {
 	// relisting counts the list_changed notifications of upstreams whose
 	// lists are being fetched again: the catalogue is about to change.
 	relisting atomic.Int32
+	// relists are the re-list goroutines list_changed notifications and
+	// expired list hints start; Gateway.Close waits for them.
+	relists sync.WaitGroup
 	// tasks maps the task ids clients see to the tasks upstream (tasks.go).
 	tasks tasks.Table
 }
@@ -617,11 +620,11 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/subscriptions/acknowledged":
 		l.resListens.Acknowledged(n.Params)
 	case "notifications/tools/list_changed":
-		go g.route.relist(l, []listKind{kindTools})
+		g.route.relists.Go(func() { g.route.relist(l, []listKind{kindTools}) })
 	case "notifications/prompts/list_changed":
-		go g.route.relist(l, []listKind{kindPrompts})
+		g.route.relists.Go(func() { g.route.relist(l, []listKind{kindPrompts}) })
 	case "notifications/resources/list_changed":
-		go g.route.relist(l, []listKind{kindResources, kindTemplates})
+		g.route.relists.Go(func() { g.route.relist(l, []listKind{kindResources, kindTemplates}) })
 	case "notifications/tasks/status", "notifications/tasks":
 		g.route.tasks.Notification(taskOps{g}, l.taskKey(), n, l.u.log)
 	case "notifications/cancelled":

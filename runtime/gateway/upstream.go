@@ -198,8 +198,10 @@ func (u *upstream) refresh(l *link, kinds []listKind, announce bool) {
 	ctx, cancel := context.WithTimeout(l.ctx, u.cfg.Timeout)
 	defer cancel()
 	fresh, err := l.discover(ctx, kinds)
-	if err != nil {
+	if err != nil && l.ctx.Err() == nil { // a closed link's lists are nobody's concern
 		u.log.Warn("refreshing lists after list_changed", "err", err)
+	}
+	if err != nil {
 		return
 	}
 	if u.current() != l {
