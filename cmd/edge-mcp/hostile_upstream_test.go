@@ -31,7 +31,11 @@ func TestHostileUpstream(t *testing.T) {
 	const (
 		timeout = 3 * time.Second // the server's "timeout": every call's deadline
 		budget  = 4 << 20         // limits.upstream_bytes_in_flight
-		growth  = 8 << 20         // peak RSS a case may add (besides the budget)
+		// growth is the peak RSS a case may add besides the budget: 7-9 MiB
+		// on a quiet machine (garbage of the streamed body the GC has not
+		// reclaimed yet); 12.4 was seen in a CI run beside other work, so
+		// 12. The failures it guards against are 340 MiB and 733 MB.
+		growth = 12 << 20
 	)
 	cases := []struct {
 		name   string
