@@ -43,6 +43,8 @@ var virtualKeys = []key{
 		doc: "`true`: its tools are left out of its tools list, found by `tool_search` and called by name (see [deferred tools](access.md))"},
 	{name: "virtual_servers.*.allow", def: "everyone", field: at(func(v *virtual.Config) *[]string { return &v.Allow }),
 		doc: "identities that may connect (composed with `access`: both must allow)"},
+	{name: "virtual_servers.*.interceptors", def: "none", field: at(func(v *virtual.Config) *[]string { return &v.Interceptors }),
+		doc: "policies and interceptor servers of the `interceptors` chain whose interceptors run only for this virtual server's sessions (and those of other virtual servers naming them), not on `/mcp`; the chain's other members run everywhere"},
 }
 
 // decodeVirtualServers decodes "virtual_servers" and checks each server.

@@ -33,8 +33,10 @@ type Config struct {
 	// Allow lists the identities that may use the server; empty: every
 	// identity the global access rules let in.
 	Allow []string
-	// Interceptors names the interceptor chain entries that apply to the
-	// server's calls besides the global ones.
+	// Interceptors names policies and interceptor servers of the global
+	// interceptor chain whose entries' members run only for the sessions
+	// of the virtual servers naming them; the chain's other members run
+	// for every session.
 	Interceptors []string
 	// DeferredTools leaves the server's tools out of its tools list
 	// (callable by name and found by tool search).
