@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/edge-mcp/edge-mcp/internal/limits"
 )
 
 // Config is one virtual server as the configuration file states it
@@ -38,6 +40,9 @@ type Config struct {
 	// of the virtual servers naming them; the chain's other members run
 	// for every session.
 	Interceptors []string
+	// RateLimit, when set, is a token bucket per identity over the tool
+	// calls made through the server, besides the global limits.
+	RateLimit *limits.Rate
 	// DeferredTools leaves the server's tools out of its tools list
 	// (callable by name and found by tool search).
 	DeferredTools bool
