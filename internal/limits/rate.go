@@ -21,6 +21,13 @@ const (
 	minIdle = 10 * time.Minute
 )
 
+// Rate is a token bucket's settings, as a configuration states them: RPS
+// tokens per second, Burst at most.
+type Rate struct {
+	RPS   float64 `json:"rps"`
+	Burst int     `json:"burst,omitempty"`
+}
+
 // RateLimiter is a set of token buckets keyed by string, such as a client
 // identity or an identity plus a tool name. Every key gets its own bucket
 // that refills at a fixed rate per second up to a burst size.

@@ -36,6 +36,9 @@ type Member struct {
 	// prompt or resource URI). An event that does not say (no context, or
 	// an empty member) is in scope: an unknown target never skips a check.
 	Servers, Tools []string
+	// Virtual, when set, confines the member to the sessions of these
+	// virtual servers (For); empty: every session's.
+	Virtual []string
 }
 
 // Options configure a chain.
@@ -88,6 +91,7 @@ type member struct {
 	ic       Interceptor
 	servers  []string
 	tools    []string
+	virtual  []string
 	desc     Descriptor // with overrides applied
 	timeout  time.Duration
 	config   json.RawMessage
@@ -104,6 +108,10 @@ type Chain struct {
 	maxPayload int
 	log        *slog.Logger
 	state      SessionStore
+	// scoped reports whether a member has Virtual; views caches For's
+	// chains by virtual server name.
+	scoped bool
+	views  sync.Map
 }
 
 // NewChain builds a chain. Names must be unique.
@@ -147,11 +155,36 @@ func NewChain(opts Options, members ...Member) (*Chain, error) {
 		if err := checkGlobs(m.Servers, m.Tools); err != nil {
 			return nil, fmt.Errorf("interceptor %q: %w", d.Name, err)
 		}
-		mm := &member{ic: m.Interceptor, desc: d, timeout: cmp.Or(m.Timeout, c.timeout), config: m.Config, servers: m.Servers, tools: m.Tools}
+		mm := &member{ic: m.Interceptor, desc: d, timeout: cmp.Or(m.Timeout, c.timeout), config: m.Config, servers: m.Servers, tools: m.Tools, virtual: m.Virtual}
+		c.scoped = c.scoped || len(m.Virtual) > 0
 		c.members = append(c.members, mm)
 		c.byName[d.Name] = mm
 	}
 	return c, nil
+}
+
+// For returns the chain of the sessions of the named virtual server (""
+// for none): c without the members confined to other virtual servers,
+// sharing c's members and their counters; nil for a nil chain or when no
+// member remains.
+func (c *Chain) For(virtual string) *Chain {
+	if c == nil || !c.scoped {
+		return c
+	}
+	if v, ok := c.views.Load(virtual); ok {
+		return v.(*Chain)
+	}
+	v := &Chain{byName: c.byName, timeout: c.timeout, maxPayload: c.maxPayload, log: c.log, state: c.state}
+	for _, m := range c.members {
+		if len(m.virtual) == 0 || slices.Contains(m.virtual, virtual) {
+			v.members = append(v.members, m)
+		}
+	}
+	if len(v.members) == 0 {
+		v = nil
+	}
+	got, _ := c.views.LoadOrStore(virtual, v)
+	return got.(*Chain)
 }
 
 // Descriptors returns the effective descriptors (overrides applied), in

@@ -37,8 +37,10 @@ type Guard struct {
 	clientRate RateLimiter   // nil: none
 	toolRate   RateLimiter   // nil: none
 	ruleRates  []RateLimiter // by rule index; nil: none
-	concLimit  int
-	concQueue  int
+	// virtualRates are the virtual servers' rate_limit, by name.
+	virtualRates map[string]RateLimiter
+	concLimit    int
+	concQueue    int
 	// AnyDeferred is set when a rule defers tools.
 	AnyDeferred bool
 
@@ -78,6 +80,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Guard, err
 	gd.clientRate = localRate(cfg.Limits.ClientRate)
 	gd.toolRate = localRate(cfg.Limits.ToolRate)
 	gd.ruleRates = make([]RateLimiter, len(cfg.ToolRules))
+	gd.virtualRates = map[string]RateLimiter{}
+	for _, vc := range cfg.VirtualServers {
+		if l := localRate(vc.RateLimit); l != nil {
+			gd.virtualRates[vc.Name] = l
+		}
+	}
 	for i, r := range cfg.ToolRules {
 		if r.Visibility == "deferred" {
 			gd.AnyDeferred = true
@@ -244,7 +252,7 @@ func (gd *Guard) Concurrency(server string) *limits.Concurrency {
 
 // RateLimited is the answer to a call over a rate limit.
 type RateLimited struct {
-	Scope      string // "client" or "tool"
+	Scope      string // "client", "virtual_server" or "tool"
 	RetryAfter time.Duration
 }
 
@@ -255,10 +263,14 @@ func (r *RateLimited) Error() string {
 func RetryAfterSeconds(d time.Duration) int { return int(math.Ceil(max(d, time.Second).Seconds())) }
 
 // AllowCall takes a token from every rate limit that applies to identity
-// calling a server's tool; nil means go ahead.
-func (gd *Guard) AllowCall(identity, server, tool string) *RateLimited {
+// calling a server's tool through virtual server vs ("" for none); nil
+// means go ahead.
+func (gd *Guard) AllowCall(vs, identity, server, tool string) *RateLimited {
 	if ok, after := allow(gd.clientRate, identity); !ok {
 		return &RateLimited{"client", after}
+	}
+	if ok, after := allow(gd.virtualRates[vs], identity); !ok {
+		return &RateLimited{"virtual_server", after}
 	}
 	return gd.AllowTool(identity, server, tool)
 }
@@ -280,7 +292,7 @@ func (gd *Guard) AllowTool(identity, server, tool string) *RateLimited {
 
 // Limited reports whether any rate limit is configured.
 func (gd *Guard) Limited() bool {
-	if gd.clientRate != nil || gd.toolRate != nil {
+	if gd.clientRate != nil || gd.toolRate != nil || len(gd.virtualRates) > 0 {
 		return true
 	}
 	for _, r := range gd.ruleRates {
@@ -325,6 +337,11 @@ func (gd *Guard) ShareRates(cfg *config.Config, rate func(name string, r *config
 	gd.toolRate = rate("tool", cfg.Limits.ToolRate)
 	for i, r := range cfg.ToolRules {
 		gd.ruleRates[i] = rate("rule"+strconv.Itoa(i), r.Rate)
+	}
+	for _, vc := range cfg.VirtualServers {
+		if vc.RateLimit != nil {
+			gd.virtualRates[vc.Name] = rate("vs-"+vc.Name, vc.RateLimit)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
 func newGuard(t *testing.T, cfg *config.Config) *Guard {
@@ -81,15 +82,22 @@ func TestRateLimits(t *testing.T) {
 	if !gd.Limited() {
 		t.Fatal("limits configured, Limited false")
 	}
-	if rl := gd.AllowCall("alice", "s", "t"); rl != nil {
+	if rl := gd.AllowCall("", "alice", "s", "t"); rl != nil {
 		t.Fatalf("first call limited: %v", rl)
 	}
-	rl := gd.AllowCall("alice", "s", "t")
+	rl := gd.AllowCall("", "alice", "s", "t")
 	if rl == nil || rl.Scope != "tool" || RetryAfterSeconds(rl.RetryAfter) < 1 || !strings.Contains(rl.Error(), "rate limit (tool)") {
 		t.Fatalf("second call of the tool: %v", rl)
 	}
-	if rl := gd.AllowCall("alice", "s", "u"); rl == nil || rl.Scope != "client" {
+	if rl := gd.AllowCall("", "alice", "s", "u"); rl == nil || rl.Scope != "client" {
 		t.Fatalf("third call: %v, want the client's limit", rl)
+	}
+	vs := newGuard(t, &config.Config{VirtualServers: []virtual.Config{{Name: "v", RateLimit: &config.Rate{RPS: 0.001, Burst: 1}}}})
+	if !vs.Limited() || vs.AllowCall("v", "alice", "s", "t") != nil || vs.AllowCall("", "alice", "s", "t") != nil {
+		t.Fatal("a virtual server's limit: not Limited, or its first call or a call off it limited")
+	}
+	if rl := vs.AllowCall("v", "alice", "s", "t"); rl == nil || rl.Scope != "virtual_server" {
+		t.Fatalf("second call through the virtual server: %v, want its limit", rl)
 	}
 	if newGuard(t, &config.Config{}).Limited() {
 		t.Error("no limits configured, Limited true")

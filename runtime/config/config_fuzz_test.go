@@ -32,7 +32,7 @@ func FuzzParseConfig(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
 		`[1, 2]`,
 		``,
-		`{"virtual_servers": {"t": {"path": "/mcp/t", "title": "T $$x", "tools": ["a.*", "b"], "allow": ["x"], "deferred_tools": true, "overrides": {"a.b": {"name": "c", "arguments": {"r": {"fixed": {"k": [1, "$"]}}, "d": {"default": null}, "h": {"hidden": true}}}}}}}`,
+		`{"virtual_servers": {"t": {"path": "/mcp/t", "title": "T $$x", "tools": ["a.*", "b"], "allow": ["x"], "deferred_tools": true, "rate_limit": {"rps": 1, "burst": 2}, "interceptors": ["p"], "overrides": {"a.b": {"name": "c", "arguments": {"r": {"fixed": {"k": [1, "$"]}}, "d": {"default": null}, "h": {"hidden": true}}}}}}}`,
 		`{"interceptorServers": {"pii": {"url": "http://127.0.0.1:1/mcp", "bearer_token": "t"}, "off": {"active": false}}, "interceptors": [{"server": "pii", "names": ["pii/*"], "mode": "audit", "fail_open": true, "priority": -3, "timeout_ms": 50, "config": {"k": "$${X}", "n": [1, 2]}}, {"server": "off"}]}`,
 		`{"interceptors": [{"server": "x", "module": "y"}, {"names": [""]}]}`,
 	}

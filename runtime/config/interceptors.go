@@ -279,5 +279,28 @@ func (d *decoder) finishInterceptors(doc *document) *Error {
 		}
 		doc.cfg.Interceptors = append(doc.cfg.Interceptors, e)
 	}
+	return d.checkVirtualInterceptors(doc, entries)
+}
+
+// checkVirtualInterceptors checks that each name a virtual server's
+// "interceptors" lists is the policy or the interceptor server of a chain
+// entry (a policy no entry names has its implicit one). entries are the
+// "interceptors" entries as written.
+func (d *decoder) checkVirtualInterceptors(doc *document, entries []InterceptorEntry) *Error {
+	known := map[string]bool{}
+	for _, p := range doc.cfg.Policies {
+		known[p.Name] = true
+	}
+	for _, e := range entries {
+		known[e.Server] = e.Server != ""
+	}
+	for _, vc := range doc.cfg.VirtualServers {
+		for i, name := range vc.Interceptors {
+			if !known[name] {
+				return d.fail(fmt.Sprintf("virtual_servers.%s.interceptors[%d]", vc.Name, i),
+					"%s is neither a policy nor an interceptor server that an \"interceptors\" entry names", configQuote(name))
+			}
+		}
+	}
 	return nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/edge-mcp/edge-mcp/internal/limits"
 	"github.com/edge-mcp/edge-mcp/policy/spec"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
@@ -333,11 +334,9 @@ type AccessRule struct {
 	DenyTools  []string `json:"deny_tools,omitempty"` // globs, win over tools
 }
 
-// Rate is a token bucket: rps tokens per second, burst at most.
-type Rate struct {
-	RPS   float64 `json:"rps"`
-	Burst int     `json:"burst,omitempty"`
-}
+// Rate is a token bucket: rps tokens per second, burst at most (the type
+// of internal/limits, which virtual server configurations share).
+type Rate = limits.Rate
 
 // Limits is the "limits" section.
 type Limits struct {

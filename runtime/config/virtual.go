@@ -12,7 +12,7 @@ import (
 // catalogue (runtime/virtual compiles and checks them).
 
 // virtualKeys are the keys of one virtual server.
-var virtualKeys = []key{
+var virtualKeys = concat([]key{
 	{name: "virtual_servers.*.path", field: at(func(v *virtual.Config) *string { return &v.Path }),
 		doc: "where the virtual server is served (streamable HTTP, both protocol generations), e.g. `/mcp/triage`; legacy SSE at PATH`/sse`, WebSocket at PATH`/ws`; required"},
 	{name: "virtual_servers.*.title", field: at(func(v *virtual.Config) *string { return &v.Title }),
@@ -43,7 +43,12 @@ var virtualKeys = []key{
 		doc: "`true`: its tools are left out of its tools list, found by `tool_search` and called by name (see [deferred tools](access.md))"},
 	{name: "virtual_servers.*.allow", def: "everyone", field: at(func(v *virtual.Config) *[]string { return &v.Allow }),
 		doc: "identities that may connect (composed with `access`: both must allow)"},
-}
+	{name: "virtual_servers.*.rate_limit", field: at(func(v *virtual.Config) **Rate { return &v.RateLimit }), check: checkRate,
+		doc: "token bucket per client identity over the tool calls made through this virtual server, besides `limits` (shared by the fleet with `cluster`)"},
+}, rateKeys("virtual_servers.*.rate_limit"), []key{
+	{name: "virtual_servers.*.interceptors", def: "none", field: at(func(v *virtual.Config) *[]string { return &v.Interceptors }),
+		doc: "policies and interceptor servers of the `interceptors` chain whose interceptors run only for this virtual server's sessions (and those of other virtual servers naming them), not on `/mcp`; the chain's other members run everywhere"},
+})
 
 // decodeVirtualServers decodes "virtual_servers" and checks each server.
 func decodeVirtualServers(d *decoder, path string, parent any) *Error {

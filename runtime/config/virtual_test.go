@@ -57,6 +57,14 @@ func TestParseVirtualServersRejects(t *testing.T) {
 			"virtual_servers.t.overrides.a.arguments.r.hidden", "must be true or false"},
 		{"duplicate override", `{"virtual_servers": {"t": {"path": "/x", "tools": ["*"], "overrides": {"a": {}, "a": {}}}}}`,
 			"virtual_servers.t.overrides.a", "duplicate tool"},
+		{"rate limit without rps", `{"virtual_servers": {"t": {"path": "/x", "rate_limit": {"burst": 3}}}}`,
+			"virtual_servers.t.rate_limit.rps", "must be a positive number"},
+		{"unknown interceptor", `{"interceptorServers": {"acme": {"url": "http://127.0.0.1:1/mcp"}}, "interceptors": [{"server": "acme"}],
+		  "virtual_servers": {"t": {"path": "/x", "interceptors": ["acme", "redact"]}}}`,
+			"virtual_servers.t.interceptors[1]", `"redact" is neither a policy nor an interceptor server`},
+		{"interceptor server no entry names", `{"interceptorServers": {"acme": {"url": "http://127.0.0.1:1/mcp"}},
+		  "virtual_servers": {"t": {"path": "/x", "interceptors": ["acme"]}}}`,
+			"virtual_servers.t.interceptors[0]", `"acme" is neither`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("gw.json", []byte(tc.in))

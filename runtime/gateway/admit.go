@@ -151,14 +151,14 @@ func (g *Gateway) admitRate(gd *guard, id auth.Identity, w http.ResponseWriter, 
 	if !ok {
 		return true // not a tools/call, or the transport answers (400, 413)
 	}
-	server, tool, cat := "", name, g.route.catalogue()
-	if vs := virtual.NameOf(r); vs != "" {
+	server, tool, cat, vs := "", name, g.route.catalogue(), virtual.NameOf(r)
+	if vs != "" {
 		cat = g.virtualCatalogue(vs, cat)
 	}
 	if it := cat.Find(kindTools, name); it != nil && it.Up != nil {
 		server, tool = it.Up.name, it.RuleName()
 	}
-	rl := gd.AllowCall(id.Name, server, tool)
+	rl := gd.AllowCall(vs, id.Name, server, tool)
 	if rl == nil {
 		return true
 	}

@@ -773,3 +773,68 @@ func TestPolicySeesIdentity(t *testing.T) {
 		t.Errorf("the module ran (%d → %d calls) for a call the access list refuses", before, after)
 	}
 }
+
+// TestVirtualServerRateLimit: a virtual server's rate_limit refuses the
+// calls through it beyond its bucket (HTTP 429 on streamable HTTP, the
+// JSON-RPC error on a WebSocket stream, scope "virtual_server"), while
+// /mcp, which no limit covers, is not limited.
+func TestVirtualServerRateLimit(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 16))
+	url, _ := startGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}},
+	  "virtual_servers": {"slow": {"path": "/mcp/slow", "tools": ["*"], "rate_limit": {"rps": 0.001, "burst": 1}}}}`, up), Options{})
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+	statuses := func(url string) (out []int) {
+		resp := rawPost(t, url, nil, initBody)
+		h := http.Header{"Mcp-Session-Id": {resp.Header.Get("Mcp-Session-Id")}, "Mcp-Protocol-Version": {"2025-11-25"}}
+		for range 3 {
+			r := rawPost(t, url, h, call)
+			out = append(out, r.StatusCode)
+			if r.StatusCode == http.StatusTooManyRequests {
+				var body struct {
+					Error struct {
+						Code    int64
+						Message string
+					}
+				}
+				json.NewDecoder(r.Body).Decode(&body)
+				if body.Error.Code != codeRateLimited || !strings.Contains(body.Error.Message, "rate limit (virtual_server)") {
+					t.Errorf("429 answer: %+v", body.Error)
+				}
+			}
+		}
+		return out
+	}
+	if got := statuses(url); !slices.Equal(got, []int{200, 200, 200}) {
+		t.Errorf("/mcp: %v, want no limit", got)
+	}
+	if got := statuses(url + "/slow"); !slices.Equal(got, []int{200, 429, 429}) {
+		t.Errorf("/mcp/slow: %v, want the burst of 1 then 429", got)
+	}
+
+	// WebSocket on the virtual server: the same identity's bucket, empty.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/slow/ws", &websocket.DialOptions{Subprotocols: []string{"mcp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	for _, m := range []string{initBody, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, call} {
+		ws.Write(ctx, websocket.MessageText, []byte(m))
+	}
+	var got map[string]any
+	for got["id"] == nil {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = nil
+		json.Unmarshal(b, &got)
+		if got["id"] == float64(1) { // initialize's answer
+			got = nil
+		}
+	}
+	if e, _ := got["error"].(map[string]any); e == nil || e["code"].(float64) != codeRateLimited || e["data"].(map[string]any)["scope"] != "virtual_server" {
+		t.Errorf("call on the virtual server's WebSocket: %v, want the rate limit error", got)
+	}
+}

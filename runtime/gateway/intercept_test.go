@@ -754,3 +754,33 @@ func TestInterceptorsOAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestInterceptorsPerVirtualServer: a virtual server's "interceptors"
+// confine the named interceptor server's members to its sessions: its
+// validator refuses a call on the virtual server's path and not on /mcp,
+// while the chain's other members run on both.
+func TestInterceptorsPerVirtualServer(t *testing.T) {
+	up := vaultServer(t, "vault", make(chan string, 16))
+	strict := serveInterceptors(t, icValidator("strict/no-secret", "tools/call", intercept.Request, "SECRET"))
+	global := serveInterceptors(t, icValidator("global/no-forbidden", "tools/call", intercept.Request, "FORBIDDEN"))
+	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
+	  "interceptorServers": {"strict": {"url": %q}, "global": {"url": %q}},
+	  "interceptors": [{"server": "strict"}, {"server": "global"}],
+	  "virtual_servers": {"triage": {"path": "/mcp/triage", "tools": ["vault_*"], "interceptors": ["strict"]}}}`, up, strict, global))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	for _, tc := range []struct {
+		path       string
+		secretDeny bool
+	}{{"/mcp", false}, {"/mcp/triage", true}} {
+		t.Run(tc.path, func(t *testing.T) {
+			cs := connect(t, strings.TrimSuffix(url, "/mcp")+tc.path, nil)
+			_, err := icCall(t, cs, "vault_record", "a SECRET")
+			if denied := err != nil && strings.Contains(err.Error(), `interceptor "strict/no-secret" refused`); denied != tc.secretDeny || (err != nil && !denied) {
+				t.Fatalf("SECRET: err %v, want refused by strict/no-secret: %v", err, tc.secretDeny)
+			}
+			if _, err := icCall(t, cs, "vault_record", "FORBIDDEN"); err == nil || !strings.Contains(err.Error(), `interceptor "global/no-forbidden" refused`) {
+				t.Fatalf("FORBIDDEN: err %v, want the global interceptor's refusal", err)
+			}
+		})
+	}
+}

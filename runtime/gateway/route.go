@@ -266,7 +266,7 @@ func (r *router) relist(l *link, kinds []listKind) {
 type routing struct{ *session }
 
 func (s routing) list(req *jsonrpc.Request, k listKind) {
-	if ch := s.g.icept.Load().Chain(); ch.Hooks(req.Method) {
+	if ch := s.chain(); ch.Hooks(req.Method) {
 		go s.interceptList(req, k, ch) // stage_intercept.go: off the read loop
 		return
 	}
@@ -333,7 +333,7 @@ func (s routing) routeNamed(req *jsonrpc.Request, k listKind, mayWait bool) {
 			return
 		}
 	}
-	info := forwardInfo{kind: k, upName: it.Name, ic: s.g.icept.Load().Chain()}
+	info := forwardInfo{kind: k, upName: it.Name, ic: s.chain()}
 	sc := policyScope(&s.g.pol, k, it.Up.name, it.Name)
 	if sc.Held() {
 		info.pg, info.waited = sc.Gen, true
@@ -392,7 +392,7 @@ func (s routing) forwardURI(req *jsonrpc.Request) {
 		s.g.bridge.Resume(bridgeSession{s.session}, req, bridge.Target{Name: uri}, state)
 		return
 	}
-	info := forwardInfo{kind: kindResources, upName: uri, ic: s.g.icept.Load().Chain()}
+	info := forwardInfo{kind: kindResources, upName: uri, ic: s.chain()}
 	sc := policyScope(&s.g.pol, kindResources, u.name, uri)
 	info.pg, info.waited = sc.Gen, sc.Held()
 	if info.ic != nil {
@@ -407,7 +407,7 @@ func (s routing) subscribe(req *jsonrpc.Request) {
 	if !ok {
 		return
 	}
-	if ch := s.g.icept.Load().Chain(); ch.Hooks(req.Method) {
+	if ch := s.chain(); ch.Hooks(req.Method) {
 		go s.interceptSubscribe(req, u, uri, ch) // stage_intercept.go: off the read loop
 		return
 	}

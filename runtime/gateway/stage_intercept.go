@@ -55,6 +55,10 @@ func (g *Gateway) newInterceptSet(ctx context.Context, cfg *config.Config, pg *p
 		}})
 }
 
+// chain is the chain the session's events meet: without the members
+// confined to other virtual servers (or, on /mcp, to any).
+func (s *session) chain() *intercept.Chain { return s.g.icept.Load().Chain().For(s.vs) }
+
 // oldPolicyPath reports whether the ABI 1.0 call and result hooks run:
 // not when the chain runs the config's policies.
 func (st *interceptState) oldPolicyPath() bool { return st.Load() == nil }
@@ -85,7 +89,7 @@ func (s *session) interceptContext(server, subject string) *intercept.Context {
 func interceptCall(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		s := tc.s
-		ch := s.g.icept.Load().Chain()
+		ch := s.chain()
 		if ch == nil {
 			return next(tc)
 		}
@@ -152,7 +156,7 @@ func (s routing) interceptForward(sc callScope, req *jsonrpc.Request, u *upstrea
 // the chain: the request phase on its params, the response phase on the
 // client's result. A refusal is the upstream's JSON-RPC error.
 func (s *session) interceptedRequest(ctx context.Context, server string, rel jsonrpc.ID, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	ch := s.g.icept.Load().Chain()
+	ch := s.chain()
 	if ch == nil {
 		return s.request(ctx, rel, method, params)
 	}

@@ -15,7 +15,7 @@ import (
 func rateLimit(next Handler) Handler {
 	return func(tc *toolCall) (json.RawMessage, *jsonrpc.Error) {
 		if tc.s.transport != transportStreamable && tc.gd.Limited() {
-			if rl := tc.gd.AllowCall(tc.s.id.Name, tc.it.Up.name, tc.it.RuleName()); rl != nil {
+			if rl := tc.gd.AllowCall(tc.s.vs, tc.s.id.Name, tc.it.Up.name, tc.it.RuleName()); rl != nil {
 				return nil, tc.rateLimited(rl)
 			}
 		}

@@ -74,7 +74,7 @@ func (s *session) toolCallAnswered(req *jsonrpc.Request, it *item, answer json.R
 		return
 	}
 	gd := s.g.guard.Load()
-	tc := &toolCall{s: s, gd: gd, req: req, it: it, ts: gd.Settings(it.Up.name, ruleName(it)), start: time.Now(),
+	tc := &toolCall{s: s, gd: gd, req: req, it: it, ts: gd.Settings(it.Up.name, it.RuleName()), start: time.Now(),
 		params: req.Params, target: it.Up, tool: it.Name, answer: answer}
 	tc.args, _, _ = wire.Field(req.Params, "arguments")
 	tc.respond(toolPipeline(tc))

@@ -68,13 +68,13 @@ type viewAccess struct {
 
 func (a viewAccess) Allowed(k catalog.Kind, it *item) bool {
 	if k == kindTools {
-		return a.gd.ToolAllowed(a.s.id.Name, it.Up.name, ruleName(it))
+		return a.gd.ToolAllowed(a.s.id.Name, it.Up.name, it.RuleName())
 	}
 	return a.gd.ServerAllowed(a.s.id.Name, it.Up.name)
 }
 
 func (a viewAccess) Deferred(it *item) bool {
-	return a.gd.AnyDeferred && a.gd.Settings(it.Up.name, ruleName(it)).Deferred || virtualSide{a.s}.deferred()
+	return a.gd.AnyDeferred && a.gd.Settings(it.Up.name, it.RuleName()).Deferred || virtualSide{a.s}.deferred()
 }
 
 func (a viewAccess) Meta(deferred []*item) []*item { return metaTools(deferred) }

@@ -60,10 +60,6 @@ func (g *Gateway) buildVirtual(vs *virtual.Server, cat *catalogue) *catalogue {
 	return c
 }
 
-// ruleName is the name access lists, tool rules and policies know a tool
-// by (catalog.Item.RuleName).
-func ruleName(it *item) string { return it.RuleName() }
-
 // listsChanged returns the list_changed methods a session gets when the
 // catalogue went from old to next: changed on /mcp, on a virtual server
 // those of the lists of its own view that changed.

@@ -38,6 +38,7 @@ func (s *Set) build() (changed bool, err error) {
 		if err != nil {
 			return false, fmt.Errorf("interceptors[%d]: %w", i, err)
 		}
+		base.Virtual = s.virtual[e.Server+e.Module] // one of them is set
 		var ics []intercept.Interceptor
 		if e.Server != "" {
 			sv := s.byName[e.Server]

@@ -73,6 +73,10 @@ type Set struct {
 	// modes are the run-time mode overrides (SetMode) by interceptor
 	// name; they last as long as the Set: a reload starts without them.
 	modes map[string]intercept.Mode
+	// virtual are the virtual servers whose "interceptors" name a policy
+	// or interceptor server, by that name: its entries' members run only
+	// for their sessions (intercept.Member.Virtual).
+	virtual map[string][]string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -97,6 +101,12 @@ func NewSet(cfg *config.Config, opts Options) (*Set, error) {
 	s := &Set{entries: cfg.InterceptorChain(), byName: map[string]*server{}, opts: opts, log: opts.Logger, modules: map[string][]intercept.Interceptor{}, modes: map[string]intercept.Mode{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.virtual = map[string][]string{}
+	for _, vc := range cfg.VirtualServers {
+		for _, name := range vc.Interceptors {
+			s.virtual[name] = append(s.virtual[name], vc.Name)
+		}
 	}
 	if s.opts.Chain.Logger == nil {
 		s.opts.Chain.Logger = s.log

@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/edge-mcp/edge-mcp/internal/limits"
 )
 
 // Config is one virtual server as the configuration file states it
@@ -33,9 +35,14 @@ type Config struct {
 	// Allow lists the identities that may use the server; empty: every
 	// identity the global access rules let in.
 	Allow []string
-	// Interceptors names the interceptor chain entries that apply to the
-	// server's calls besides the global ones.
+	// Interceptors names policies and interceptor servers of the global
+	// interceptor chain whose entries' members run only for the sessions
+	// of the virtual servers naming them; the chain's other members run
+	// for every session.
 	Interceptors []string
+	// RateLimit, when set, is a token bucket per identity over the tool
+	// calls made through the server, besides the global limits.
+	RateLimit *limits.Rate
 	// DeferredTools leaves the server's tools out of its tools list
 	// (callable by name and found by tool search).
 	DeferredTools bool
