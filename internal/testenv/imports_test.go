@@ -28,7 +28,7 @@ var importRules = []struct {
 	{"runtime/fleet", []string{"runtime/config", "runtime/admin", "runtime/cluster", "policy/...", "transports", "internal/..."}},
 	{"runtime/policyset", []string{"runtime/config", "runtime/admin", "runtime/fleet", "policy/...", "internal/..."}},
 	{"runtime/toolsearch", []string{"internal/..."}},
-	{"runtime/admission", []string{"runtime/config", "internal/..."}},
+	{"runtime/admission", []string{"runtime/config", "runtime/virtual", "internal/..."}},
 	{"runtime/dial", []string{"runtime/config", "runtime/oauth", "transports"}},
 	{"runtime/listing", []string{"internal/..."}},
 	{"runtime/probe", []string{"transports", "internal/..."}},
