@@ -192,8 +192,12 @@ func TestConsoleInBrowser(t *testing.T) {
 // server, and the page then shows the server authorized.
 func TestConsoleOAuthInBrowser(t *testing.T) {
 	ctx := browser(t)
+	// The browser starts first, and the pending authorization lasts 60 s:
+	// with 5, a CI run beside other work saw it expire before the page
+	// loaded (the link was gone).
+	run(t, ctx, "start", chromedp.Navigate("about:blank"))
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true})
-	og := startOAuthGateway(t, fmt.Sprintf(`{"url": %q, "oauth": {}}`, as.MCPURL), t.TempDir())
+	og := startOAuthGatewayWait(t, fmt.Sprintf(`{"url": %q, "oauth": {}}`, as.MCPURL), t.TempDir(), "", 60)
 	og.waitState(t, StateNeedsAuthorization)
 	admin := httptest.NewServer(og.g.AdminHandler())
 	defer admin.Close()

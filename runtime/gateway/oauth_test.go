@@ -67,6 +67,13 @@ func startOAuthGateway(t *testing.T, entry, dir string) *oauthGateway {
 // (JSON members, each followed by a comma).
 func startOAuthGatewayWith(t *testing.T, entry, dir, extra string) *oauthGateway {
 	t.Helper()
+	return startOAuthGatewayWait(t, entry, dir, extra, 5)
+}
+
+// startOAuthGatewayWait is startOAuthGatewayWith with oauth.pending_wait
+// set to wait seconds (how long a pending authorization lasts).
+func startOAuthGatewayWait(t *testing.T, entry, dir, extra string, wait int) *oauthGateway {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +81,7 @@ func startOAuthGatewayWith(t *testing.T, entry, dir, extra string) *oauthGateway
 	base := "http://" + ln.Addr().String()
 	audit := filepath.Join(t.TempDir(), "audit.jsonl")
 	js := fmt.Sprintf(`{%s "mcpServers": {"up": %s}, "admin": {"state_dir": %q}, "audit": {"path": %q},
-		"oauth": {"pending_wait": 5, "redirect_url": %q}}`, extra, entry, dir, audit, base+"/oauth/callback")
+		"oauth": {"pending_wait": %d, "redirect_url": %q}}`, extra, entry, dir, audit, wait, base+"/oauth/callback")
 	return serveOAuthGateway(t, ln, base, audit, js)
 }
 
