@@ -202,6 +202,18 @@ func TestConsoleOAuthInBrowser(t *testing.T) {
 	admin := httptest.NewServer(og.g.AdminHandler())
 	defer admin.Close()
 
+	// The state says "needs authorization" a moment before the pending
+	// authorization's link is registered: the page is static, so wait for
+	// the link over plain HTTP before the browser loads it.
+	waitForWithin(t, 30*time.Second, "the OAuth page's pending link", func() bool {
+		resp, err := http.Get(admin.URL + "/ui/oauth")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), ">Authorize up<")
+	})
 	run(t, ctx, "oauth page", chromedp.Navigate(admin.URL+"/ui/oauth"), chromedp.WaitVisible(chromedp.Search(`//a[text()="Authorize up"]`)))
 	shot(t, ctx, "oauth-pending")
 	run(t, ctx, "authorize", chromedp.Click(chromedp.Search(`//a[text()="Authorize up"]`)), chromedp.WaitVisible(chromedp.CSS("body")))
