@@ -12,6 +12,7 @@ package pinning
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,6 +114,11 @@ type pin struct {
 	Definition  json.RawMessage `json:"definition"`
 	FirstSeen   time.Time       `json:"firstSeen"`
 	Pending     *pending        `json:"pending,omitempty"`
+
+	// seenRaw is the SHA-256 of the bytes last passed to Check for this
+	// tool and seenFP their fingerprint (not stored in the file).
+	seenRaw [sha256.Size]byte
+	seenFP  string
 }
 
 // pending is a changed definition awaiting approval.
@@ -208,20 +214,34 @@ func checkDefinition(fp string, def json.RawMessage) (json.RawMessage, error) {
 // older pending one; seeing the same changed definition again returns the
 // same pending Change. The Change is nil unless the verdict is Changed.
 func (s *Store) Check(server, tool string, def json.RawMessage) (Verdict, *Change) {
-	canon := canonical(def)
-	fp := fingerprintCanonical(canon)
+	k := toolKey{server, tool}
+	raw := sha256.Sum256(def)
+	fp := s.seenFingerprint(k, raw)
+	var canon []byte
+	if fp == "" { // bytes not seen before: canonicalize (decode, sort, encode)
+		canon = canonical(def)
+		fp = fingerprintCanonical(canon)
+	}
+	canonOf := func() []byte {
+		if canon == nil {
+			canon = canonical(def)
+		}
+		return canon
+	}
 	now := time.Now().UTC()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := toolKey{server, tool}
 	p, ok := s.pins[k]
-	switch {
-	case !ok:
-		s.pins[k] = &pin{Server: server, Tool: tool, Fingerprint: fp, Definition: canon, FirstSeen: now}
+	if !ok {
+		p = &pin{Server: server, Tool: tool, Fingerprint: fp, Definition: canonOf(), FirstSeen: now}
+		s.pins[k] = p
+		p.seenRaw, p.seenFP = raw, fp
 		s.changedLocked()
 		return Pinned, nil
-	case p.Fingerprint == fp:
+	}
+	p.seenRaw, p.seenFP = raw, fp
+	if p.Fingerprint == fp {
 		if p.Pending != nil {
 			p.Pending = nil
 			s.changedLocked()
@@ -229,11 +249,25 @@ func (s *Store) Check(server, tool string, def json.RawMessage) (Verdict, *Chang
 		return Unchanged, nil
 	}
 	if p.Pending == nil || p.Pending.Fingerprint != fp {
-		p.Pending = &pending{Fingerprint: fp, Definition: canon, ChangedAt: now}
+		p.Pending = &pending{Fingerprint: fp, Definition: canonOf(), ChangedAt: now}
 		s.changedLocked()
 	}
 	c := p.change()
 	return Changed, &c
+}
+
+// seenFingerprint returns the fingerprint of the definition last checked
+// for k if its bytes hash to raw, else "". A catalogue rebuild checks every
+// tool of every server again; most come back byte for byte, and hashing
+// the bytes costs a small part of canonicalizing them (decode, sort,
+// re-encode).
+func (s *Store) seenFingerprint(k toolKey, raw [sha256.Size]byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pins[k]; ok && p.seenFP != "" && p.seenRaw == raw {
+		return p.seenFP
+	}
+	return ""
 }
 
 // Pending returns the pending changes sorted by server, then tool.

@@ -39,7 +39,7 @@ const addToolNewSchema = `{
   "annotations": {"readOnlyHint": true}
 }`
 
-func mustOpen(t *testing.T, path string) *Store {
+func mustOpen(t testing.TB, path string) *Store {
 	t.Helper()
 	s, err := Open(path)
 	if err != nil {
@@ -525,5 +525,45 @@ func TestBatchWritesOnce(t *testing.T) {
 	}
 	if v, _ := s2.Check("srv", "tool49", json.RawMessage(`{"name":"tool49"}`)); v != Unchanged {
 		t.Errorf("after the batch, a reopened store says %v for a batched pin", v)
+	}
+}
+
+// TestCheckRemembersBytes: a definition checked again byte for byte is
+// not canonicalized again, and the remembered fingerprint gives the same
+// verdicts as a fresh one through every transition.
+func TestCheckRemembersBytes(t *testing.T) {
+	s := mustOpen(t, "")
+	spaced := " " + addTool + "\n"
+	check(t, s, addTool, Pinned)
+	check(t, s, addTool, Unchanged)
+	check(t, s, spaced, Unchanged) // other bytes, same canonical form
+	first := check(t, s, addToolPoisoned, Changed)
+	again := check(t, s, addToolPoisoned, Changed)
+	if again.NewFingerprint != first.NewFingerprint || !again.ChangedAt.Equal(first.ChangedAt) {
+		t.Errorf("the same changed bytes again: %+v, want the pending change %+v", again, first)
+	}
+	check(t, s, addTool, Unchanged)
+	if p := s.Pending(); len(p) != 0 {
+		t.Fatalf("Pending() after revert = %+v", p)
+	}
+	check(t, s, addToolPoisoned, Changed)
+	if err := s.Approve("calc", "add"); err != nil {
+		t.Fatal(err)
+	}
+	check(t, s, addToolPoisoned, Unchanged)
+	check(t, s, addTool, Changed)
+}
+
+// BenchmarkCheckUnchanged is a catalogue rebuild's cost per tool whose
+// definition came back unchanged.
+func BenchmarkCheckUnchanged(b *testing.B) {
+	s := mustOpen(b, "")
+	def := json.RawMessage(`{"name":"create_issue","description":"Create an issue in a repository. Use it when the user asks to file a bug or a feature request.","inputSchema":{"type":"object","properties":{"owner":{"type":"string","description":"Repository owner"},"repo":{"type":"string","description":"Repository name"},"title":{"type":"string"},"body":{"type":"string"},"labels":{"type":"array","items":{"type":"string"}}},"required":["owner","repo","title"]}}`)
+	s.Check("github", "create_issue", def)
+	b.ReportAllocs()
+	for b.Loop() {
+		if v, _ := s.Check("github", "create_issue", def); v != Unchanged {
+			b.Fatal(v)
+		}
 	}
 }
