@@ -113,4 +113,3 @@ func TestConsoleVirtualCatalogueInBrowser(t *testing.T) {
 		t.Errorf("an unknown virtual server: %s", body)
 	}
 }
-
