@@ -298,32 +298,36 @@ func (c *Console) interceptorAction(r *http.Request) (string, any, error) {
 	return "redirect:/ui/policies", nil, nil
 }
 
-// policyAction promotes a shadow attachment, detaches one, moves one up
-// the chain, or attaches a stored module.
+// policyAction promotes a shadow attachment, detaches one, moves one in
+// the chain (up, down, or to a 1-based position), or
+// attaches a stored module.
 func (c *Console) policyAction(r *http.Request) (string, any, error) {
 	name := strings.TrimSpace(r.PostFormValue("name"))
+	action := r.PostFormValue("action")
 	var err error
-	switch action := r.PostFormValue("action"); action {
+	switch action {
 	case "promote":
 		err = c.ops.PromotePolicy(r.Context(), name)
 	case "detach":
 		err = c.ops.DetachPolicy(r.Context(), name)
-	case "up":
-		err = c.moveUp(r, name)
+	case "up", "down", "move":
+		err = c.move(r, name, action, strings.TrimSpace(r.PostFormValue("position")))
 	case "attach":
 		err = c.attach(r, name)
 	default:
-		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote, detach, up or attach", action)
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote, detach, up, down, move or attach", action)
 	}
-	c.record(r, "policy."+r.PostFormValue("action"), name, err)
+	c.record(r, "policy."+action, name, err)
 	if err != nil {
 		return "", nil, err
 	}
 	return "redirect:/ui/policies", nil, nil
 }
 
-// moveUp swaps name with the attachment before it.
-func (c *Console) moveUp(r *http.Request, name string) error {
+// move moves the attachment name up or down one place, or to position
+// (1-based), and applies the new order as one reorder (the same atomic
+// change as PUT /admin/policies/order).
+func (c *Console) move(r *http.Request, name, how, position string) error {
 	_, pols := c.ops.ListPolicies()
 	order := make([]string, len(pols))
 	for i, p := range pols {
@@ -333,11 +337,30 @@ func (c *Console) moveUp(r *http.Request, name string) error {
 	if i < 0 {
 		return admin.Errorf(http.StatusNotFound, "not_found", "no policy %q is attached", name)
 	}
-	if i == 0 {
-		return admin.Errorf(http.StatusBadRequest, "bad_order", "%q is first already", name)
+	to, err := destination(i, len(order), how, position)
+	if err != nil {
+		return err
 	}
-	order[i-1], order[i] = order[i], order[i-1]
+	if to == i {
+		return admin.Errorf(http.StatusBadRequest, "bad_order", "%q is at position %d already", name, i+1)
+	}
+	order = slices.Insert(slices.Delete(order, i, i+1), to, name)
 	return c.ops.ReorderPolicies(r.Context(), order)
+}
+
+// destination is where a move puts the attachment at index i of n.
+func destination(i, n int, how, position string) (int, error) {
+	switch how {
+	case "up":
+		return max(i-1, 0), nil
+	case "down":
+		return min(i+1, n-1), nil
+	}
+	p, err := strconv.Atoi(position)
+	if err != nil || p < 1 || p > n {
+		return 0, admin.Errorf(http.StatusBadRequest, "bad_position", "position %q: a number from 1 to %d", position, n)
+	}
+	return p - 1, nil
 }
 
 // attach attaches a stored module as the form describes it: tools and
