@@ -225,12 +225,12 @@ var parsed = sync.OnceValues(func() (*template.Template, error) {
 			}
 			return time.Since(t).Round(time.Second).String() + " ago"
 		},
-		"add":  func(a, b int) int { return a + b },
+		"add": func(a, b int) int { return a + b },
 		// stale says a fleet member has missed several heartbeats (a
 		// replica beats every second; its record is dropped 15 s after
 		// its last).
 		"stale": func(t time.Time) bool { return time.Since(t) > staleAfter },
-		"list": func(v ...string) []string { return v },
+		"list":  func(v ...string) []string { return v },
 		"itemURL": func(kind, server, name, vs string) template.URL {
 			v := url.Values{"kind": {kind}, "server": {server}, "name": {name}}
 			if vs != "" {
