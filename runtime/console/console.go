@@ -62,6 +62,17 @@ type Source interface {
 	// Interceptors lists the interceptor chain's members in chain order;
 	// none without a chain.
 	Interceptors() []Interceptor
+	// VirtualServers lists the virtual servers, in config order.
+	VirtualServers() []VirtualServer
+	// VirtualOffers lists what the sessions of the virtual server named
+	// name see of one kind, as they see it (its names, descriptions and
+	// schemas); ok is false when there is no such virtual server.
+	VirtualOffers(name, kind string) (offers []Tool, ok bool)
+}
+
+// VirtualServer is one virtual server (config virtual_servers).
+type VirtualServer struct {
+	Name, Path, Title string
 }
 
 // Upstream is one upstream server's line on the overview.
@@ -77,8 +88,14 @@ type Upstream struct {
 // catalogue; Name is what clients see (a resource's URI).
 type Tool struct {
 	Server, Name, Description string
-	// Def is the definition as the upstream sent it (shared, not copied).
+	// Def is the definition as the upstream sent it (shared, not copied),
+	// or as a virtual server rewrote it.
 	Def json.RawMessage
+	// Catalogue is, in a virtual server's view, the catalogue's name of
+	// an item the server renamed ("": the same name); Overridden says an
+	// override changed its definition.
+	Catalogue  string
+	Overridden bool
 }
 
 // Options configure a Console.
@@ -192,6 +209,10 @@ func (c *Console) routes() {
 	})
 }
 
+// staleAfter is how long after its last heartbeat the fleet page marks
+// a member stale.
+const staleAfter = 5 * time.Second
+
 // parses counts template parsings (one at most, on the first page).
 var parses atomic.Int32
 
@@ -204,10 +225,18 @@ var parsed = sync.OnceValues(func() (*template.Template, error) {
 			}
 			return time.Since(t).Round(time.Second).String() + " ago"
 		},
-		"add":  func(a, b int) int { return a + b },
-		"list": func(v ...string) []string { return v },
-		"itemURL": func(kind, server, name string) template.URL {
-			return template.URL("/ui/catalogue/item?" + url.Values{"kind": {kind}, "server": {server}, "name": {name}}.Encode())
+		"add": func(a, b int) int { return a + b },
+		// stale says a fleet member has missed several heartbeats (a
+		// replica beats every second; its record is dropped 15 s after
+		// its last).
+		"stale": func(t time.Time) bool { return time.Since(t) > staleAfter },
+		"list":  func(v ...string) []string { return v },
+		"itemURL": func(kind, server, name, vs string) template.URL {
+			v := url.Values{"kind": {kind}, "server": {server}, "name": {name}}
+			if vs != "" {
+				v.Set("vs", vs)
+			}
+			return template.URL("/ui/catalogue/item?" + v.Encode())
 		},
 	}).ParseFS(files, "templates/*.html")
 })

@@ -59,3 +59,29 @@ func TestSameOrigin(t *testing.T) {
 		})
 	}
 }
+
+func TestMoveDestination(t *testing.T) {
+	for _, tc := range []struct {
+		name, how, position string
+		i, n, want          int
+		bad                 bool
+	}{
+		{name: "up", how: "up", i: 2, n: 3, want: 1},
+		{name: "up from the top stays", how: "up", i: 0, n: 3, want: 0},
+		{name: "down", how: "down", i: 0, n: 3, want: 1},
+		{name: "down from the bottom stays", how: "down", i: 2, n: 3, want: 2},
+		{name: "to the top", how: "move", position: "1", i: 2, n: 3, want: 0},
+		{name: "to the bottom", how: "move", position: "3", i: 0, n: 3, want: 2},
+		{name: "past the end", how: "move", position: "4", i: 0, n: 3, bad: true},
+		{name: "zero", how: "move", position: "0", i: 0, n: 3, bad: true},
+		{name: "not a number", how: "move", position: "top", i: 0, n: 3, bad: true},
+		{name: "empty", how: "move", position: "", i: 0, n: 3, bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := destination(tc.i, tc.n, tc.how, tc.position)
+			if (err != nil) != tc.bad || !tc.bad && got != tc.want {
+				t.Errorf("destination(%d, %d, %q, %q) = %d, %v", tc.i, tc.n, tc.how, tc.position, got, err)
+			}
+		})
+	}
+}

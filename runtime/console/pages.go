@@ -33,6 +33,7 @@ type overviewData struct {
 	HeapMB     string
 	SysMB      string
 	Goroutines int
+	Virtual    []VirtualServer
 }
 
 func (c *Console) overview(r *http.Request) (string, any, error) {
@@ -40,7 +41,8 @@ func (c *Console) overview(r *http.Request) (string, any, error) {
 	runtime.ReadMemStats(&ms)
 	mb := func(n uint64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) }
 	d := overviewData{Upstreams: c.src.Upstreams(), Sessions: c.src.Sessions(),
-		Pending: len(c.ops.PendingToolChanges()), HeapMB: mb(ms.HeapInuse), SysMB: mb(ms.Sys), Goroutines: runtime.NumGoroutine()}
+		Pending: len(c.ops.PendingToolChanges()), HeapMB: mb(ms.HeapInuse), SysMB: mb(ms.Sys), Goroutines: runtime.NumGoroutine(),
+		Virtual: c.src.VirtualServers()}
 	d.Stats, d.Since = c.tail.serverStats()
 	calls, errs := c.tail.rates()
 	for i := range calls {
@@ -65,22 +67,48 @@ type catalogueData struct {
 	Page, Last  int
 	Prev, Next  string
 	Pending     []admin.PendingToolChange
+	// VS is the virtual server whose view is shown ("": the whole
+	// catalogue); Virtual lists them all, to switch.
+	VS      string
+	Virtual []VirtualServer
+}
+
+// kindOf is the catalogue kind a query names (tools when none).
+func kindOf(q url.Values) (kind, label string) {
+	for _, k := range kinds {
+		if k.Kind == q.Get("kind") {
+			return k.Kind, k.Label
+		}
+	}
+	return "tools", "Tools"
+}
+
+// offers lists the catalogue's items of kind, or those the sessions of
+// the virtual server vs see.
+func (c *Console) offers(vs, kind string) ([]Tool, error) {
+	if vs == "" {
+		return c.src.Offers(kind), nil
+	}
+	all, ok := c.src.VirtualOffers(vs, kind)
+	if !ok {
+		return nil, admin.Errorf(http.StatusNotFound, "not_found", "there is no virtual server %q", vs)
+	}
+	return all, nil
 }
 
 func (c *Console) catalogue(r *http.Request) (string, any, error) {
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	d := catalogueData{Kind: "tools", Label: "Tools", Kinds: kinds, Query: q, Pending: c.ops.PendingToolChanges()}
-	for _, k := range kinds {
-		if k.Kind == r.URL.Query().Get("kind") {
-			d.Kind, d.Label = k.Kind, k.Label
-		}
+	d := catalogueData{Kinds: kinds, Query: q, Pending: c.ops.PendingToolChanges(), VS: r.URL.Query().Get("vs"), Virtual: c.src.VirtualServers()}
+	d.Kind, d.Label = kindOf(r.URL.Query())
+	all, err := c.offers(d.VS, d.Kind)
+	if err != nil {
+		return "", nil, err
 	}
-	all := c.src.Offers(d.Kind)
 	if q != "" {
 		lq := strings.ToLower(q)
 		kept := all[:0:0]
 		for _, t := range all {
-			if strings.Contains(strings.ToLower(t.Server+" "+t.Name+" "+t.Description), lq) {
+			if strings.Contains(strings.ToLower(t.Server+" "+t.Name+" "+t.Catalogue+" "+t.Description), lq) {
 				kept = append(kept, t)
 			}
 		}
@@ -99,6 +127,9 @@ func (c *Console) catalogue(r *http.Request) (string, any, error) {
 		if d.Kind != "tools" {
 			v.Set("kind", d.Kind)
 		}
+		if d.VS != "" {
+			v.Set("vs", d.VS)
+		}
 		return "/ui/catalogue?" + v.Encode()
 	}
 	if d.Page > 0 {
@@ -114,20 +145,21 @@ type itemData struct {
 	Kind, Label string
 	Item        Tool
 	Def         string // indented
+	VS          string
 }
 
-// catalogueItem shows one offer's definition as the upstream sent it: a
-// tool's input and output schemas, a prompt's arguments, a resource's
-// MIME type.
+// catalogueItem shows one offer's definition as the upstream sent it (or
+// as a virtual server's sessions see it): a tool's input and output
+// schemas, a prompt's arguments, a resource's MIME type.
 func (c *Console) catalogueItem(r *http.Request) (string, any, error) {
 	q := r.URL.Query()
-	d := itemData{Kind: "tools", Label: "Tools"}
-	for _, k := range kinds {
-		if k.Kind == q.Get("kind") {
-			d.Kind, d.Label = k.Kind, k.Label
-		}
+	d := itemData{VS: q.Get("vs")}
+	d.Kind, d.Label = kindOf(q)
+	all, err := c.offers(d.VS, d.Kind)
+	if err != nil {
+		return "", nil, err
 	}
-	for _, it := range c.src.Offers(d.Kind) {
+	for _, it := range all {
 		if it.Server == q.Get("server") && it.Name == q.Get("name") {
 			d.Item = it
 			var b bytes.Buffer
@@ -266,32 +298,36 @@ func (c *Console) interceptorAction(r *http.Request) (string, any, error) {
 	return "redirect:/ui/policies", nil, nil
 }
 
-// policyAction promotes a shadow attachment, detaches one, moves one up
-// the chain, or attaches a stored module.
+// policyAction promotes a shadow attachment, detaches one, moves one in
+// the chain (up, down, or to a 1-based position), or
+// attaches a stored module.
 func (c *Console) policyAction(r *http.Request) (string, any, error) {
 	name := strings.TrimSpace(r.PostFormValue("name"))
+	action := r.PostFormValue("action")
 	var err error
-	switch action := r.PostFormValue("action"); action {
+	switch action {
 	case "promote":
 		err = c.ops.PromotePolicy(r.Context(), name)
 	case "detach":
 		err = c.ops.DetachPolicy(r.Context(), name)
-	case "up":
-		err = c.moveUp(r, name)
+	case "up", "down", "move":
+		err = c.move(r, name, action, strings.TrimSpace(r.PostFormValue("position")))
 	case "attach":
 		err = c.attach(r, name)
 	default:
-		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote, detach, up or attach", action)
+		err = admin.Errorf(http.StatusBadRequest, "bad_action", "unknown action %q: promote, detach, up, down, move or attach", action)
 	}
-	c.record(r, "policy."+r.PostFormValue("action"), name, err)
+	c.record(r, "policy."+action, name, err)
 	if err != nil {
 		return "", nil, err
 	}
 	return "redirect:/ui/policies", nil, nil
 }
 
-// moveUp swaps name with the attachment before it.
-func (c *Console) moveUp(r *http.Request, name string) error {
+// move moves the attachment name up or down one place, or to position
+// (1-based), and applies the new order as one reorder (the same atomic
+// change as PUT /admin/policies/order).
+func (c *Console) move(r *http.Request, name, how, position string) error {
 	_, pols := c.ops.ListPolicies()
 	order := make([]string, len(pols))
 	for i, p := range pols {
@@ -301,11 +337,30 @@ func (c *Console) moveUp(r *http.Request, name string) error {
 	if i < 0 {
 		return admin.Errorf(http.StatusNotFound, "not_found", "no policy %q is attached", name)
 	}
-	if i == 0 {
-		return admin.Errorf(http.StatusBadRequest, "bad_order", "%q is first already", name)
+	to, err := destination(i, len(order), how, position)
+	if err != nil {
+		return err
 	}
-	order[i-1], order[i] = order[i], order[i-1]
+	if to == i {
+		return admin.Errorf(http.StatusBadRequest, "bad_order", "%q is at position %d already", name, i+1)
+	}
+	order = slices.Insert(slices.Delete(order, i, i+1), to, name)
 	return c.ops.ReorderPolicies(r.Context(), order)
+}
+
+// destination is where a move puts the attachment at index i of n.
+func destination(i, n int, how, position string) (int, error) {
+	switch how {
+	case "up":
+		return max(i-1, 0), nil
+	case "down":
+		return min(i+1, n-1), nil
+	}
+	p, err := strconv.Atoi(position)
+	if err != nil || p < 1 || p > n {
+		return 0, admin.Errorf(http.StatusBadRequest, "bad_position", "position %q: a number from 1 to %d", position, n)
+	}
+	return p - 1, nil
 }
 
 // attach attaches a stored module as the form describes it: tools and

@@ -51,18 +51,54 @@ func (c consoleSource) Offers(kind string) []console.Tool {
 			continue
 		}
 		for _, it := range offers[i][k] {
-			var d struct {
-				Description string `json:"description"`
-			}
-			json.Unmarshal(it.Raw, &d)
 			name := it.Exposed
 			if name == "" {
 				name = it.Name
 			}
-			out = append(out, console.Tool{Server: u.name, Name: name, Description: d.Description, Def: it.Raw})
+			out = append(out, console.Tool{Server: u.name, Name: name, Description: description(it.Raw), Def: it.Raw})
 		}
 	}
 	return out
+}
+
+// description is a definition's description.
+func description(raw json.RawMessage) string {
+	var d struct {
+		Description string `json:"description"`
+	}
+	json.Unmarshal(raw, &d)
+	return d.Description
+}
+
+// VirtualServers lists the virtual servers in config order.
+func (c consoleSource) VirtualServers() []console.VirtualServer {
+	var out []console.VirtualServer
+	for _, vs := range c.g.virt.Load().Servers() {
+		out = append(out, console.VirtualServer{Name: vs.Name, Path: vs.Path, Title: vs.Title})
+	}
+	return out
+}
+
+// VirtualOffers lists the virtual server's view of the catalogue now: what
+// its sessions list, with the catalogue's name of each tool it renamed.
+func (c consoleSource) VirtualOffers(name, kind string) ([]console.Tool, bool) {
+	k, ok := consoleKinds[kind]
+	if !ok || c.g.virt.Load().ByName(name) == nil {
+		return nil, false
+	}
+	v := c.g.virtualCatalogue(name, c.g.route.catalogue())
+	out := make([]console.Tool, 0, len(v.Lists[k]))
+	for _, it := range v.Lists[k] {
+		t := console.Tool{Name: it.Exposed, Description: description(it.Raw), Def: it.Raw, Overridden: it.Virtual != nil}
+		if it.Up != nil {
+			t.Server = it.Up.name
+		}
+		if rn := it.RuleName(); rn != it.Exposed {
+			t.Catalogue = rn
+		}
+		out = append(out, t)
+	}
+	return out, true
 }
 
 func (c consoleSource) Sessions() int { return len(c.g.route.allSessions()) }

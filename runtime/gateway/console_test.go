@@ -219,13 +219,31 @@ func TestConsoleOpenOnLoopback(t *testing.T) {
 }
 
 // BenchmarkConsolePages renders each console page of a gateway whose
-// upstream offers 1,000 tools (the catalogue pages them 100 at a time).
+// upstream offers 1,000 tools (the catalogue pages them 100 at a time),
+// with a virtual server selecting all of them: one gateway alone
+// (single), and replica r0 of a fleet of three on an in-process NATS
+// (fleet3: its fleet page lists three members, read from NATS). A page
+// over 100 KB fails it (the console's budget).
 func BenchmarkConsolePages(b *testing.B) {
 	_, up := hostileUpstream(b, 1000)
-	_, g := startGateway(b, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}}`, up), Options{})
+	servers := fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}},
+		"virtual_servers": {"all": {"path": "/mcp/all", "tools": ["*"], "overrides": {"tool0001": {"name": "first", "description": "The first."}}}}}`, up)
+	b.Run("single", func(b *testing.B) {
+		_, g := startGateway(b, servers, Options{})
+		benchConsolePages(b, g)
+	})
+	b.Run("fleet3", func(b *testing.B) {
+		f := startFleet(b, 3, servers)
+		waitFor(b, "three members", func() bool { return len(f.gws[0].fleet.Status(context.Background()).Members) == 3 })
+		benchConsolePages(b, f.gws[0])
+	})
+}
+
+func benchConsolePages(b *testing.B, g *Gateway) {
 	waitFor(b, "the upstream's tools", func() bool { return len(consoleSource{g}.Tools()) == 1000 })
 	h := g.AdminHandler()
 	for _, p := range []string{"/ui/", "/ui/catalogue", "/ui/catalogue?q=number+5", "/ui/catalogue/item?kind=tools&server=hostile&name=tool0500",
+		"/ui/catalogue?vs=all", "/ui/catalogue?vs=all&page=9", "/ui/catalogue/item?kind=tools&server=hostile&name=first&vs=all",
 		"/ui/policies", "/ui/oauth", "/ui/fleet", "/ui/playground", "/ui/tail", "/ui/chart.svg"} {
 		b.Run(p, func(b *testing.B) {
 			size := 0
@@ -236,6 +254,9 @@ func BenchmarkConsolePages(b *testing.B) {
 					b.Fatalf("%s: %d", p, rec.Code)
 				}
 				size = rec.Body.Len()
+			}
+			if size > 100<<10 {
+				b.Errorf("%s: %d bytes; the budget is 100 KB a page", p, size)
 			}
 			b.ReportMetric(float64(size), "bytes/page")
 		})
