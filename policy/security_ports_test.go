@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -100,4 +101,46 @@ func FuzzSecurityPortsAgree(f *testing.F) {
 			t.Fatalf("guard verdicts differ: go valid=%v, c valid=%v", verdict[0], verdict[1])
 		}
 	})
+}
+
+// TestGuardSessionStateC: the C build of cross-boundary-guard asks for
+// session state and keeps its memory of a session there, as the Go build
+// does: on instances recycled after every call (two in the pool) a key
+// read from server a in a session is refused on its way to server b and
+// may go back to a; another session may send it. Without clang it
+// skips, and fails under CI.
+func TestGuardSessionStateC(t *testing.T) {
+	wasm, err := w.CExample("cross-boundary-guard", t.TempDir())
+	w.SkipOrFail(t, err)
+	ics := interceptorsOf(t, loadBytes(t, "guard-c", wasm, ModuleOptions{PoolSize: 2, RecycleAfterCalls: 1}))
+	if len(ics) != 1 || !ics[0].Describe().SessionState {
+		t.Fatalf("interceptors %+v, want one with sessionState", ics)
+	}
+	store := &intercept.MemoryStore{}
+	c, err := intercept.NewChain(intercept.Options{State: store}, intercept.Member{Interceptor: ics[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = `{"name":"t","arguments":{"text":"AKIA5MZXN8QRF3WBY6OE"}}`
+	for i, step := range []struct {
+		session, server string
+		phase           intercept.Phase
+		refused         string
+	}{
+		{"s1", "a", intercept.Request, ""},
+		{"s1", "a", intercept.Response, ""},
+		{"s1", "b", intercept.Request, "read from server 'a' may not be sent to server 'b'"},
+		{"s1", "a", intercept.Request, ""},
+		{"s1", "b", intercept.Request, "read from server 'a' may not be sent to server 'b'"},
+		{"s2", "b", intercept.Request, ""},
+	} {
+		_, err := c.Run(context.Background(), intercept.Event{Event: "tools/call", Phase: step.phase, Payload: json.RawMessage(key),
+			Context: &intercept.Context{SessionID: step.session, Server: step.server}})
+		if step.refused == "" && err != nil || step.refused != "" && (err == nil || !strings.Contains(err.Error(), step.refused)) {
+			t.Fatalf("step %d (%s to %s, %s): %v, want refused %q", i, step.session, step.server, step.phase, err, step.refused)
+		}
+	}
+	if st := string(store.Load("s1", "security/cross-boundary-guard")); !strings.Contains(st, "AKIA5MZXN8QRF3WBY6OE aws_access_key a") {
+		t.Fatalf("session state %s, want the key with its origin", st)
+	}
 }

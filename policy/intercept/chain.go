@@ -412,26 +412,29 @@ func (c *Chain) invoke(ctx context.Context, m *member, ev Event, payload json.Ra
 		Name: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Payload: payload,
 		Config: m.config, TimeoutMs: m.timeout.Milliseconds(), Context: ev.Context,
 	}
-	stateful, ferr := c.withState(ctx, m, inv)
-	if ferr != nil {
-		return nil, ferr
+	var res *Result
+	var err *FailError
+	if m.desc.SessionState && c.state != nil && inv.Context != nil && inv.Context.SessionID != "" {
+		res, err = c.invokeStateful(ctx, m, inv)
+	} else {
+		res, err = c.call(ctx, m, inv)
 	}
-	start := time.Now()
-	res, err := Call(ctx, m.ic, inv, m.timeout)
-	m.counters.observe(time.Since(start))
 	if err != nil {
 		return nil, err
-	}
-	if stateful {
-		if err := c.keepState(ctx, m, inv, res); err != nil {
-			return nil, err
-		}
 	}
 	res.Interceptor, res.Type, res.Phase = m.desc.Name, m.desc.Type, ev.Phase
 	if m.desc.Type == Mutation && !res.Modified {
 		res.Payload = payload
 	}
 	return res, nil
+}
+
+// call invokes m once under its deadline, observing its latency.
+func (c *Chain) call(ctx context.Context, m *member, inv *Invocation) (*Result, *FailError) {
+	start := time.Now()
+	res, err := Call(ctx, m.ic, inv, m.timeout)
+	m.counters.observe(time.Since(start))
+	return res, err
 }
 
 // DeadlineEnforcer is implemented by interceptors that stop at their

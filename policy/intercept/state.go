@@ -4,8 +4,10 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // MaxState caps one interceptor's state in one session (64 KiB): a
@@ -16,10 +18,82 @@ const MaxState = 64 << 10
 // for it (Descriptor.SessionState), by MCP session and interceptor name,
 // outside the interceptor: a Wasm instance recycled, or a session whose
 // next request lands on another replica (a store shared by the fleet),
-// keeps its state. Load returns nil for none.
+// keeps its state.
+//
+// Update is one read-invoke-write, atomic per session and interceptor:
+// it calls fn with the current state (nil for none) and keeps what fn
+// returns (nil: unchanged), so that two calls of one session at once
+// do not lose either's change (a guard would miss a read). A store
+// serializes the updates of one state in its process, waiting at most
+// wait for the one before, and without holding up other sessions or
+// interceptors; a store shared by processes also calls fn again with the
+// newer state when another process wrote it meanwhile. An error of fn
+// is returned as it is.
 type SessionStore interface {
-	Load(ctx context.Context, session, interceptor string) (json.RawMessage, error)
-	Store(ctx context.Context, session, interceptor string, state json.RawMessage) error
+	Update(ctx context.Context, session, interceptor string, wait time.Duration, fn func(state json.RawMessage) (json.RawMessage, error)) error
+}
+
+// ErrStateBusy says an update of a session state waited longer than its
+// interceptor's deadline for the update before it.
+var ErrStateBusy = errors.New("waiting for another call's update of this session state")
+
+// StateLocks serialize updates by key, each lock held by one caller at a
+// time; a key's lock exists only while someone holds or waits for it.
+type StateLocks struct {
+	mu sync.Mutex
+	m  map[string]*stateLock
+}
+
+type stateLock struct {
+	ch   chan struct{} // holds a token while locked
+	refs int           // holders and waiters
+}
+
+// Lock locks key, waiting at most wait (and until ctx ends), and returns
+// its unlock.
+func (l *StateLocks) Lock(ctx context.Context, key string, wait time.Duration) (unlock func(), err error) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*stateLock{}
+	}
+	k := l.m[key]
+	if k == nil {
+		k = &stateLock{ch: make(chan struct{}, 1)}
+		l.m[key] = k
+	}
+	k.refs++
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		if k.refs--; k.refs == 0 {
+			delete(l.m, key)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case k.ch <- struct{}{}:
+		return func() { <-k.ch; release() }, nil
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case k.ch <- struct{}{}:
+		return func() { <-k.ch; release() }, nil
+	case <-t.C:
+		err = fmt.Errorf("%w (%v)", ErrStateBusy, wait)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	release()
+	return nil, err
+}
+
+// held is how many keys are locked or waited for.
+func (l *StateLocks) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
 }
 
 // MemoryStore is a SessionStore in this process, bounded: past
@@ -27,6 +101,7 @@ type SessionStore interface {
 type MemoryStore struct {
 	MaxSessions int // 4096 when 0
 
+	locks    StateLocks
 	mu       sync.Mutex
 	sessions map[string]*list.Element // of *memSession
 	lru      list.List                // front: most recent
@@ -37,19 +112,36 @@ type memSession struct {
 	state map[string]json.RawMessage
 }
 
+// Update runs fn on the session's state of interceptor and keeps its
+// result, one update of a state at a time.
+func (m *MemoryStore) Update(ctx context.Context, session, interceptor string, wait time.Duration, fn func(json.RawMessage) (json.RawMessage, error)) error {
+	unlock, err := m.locks.Lock(ctx, session+"\x00"+interceptor, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	next, err := fn(m.Load(session, interceptor))
+	if err != nil || next == nil {
+		return err
+	}
+	m.Store(session, interceptor, next)
+	return nil
+}
+
 // Load returns the session's state of interceptor, or nil.
-func (m *MemoryStore) Load(_ context.Context, session, interceptor string) (json.RawMessage, error) {
+func (m *MemoryStore) Load(session, interceptor string) json.RawMessage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e := m.sessions[session]; e != nil {
 		m.lru.MoveToFront(e)
-		return e.Value.(*memSession).state[interceptor], nil
+		return e.Value.(*memSession).state[interceptor]
 	}
-	return nil, nil
+	return nil
 }
 
-// Store keeps state as the session's state of interceptor.
-func (m *MemoryStore) Store(_ context.Context, session, interceptor string, state json.RawMessage) error {
+// Store keeps state as the session's state of interceptor (outside
+// Update: not serialized with it).
+func (m *MemoryStore) Store(session, interceptor string, state json.RawMessage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sessions == nil {
@@ -67,7 +159,6 @@ func (m *MemoryStore) Store(_ context.Context, session, interceptor string, stat
 	}
 	m.lru.MoveToFront(e)
 	e.Value.(*memSession).state[interceptor] = append(json.RawMessage(nil), state...)
-	return nil
 }
 
 // Sessions returns how many sessions m holds.
@@ -77,36 +168,41 @@ func (m *MemoryStore) Sessions() int {
 	return len(m.sessions)
 }
 
-// withState returns inv with its context carrying m's state in the
-// session (a copy of the context; {} when none yet), when m asks for
-// state and the chain has a store and the event a session.
-func (c *Chain) withState(ctx context.Context, m *member, inv *Invocation) (stateful bool, ferr *FailError) {
-	if !m.desc.SessionState || c.state == nil || inv.Context == nil || inv.Context.SessionID == "" {
-		return false, nil
+// invokeStateful calls a stateful interceptor inside its store's Update:
+// with the session's state in its invocation context ({} when none yet),
+// keeping the state its result returns. An update waits at most the
+// interceptor's deadline for the one before it.
+func (c *Chain) invokeStateful(ctx context.Context, m *member, inv *Invocation) (*Result, *FailError) {
+	base := *inv.Context
+	var res *Result
+	err := c.state.Update(ctx, base.SessionID, m.desc.Name, m.timeout, func(st json.RawMessage) (json.RawMessage, error) {
+		if len(st) == 0 {
+			st = json.RawMessage("{}")
+		}
+		cc := base
+		cc.InterceptorState = st
+		inv.Context = &cc
+		r, ferr := c.call(ctx, m, inv)
+		if ferr != nil {
+			return nil, ferr
+		}
+		res = r
+		if r.State == nil {
+			return nil, nil
+		}
+		if len(r.State) > MaxState || !json.Valid(r.State) {
+			return nil, &FailError{Interceptor: m.desc.Name, Kind: ErrBadResult, Err: fmt.Errorf("session state: %d bytes of JSON at most %d", len(r.State), MaxState)}
+		}
+		return r.State, nil
+	})
+	var ferr *FailError
+	switch {
+	case errors.As(err, &ferr):
+		return nil, ferr
+	case errors.Is(err, ErrStateBusy):
+		return nil, &FailError{Interceptor: m.desc.Name, Kind: ErrTimeout, Err: err}
+	case err != nil:
+		return nil, &FailError{Interceptor: m.desc.Name, Kind: ErrFailed, Err: fmt.Errorf("session state: %w", err)}
 	}
-	st, err := c.state.Load(ctx, inv.Context.SessionID, m.desc.Name)
-	if err != nil {
-		return false, &FailError{Interceptor: m.desc.Name, Kind: ErrFailed, Err: fmt.Errorf("loading its session state: %w", err)}
-	}
-	if len(st) == 0 {
-		st = json.RawMessage("{}")
-	}
-	cc := *inv.Context
-	cc.InterceptorState = st
-	inv.Context = &cc
-	return true, nil
-}
-
-// keepState stores a result's new state.
-func (c *Chain) keepState(ctx context.Context, m *member, inv *Invocation, res *Result) *FailError {
-	if res.State == nil {
-		return nil
-	}
-	if len(res.State) > MaxState || !json.Valid(res.State) {
-		return &FailError{Interceptor: m.desc.Name, Kind: ErrBadResult, Err: fmt.Errorf("session state: %d bytes of JSON at most %d", len(res.State), MaxState)}
-	}
-	if err := c.state.Store(ctx, inv.Context.SessionID, m.desc.Name, res.State); err != nil {
-		return &FailError{Interceptor: m.desc.Name, Kind: ErrFailed, Err: fmt.Errorf("storing its session state: %w", err)}
-	}
-	return nil
+	return res, nil
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // rememberer is a stateless validator keeping its memory in the host's
@@ -115,5 +118,93 @@ func TestResultStateWire(t *testing.T) {
 	back, err := ParseDescriptor(db)
 	if err != nil || !back.SessionState || !strings.Contains(string(db), `"sessionState":true`) {
 		t.Fatalf("%s -> %+v %v", db, back, err)
+	}
+}
+
+// counter is a stateful validator counting its invocations per session
+// in the host's session state, slowly enough (a sleep between its read
+// and its answer) that concurrent calls overlap.
+func counter() Interceptor {
+	d := desc("acme/count", Validation, "tools/call")
+	d.SessionState = true
+	return &Func{Desc: d, Fn: func(ctx context.Context, inv *Invocation) (*Result, error) {
+		var st struct{ N int }
+		if err := json.Unmarshal(inv.Context.InterceptorState, &st); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Millisecond)
+		res := Pass()
+		res.State = fmt.Appendf(nil, `{"n":%d}`, st.N+1)
+		return res, nil
+	}}
+}
+
+// TestSessionStateConcurrent: N concurrent calls of one session through
+// a counting stateful interceptor count N (each read-invoke-write is
+// atomic per session and interceptor), and two sessions count apart.
+func TestSessionStateConcurrent(t *testing.T) {
+	store := &MemoryStore{}
+	c, err := NewChain(Options{State: store}, Member{Interceptor: counter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range 2 * n {
+		wg.Go(func() {
+			_, err := c.Run(context.Background(), Event{Event: "tools/call", Phase: Request, Payload: json.RawMessage(`{}`),
+				Context: &Context{SessionID: fmt.Sprint("s", i%2)}})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{"s0", "s1"} {
+		if got := string(store.Load(s, "acme/count")); got != fmt.Sprintf(`{"n":%d}`, n) {
+			t.Errorf("session %s counted %s after %d concurrent calls, want %d", s, got, n, n)
+		}
+	}
+	if h := store.locks.held(); h != 0 {
+		t.Errorf("%d locks left after the calls", h)
+	}
+}
+
+// TestSessionStateWaitBounded: a call waiting for another update of the
+// same state waits at most the interceptor's deadline (then it fails as
+// a timeout, fail-closed), while another session's call goes through
+// meanwhile.
+func TestSessionStateWaitBounded(t *testing.T) {
+	store := &MemoryStore{}
+	c, err := NewChain(Options{State: store, Timeout: 100 * time.Millisecond}, Member{Interceptor: counter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(session string) error {
+		_, err := c.Run(context.Background(), Event{Event: "tools/call", Phase: Request, Payload: json.RawMessage(`{}`), Context: &Context{SessionID: session}})
+		return err
+	}
+	unlock, err := store.locks.Lock(context.Background(), "held\x00acme/count", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run("other"); err != nil {
+		t.Fatalf("another session waited for the held one: %v", err)
+	}
+	var r *Refusal
+	if err := run("held"); !errors.As(err, &r) || !errors.Is(r.Failure, ErrTimeout) || !strings.Contains(err.Error(), "another call's update") {
+		t.Fatalf("a call of the held session: %v, want a timeout waiting for the update before it", err)
+	}
+	unlock()
+	if err := run("held"); err != nil {
+		t.Fatalf("after the update before it ended: %v", err)
+	}
+	if got := string(store.Load("held", "acme/count")); got != `{"n":1}` {
+		t.Fatalf("state %s, want one call counted", got)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/edge-mcp/edge-mcp/internal/limits"
 )
@@ -133,14 +135,48 @@ func (n *Node) OpenRecord(what, key string, value []byte, marks *Watermarks) ([]
 		err = marks.Accept(bucket+"/"+key, at)
 	}
 	if err != nil {
-		if n.refusal.again(bucket+"/"+key, value) {
-			n.refusal.count.Add(1)
-		} else {
-			n.refused("a record", bucket+"/"+key, err)
-		}
+		n.refusedRecord(bucket+"/"+key, value, err)
 		return nil, err
 	}
 	return body, nil
+}
+
+// MaxRecordLag bounds how long after it was sealed a record read with
+// OpenEntry may have been stored by the NATS server: a writer seals a
+// record just before it writes it, so one stored later was put back by
+// someone else (a replay). It allows for replica clocks behind the NATS
+// server's by up to MaxMessageAge and for a write that long in flight.
+const MaxRecordLag = 2 * MaxMessageAge
+
+// OpenEntry opens a KV entry of the bucket called what as OpenRecord does
+// and also refuses (ErrReplayed) one that the NATS server stored more
+// than MaxRecordLag after it was sealed: a genuine record put back later,
+// which a replica that never saw a newer record of its key could not
+// tell from the newest by marks alone. The server stamps an entry when
+// it stores it; a client with write access cannot set that time.
+func (n *Node) OpenEntry(what string, e jetstream.KeyValueEntry, marks *Watermarks) ([]byte, error) {
+	bucket, key := n.Bucket(what), e.Key()
+	body, at, err := n.keys.OpenRecord(bucket, key, e.Value())
+	if lag := e.Created().Sub(at); err == nil && lag > MaxRecordLag {
+		err = fmt.Errorf("%w: stored %s after it was sealed (at most %s)", ErrReplayed, lag.Round(time.Millisecond), MaxRecordLag)
+	}
+	if err == nil && marks != nil {
+		err = marks.Accept(bucket+"/"+key, at)
+	}
+	if err != nil {
+		n.refusedRecord(bucket+"/"+key, e.Value(), err)
+		return nil, err
+	}
+	return body, nil
+}
+
+// refusedRecord counts and logs (once per value) a record refused.
+func (n *Node) refusedRecord(where string, value []byte, err error) {
+	if n.refusal.again(where, value) {
+		n.refusal.count.Add(1)
+	} else {
+		n.refused("a record", where, err)
+	}
 }
 
 // SealRecordAfter seals body as key's value in the bucket called what,

@@ -263,3 +263,62 @@ func TestRefusedRecordLoggedOnce(t *testing.T) {
 		t.Errorf("logged %d times (want 2), counted %d (want 4):\n%s", got, n.Refused(), logs.String())
 	}
 }
+
+// TestOpenEntry: on a real NATS, a record read from the KV opens when it
+// was stored just after it was sealed (or sealed by a clock ahead), and
+// is refused as replayed when the server stored it more than
+// MaxRecordLag after it was sealed (a genuine record put back later),
+// even by a replica that never saw the key; an older record than one
+// accepted is refused by the watermarks.
+func TestOpenEntry(t *testing.T) {
+	t.Parallel()
+	s := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Open(ctx, testConfig(s.ClientURL()), "r1", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(ctx)
+	waitFor(t, "connected", n.Connected)
+	kv, err := n.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.Bucket("lag")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(at time.Time, marks *Watermarks) error {
+		if _, err := kv.Put(ctx, "k", n.keys.SealRecord(n.Bucket("lag"), "k", at, []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+		e, err := kv.Get(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = n.OpenEntry("lag", e, marks)
+		return err
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		name string
+		at   time.Time
+		ok   bool
+	}{
+		{"just sealed", now, true},
+		{"sealed by a clock ahead", now.Add(time.Minute), true},
+		{"sealed within the lag", now.Add(-MaxRecordLag / 2), true},
+		{"sealed a minute before it was stored", now.Add(-time.Minute), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := open(c.at, nil)
+			if c.ok && err != nil || !c.ok && !errors.Is(err, ErrReplayed) {
+				t.Fatalf("%v, want ok %v", err, c.ok)
+			}
+		})
+	}
+	var marks Watermarks
+	if err := open(time.Now(), &marks); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(time.Now().Add(-time.Second), &marks); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("an older record after a newer one: %v", err)
+	}
+}

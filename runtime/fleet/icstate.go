@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,19 +25,40 @@ const icStateBucket = "icstate"
 // in the JetStream KV bucket "<fleet>_icstate", so that a session's next
 // request on another replica, or on a recycled module instance, finds
 // it. Records are sealed by the fleet's keys like every fleet record (a
-// NATS user without them can neither read nor forge one), keyed by a hash
-// of the session and the interceptor (no session id in NATS), each at
-// most intercept.MaxState, and live as long as a session token (the
-// bucket's TTL). While the replica is not in the fleet or NATS is
-// unreachable, state is kept in this process (bounded) and the fleet's
-// copy is used again when NATS is back.
+// NATS user without them can neither read nor forge one, nor move one
+// to another key), keyed by a hash of the session and the interceptor
+// (no session id in NATS), each at most intercept.MaxState, and live as
+// long as a session token (the bucket's TTL). While the replica is not
+// in the fleet or NATS is unreachable, state is kept in this process
+// (bounded) and the fleet's copy is used again when NATS is back.
+//
+// An update is atomic across the fleet: one at a time per state on this
+// replica (StateLocks), and written only over the revision it read
+// (compare-and-set); when another replica wrote in between, the update
+// reads the newer state and runs again, so neither change is lost.
+//
+// A genuine older record put back by someone with NATS write access (a
+// replay: a guard would forget a read) is refused when read, failing the
+// interceptor's call: its sealed write time is older than the newest one
+// this replica accepted for the key (cluster.Watermarks), or the NATS
+// server stored it more than cluster.MaxRecordLag after it was sealed
+// (which a replica that never saw the newer record can check too). Each
+// write is sealed later than the record it replaces and lands only over
+// that record's revision, so a replay slipped in between fails the write
+// and is refused on the read again.
 type InterceptorState struct {
 	f     *Fleet
 	local intercept.MemoryStore
+	locks intercept.StateLocks
+	marks cluster.Watermarks // newest record accepted, per key
 
 	mu sync.Mutex
 	kv jetstream.KeyValue
 }
+
+// maxStateAttempts bounds the reads and writes of one update that keep
+// finding the state changed by another replica.
+const maxStateAttempts = 8
 
 // InterceptorState returns the fleet's interceptor state store (usable
 // before Join: it uses NATS once the replica is in the fleet).
@@ -68,46 +90,66 @@ func (s *InterceptorState) bucket(ctx context.Context) (*cluster.Node, jetstream
 	return n, kv, nil
 }
 
-// Load returns interceptor's state in session, or nil.
-func (s *InterceptorState) Load(ctx context.Context, session, interceptor string) (json.RawMessage, error) {
+// Update runs fn on interceptor's state in session and writes its
+// result over the revision it read, again on a newer state when another
+// replica wrote meanwhile.
+func (s *InterceptorState) Update(ctx context.Context, session, interceptor string, wait time.Duration, fn func(json.RawMessage) (json.RawMessage, error)) error {
 	n, kv, err := s.bucket(ctx)
-	if err != nil || kv == nil {
-		if err == nil {
-			return s.local.Load(ctx, session, interceptor)
-		}
-		return nil, err
+	if err != nil {
+		return err
 	}
+	if kv == nil {
+		return s.local.Update(ctx, session, interceptor, wait, fn)
+	}
+	unlock, err := s.locks.Lock(ctx, session+"\x00"+interceptor, wait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	key := stateKey(session, interceptor)
+	for range maxStateAttempts {
+		state, rev, err := s.load(ctx, n, kv, key)
+		if err != nil {
+			return err
+		}
+		next, err := fn(state)
+		if err != nil || next == nil {
+			return err
+		}
+		where := n.Bucket(icStateBucket) + "/" + key
+		at := n.Keys().Next(s.marks.Latest(where))
+		sealed := n.Keys().SealRecord(n.Bucket(icStateBucket), key, at, next)
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, sealed)
+		} else {
+			_, err = kv.Update(ctx, key, sealed, rev)
+		}
+		switch {
+		case err == nil:
+			return s.marks.Accept(where, at) // the record just replaced is older now
+		case !cluster.IsConflict(err):
+			s.forget()
+			return fmt.Errorf("writing interceptor state: %w", err)
+		}
+	}
+	return fmt.Errorf("writing interceptor state: changed by other replicas %d times meanwhile", maxStateAttempts)
+}
+
+// load reads key's state and its revision (0: none).
+func (s *InterceptorState) load(ctx context.Context, n *cluster.Node, kv jetstream.KeyValue, key string) (json.RawMessage, uint64, error) {
 	e, err := kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil, nil
+		return nil, 0, nil
 	case err != nil:
 		s.forget()
-		return nil, fmt.Errorf("reading interceptor state: %w", err)
+		return nil, 0, fmt.Errorf("reading interceptor state: %w", err)
 	}
-	body, err := n.OpenRecord(icStateBucket, key, e.Value(), nil)
+	body, err := n.OpenEntry(icStateBucket, e, &s.marks)
 	if err != nil {
-		return nil, fmt.Errorf("interceptor state in NATS does not open with the fleet's keys: %w", err)
+		return nil, 0, fmt.Errorf("interceptor state in NATS refused: %w", err)
 	}
-	return body, nil
-}
-
-// Store keeps state as interceptor's state in session.
-func (s *InterceptorState) Store(ctx context.Context, session, interceptor string, state json.RawMessage) error {
-	n, kv, err := s.bucket(ctx)
-	if err != nil || kv == nil {
-		if err == nil {
-			return s.local.Store(ctx, session, interceptor, state)
-		}
-		return err
-	}
-	key := stateKey(session, interceptor)
-	if _, err := kv.Put(ctx, key, n.SealRecord(icStateBucket, key, state, nil)); err != nil {
-		s.forget()
-		return fmt.Errorf("writing interceptor state: %w", err)
-	}
-	return nil
+	return body, e.Revision(), nil
 }
 
 // forget drops the bound bucket after an error (it may be gone).

@@ -129,7 +129,23 @@ const fleetAWSKey = "AKIA5MZXN8QRF3WBY6OE"
 // be written back to a. The guard's memory of the session is the fleet's
 // session state, not an instance's.
 func TestInterceptorsFleetGuardModule(t *testing.T) {
-	mod := writeModule(t, wasmtest.Example(t, "cross-boundary-guard"))
+	fleetGuard(t, wasmtest.Example(t, "cross-boundary-guard"))
+}
+
+// TestInterceptorsFleetGuardModuleC is TestInterceptorsFleetGuardModule
+// with the guard's C build (wasm-examples/cross-boundary-guard/c on the C
+// kit, built by the test), which keeps its memory in the host's session
+// state too. Without clang it skips, and fails under CI.
+func TestInterceptorsFleetGuardModuleC(t *testing.T) {
+	wasm, err := wasmtest.CExample("cross-boundary-guard", t.TempDir())
+	wasmtest.SkipOrFail(t, err)
+	fleetGuard(t, wasm)
+}
+
+// fleetGuard runs a build of cross-boundary-guard on three replicas of a
+// fleet (TestInterceptorsFleetGuardModule).
+func fleetGuard(t *testing.T, wasm []byte) {
+	mod := writeModule(t, wasm)
 	a, b := keyServer(t, "a"), keyServer(t, "b")
 	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "prefix": "a"}, "b": {"url": %q, "prefix": "b"}},
 	  "policies": [{"name": "guard", "module": %q}], "interceptors": [{"module": "guard"}]}`, a, b, mod))

@@ -2,7 +2,9 @@
  * security/cross-boundary-guard of the Go module (../main.go and
  * wasm-examples/internal/secretflow) on the C kit: a secret a server
  * returned in a session may not be sent to a different server later in
- * that session. Same limits: 4096 sessions (the oldest is forgotten), 1024
+ * that session. Its memory of a session is the host's session state
+ * (sessionState) where the host keeps one, else the instance's. Same
+ * limits: 4096 sessions in an instance (the oldest is forgotten), 1024
  * secrets per session. */
 #include <stdlib.h>
 #include <string.h>
@@ -127,15 +129,16 @@ static int ingest_string(void *ctx, const char *s, size_t n, size_t start, size_
 
 static edge_buf why, server;
 
-static const char *validate(const edge_invocation *inv, edge_buf *out) {
-  walk w = {.s = get_session(inv->session_id), .why = &why};
+/* decide answers inv from session s's memory, updating it. */
+static void decide(session *s, const edge_invocation *inv, edge_buf *out) {
+  walk w = {.s = s, .why = &why};
   why.len = 0;
   if (edge_str_is(inv->phase, "response")) {
-    w.origin = inv->server.s ? inv->server.s : w.s->in_flight.data;
-    w.on = inv->server.s ? inv->server.n : w.s->in_flight.len;
+    w.origin = inv->server.s ? inv->server.s : s->in_flight.data;
+    w.on = inv->server.s ? inv->server.n : s->in_flight.len;
     if (sf_strings(inv->payload.s, inv->payload.n, ingest_string, &w) < 0)
       edge_refuse(out, "cross-boundary-guard: payload is not valid JSON");
-    return NULL;
+    return;
   }
   if (inv->server.s && inv->server.n) {
     server.len = 0;
@@ -148,15 +151,106 @@ static const char *validate(const edge_invocation *inv, edge_buf *out) {
   int r = sf_strings(inv->payload.s, inv->payload.n, check_string, &w);
   if (r < 0) {
     edge_refuse(out, "cross-boundary-guard: payload is not valid JSON");
-    return NULL;
+    return;
   }
   if (why.len) {
     edge_append(&why, "", 1); /* NUL for edge_refuse */
     edge_refuse(out, why.data);
+    return;
+  }
+  s->in_flight.len = 0;
+  edge_append(&s->in_flight, server.data, server.len);
+}
+
+/* The session state the host keeps (sessionState), as the Go build's
+ * secretflow.Guard.Export: a JSON array of strings, the server in flight
+ * first, then "value format server" per secret, at most MAX_STATE bytes.
+ * With it the guard's memory of a session survives a recycled instance
+ * and follows the session to every replica of a fleet; held is the
+ * session being answered, restored from the state. */
+enum { MAX_STATE = 60 << 10 };
+
+static session held;
+static edge_buf state;
+static int state_first;
+
+static int restore_string(void *ctx, const char *s, size_t n, size_t start, size_t end) {
+  (void)ctx, (void)start, (void)end;
+  if (state_first) {
+    state_first = 0;
+    edge_append(&held.in_flight, s, n);
+    return 0;
+  }
+  const char *sp1 = memchr(s, ' ', n);
+  const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', n - (size_t)(sp1 + 1 - s)) : NULL;
+  if (!sp2 || held.nt >= MAX_TAINT_PER_SESSION) return 0;
+  int format = -1;
+  for (int i = 0; i < SF_FORMATS; i++) {
+    size_t fn = (size_t)(sp2 - sp1 - 1);
+    if (strlen(sf_format_ids[i]) == fn && memcmp(sf_format_ids[i], sp1 + 1, fn) == 0) format = i;
+  }
+  if (format < 0) return 0;
+  if (held.nt == held.capt) {
+    held.capt = held.capt ? 2 * held.capt : 8;
+    held.taint = realloc(held.taint, held.capt * sizeof *held.taint);
+    if (!held.taint) __builtin_trap();
+  }
+  size_t vn = (size_t)(sp1 - s), sn = n - (size_t)(sp2 + 1 - s);
+  held.taint[held.nt++] = (taint){dup(s, vn), dup(sp2 + 1, sn), vn, sn, format};
+  return 0;
+}
+
+/* restore makes held the session of the state st; 0 when st is not JSON. */
+static session *restore(edge_str st) {
+  for (size_t i = 0; i < held.nt; i++) {
+    free(held.taint[i].value);
+    free(held.taint[i].server);
+  }
+  held.nt = 0;
+  held.in_flight.len = 0;
+  state_first = 1;
+  return sf_strings(st.s, st.n, restore_string, NULL) < 0 ? NULL : &held;
+}
+
+static void append_state_string(edge_buf *b, const char *s, size_t n) {
+  edge_append(b, "\"", 1);
+  edge_append_escaped(b, s, n);
+  edge_append(b, "\"", 1);
+}
+
+/* export writes held as a session state into state. */
+static void export(void) {
+  state.len = 0;
+  edge_append(&state, "[", 1);
+  append_state_string(&state, held.in_flight.data, held.in_flight.len);
+  for (size_t i = 0; i < held.nt; i++) {
+    taint *t = &held.taint[i];
+    const char *f = sf_format_ids[t->format];
+    if (state.len + t->vn + strlen(f) + t->sn + 8 > MAX_STATE) break;
+    edge_appends(&state, ",\"");
+    edge_append_escaped(&state, t->value, t->vn);
+    edge_append(&state, " ", 1);
+    edge_appends(&state, f);
+    edge_append(&state, " ", 1);
+    edge_append_escaped(&state, t->server, t->sn);
+    edge_append(&state, "\"", 1);
+  }
+  edge_append(&state, "]", 1);
+}
+
+static const char *validate(const edge_invocation *inv, edge_buf *out) {
+  if (!inv->state.s) { /* the host keeps no state: the instance does */
+    decide(get_session(inv->session_id), inv, out);
     return NULL;
   }
-  w.s->in_flight.len = 0;
-  edge_append(&w.s->in_flight, server.data, server.len);
+  session *s = restore(inv->state);
+  if (!s) {
+    edge_refuse(out, "cross-boundary-guard: session state is not valid JSON");
+    return NULL;
+  }
+  decide(s, inv, out);
+  export();
+  if (state.len != inv->state.n || memcmp(state.data, inv->state.s, state.len) != 0) edge_set_state(state.data, state.len);
   return NULL;
 }
 
@@ -168,6 +262,7 @@ static const edge_interceptor interceptors[] = {{
     .description = "Refuses a request that carries a secret read from another server in the same session",
     .events = events,
     .phase = "both",
+    .session_state = 1,
     .fn = validate,
 }};
 
