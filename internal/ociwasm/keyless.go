@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -25,8 +26,11 @@ import (
 // same trusted root and its body must name this signature and
 // certificate, the certificate's identity (a SAN) and OIDC issuer must
 // match a configured rule, and its key must verify the signature.
-// Not verified: inclusion proofs against a checkpoint, RFC 3161
-// timestamps and certificate transparency SCTs (see docs/policies.md).
+// An entry may instead (Rekor v2: only) carry an inclusion proof: an RFC
+// 6962 audit path from its body to the root of a checkpoint the log's key
+// signed (rekor.go); when it carries both, both must verify. An inclusion
+// proof proves no time: the signing time then comes from an RFC 3161
+// timestamp.
 
 // Fulcio's certificate extensions naming the OIDC issuer.
 var (
@@ -38,7 +42,7 @@ var (
 // verification reads: Fulcio's certificate authorities and Rekor's keys.
 type TrustedRoot struct {
 	roots, intermediates *x509.CertPool
-	logs                 map[string]*ecdsa.PublicKey // hex log ID -> key
+	logs                 map[string]*logKey // hex log ID -> key
 }
 
 type trustedRootJSON struct {
@@ -68,7 +72,7 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("trusted root: %w", err)
 	}
-	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), logs: map[string]*ecdsa.PublicKey{}}
+	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), logs: map[string]*logKey{}}
 	cas := 0
 	for i, ca := range j.CertificateAuthorities {
 		chain := ca.CertChain.Certificates
@@ -94,16 +98,16 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %w", i, err)
 		}
-		pub, err := x509.ParsePKIXPublicKey(der)
+		key, err := parseLogKey(der)
 		if err != nil {
 			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %w", i, err)
 		}
-		ec, ok := pub.(*ecdsa.PublicKey)
-		if !ok {
-			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %T, want ECDSA", i, pub)
+		id, err := base64.StdEncoding.DecodeString(l.LogID.KeyID)
+		if err != nil || len(id) == 0 {
+			sum := sha256.Sum256(der)
+			id = sum[:]
 		}
-		sum := sha256.Sum256(der)
-		tr.logs[hex.EncodeToString(sum[:])] = ec
+		tr.logs[hex.EncodeToString(id)] = key
 	}
 	if cas == 0 || len(tr.logs) == 0 {
 		return nil, fmt.Errorf("trusted root: %d certificate authorities and %d transparency logs: want at least one of each", cas, len(tr.logs))
@@ -214,13 +218,18 @@ func VerifyKeyless(b []byte, root *TrustedRoot, ids []Identity) (subjects []stri
 	if sig == nil {
 		return nil, by, errors.New("the signature does not verify with the certificate's key")
 	}
-	at, err := kb.signedTime(root, der, sig, signed)
+	times, err := kb.logged(root, der, sig, signed)
 	if err != nil {
 		return nil, by, err
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}}); err != nil {
-		return nil, by, fmt.Errorf("certificate at %s (the log's time): %w", at.UTC().Format(time.RFC3339), err)
+	if len(times) == 0 {
+		return nil, by, errors.New("no signed time: the log entries carry inclusion proofs only, which prove no time; want a signed entry timestamp or an RFC 3161 timestamp")
+	}
+	for _, at := range times {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}}); err != nil {
+			return nil, by, fmt.Errorf("certificate at %s (the log's time): %w", at.UTC().Format(time.RFC3339), err)
+		}
 	}
 	issuer := certIssuer(cert)
 	sans := append([]string(nil), cert.EmailAddresses...)
@@ -260,22 +269,38 @@ type setPayload struct {
 	LogIndex       int64  `json:"logIndex"`
 }
 
-// signedTime returns the integrated time of a transparency-log entry
-// whose signed entry timestamp a trusted log key verifies and whose body
-// names this signature and certificate.
-func (kb *keylessBundle) signedTime(root *TrustedRoot, certDER, sig []byte, signed [32]byte) (time.Time, error) {
+// maxTlogEntries bounds the log entries of a bundle (cosign writes one).
+const maxTlogEntries = 8
+
+// logged checks that a transparency log of root recorded this signature
+// and certificate, and returns the times the entries' signed entry
+// timestamps prove (none for inclusion proofs alone).
+func (kb *keylessBundle) logged(root *TrustedRoot, certDER, sig []byte, signed [32]byte) ([]time.Time, error) {
+	entries := kb.VerificationMaterial.TlogEntries
+	if len(entries) == 0 {
+		return nil, errors.New("the bundle has no transparency-log entry to prove it was logged")
+	}
+	if len(entries) > maxTlogEntries {
+		return nil, fmt.Errorf("%d transparency-log entries, at most %d", len(entries), maxTlogEntries)
+	}
 	var reasons []string
-	for i, e := range kb.VerificationMaterial.TlogEntries {
-		at, err := e.verify(root, certDER, sig, signed)
-		if err == nil {
-			return at, nil
+	var times []time.Time
+	ok := false
+	for i, e := range entries {
+		at, timed, err := e.verify(root, certDER, sig, signed)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("tlog entry %d: %v", i, err))
+			continue
 		}
-		reasons = append(reasons, fmt.Sprintf("tlog entry %d: %v", i, err))
+		ok = true
+		if timed {
+			times = append(times, at)
+		}
 	}
-	if len(reasons) == 0 {
-		return time.Time{}, errors.New("the bundle has no transparency-log entry to prove when it was signed")
+	if !ok {
+		return nil, errors.New(joinReasons(reasons))
 	}
-	return time.Time{}, errors.New(joinReasons(reasons))
+	return times, nil
 }
 
 func joinReasons(r []string) string {
@@ -299,24 +324,51 @@ type tlogEntry struct {
 	InclusionPromise *struct {
 		SignedEntryTimestamp string `json:"signedEntryTimestamp"`
 	} `json:"inclusionPromise"`
-	CanonicalizedBody string `json:"canonicalizedBody"`
+	InclusionProof    *inclusionProof `json:"inclusionProof"`
+	CanonicalizedBody string          `json:"canonicalizedBody"`
 }
 
-// verify checks the entry's signed entry timestamp with the trusted log
-// key its log ID names, and that its body is about this signature and
-// certificate; it returns the entry's integrated time.
-func (e *tlogEntry) verify(root *TrustedRoot, certDER, sig []byte, signed [32]byte) (time.Time, error) {
-	if e.InclusionPromise == nil {
-		return time.Time{}, errors.New("no signed entry timestamp (inclusion promise); inclusion proofs alone are not verified")
-	}
+// verify checks that the entry is of a log of root and its body records
+// this signature and certificate, then its signed entry timestamp (with
+// the log's key) and its inclusion proof, whichever it carries (at least
+// one; both must verify). It returns the integrated time the signed entry
+// timestamp proves (timed is false without one).
+func (e *tlogEntry) verify(root *TrustedRoot, certDER, sig []byte, signed [32]byte) (at time.Time, timed bool, err error) {
 	id, err := base64.StdEncoding.DecodeString(e.LogID.KeyID)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("log ID: %w", err)
+		return at, false, fmt.Errorf("log ID: %w", err)
 	}
 	key := root.logs[hex.EncodeToString(id)]
 	if key == nil {
-		return time.Time{}, fmt.Errorf("log %x is not a transparency log of the trusted root", id)
+		return at, false, fmt.Errorf("log %x is not a transparency log of the trusted root", id)
 	}
+	if e.InclusionPromise == nil && e.InclusionProof == nil {
+		return at, false, errors.New("neither a signed entry timestamp nor an inclusion proof")
+	}
+	body, err := base64.StdEncoding.DecodeString(e.CanonicalizedBody)
+	if err != nil {
+		return at, false, fmt.Errorf("body: %w", err)
+	}
+	if e.InclusionPromise != nil {
+		if at, err = e.verifySET(key, id); err != nil {
+			return at, false, err
+		}
+		timed = true
+	}
+	if e.InclusionProof != nil {
+		if err := e.InclusionProof.verify(key, body); err != nil {
+			return at, false, err
+		}
+	}
+	if err := bodyNames(body, certDER, sig, signed); err != nil {
+		return at, false, err
+	}
+	return at, timed, nil
+}
+
+// verifySET checks the entry's signed entry timestamp (Rekor v1's
+// inclusion promise) and returns the integrated time it signs.
+func (e *tlogEntry) verifySET(key *logKey, id []byte) (time.Time, error) {
 	index, err1 := strconv.ParseInt(e.LogIndex, 10, 64)
 	at, err2 := strconv.ParseInt(e.IntegratedTime, 10, 64)
 	set, err3 := base64.StdEncoding.DecodeString(e.InclusionPromise.SignedEntryTimestamp)
@@ -324,16 +376,8 @@ func (e *tlogEntry) verify(root *TrustedRoot, certDER, sig []byte, signed [32]by
 		return time.Time{}, err
 	}
 	payload, _ := json.Marshal(setPayload{Body: e.CanonicalizedBody, IntegratedTime: at, LogID: hex.EncodeToString(id), LogIndex: index})
-	sum := sha256.Sum256(payload)
-	if !ecdsa.VerifyASN1(key, sum[:], set) {
+	if !key.verify(payload, set) {
 		return time.Time{}, errors.New("the signed entry timestamp does not verify with the log's key")
-	}
-	body, err := base64.StdEncoding.DecodeString(e.CanonicalizedBody)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("body: %w", err)
-	}
-	if err := bodyNames(body, certDER, sig, signed); err != nil {
-		return time.Time{}, err
 	}
 	return time.Unix(at, 0), nil
 }
@@ -359,7 +403,28 @@ type rekorBody struct {
 			Signature string `json:"signature"`
 			Verifier  string `json:"verifier"`
 		} `json:"signatures"`
+		// Rekor v2 (apiVersion 0.0.2).
+		HashedRekordV002 *struct {
+			Data struct {
+				Algorithm string `json:"algorithm"`
+				Digest    string `json:"digest"`
+			} `json:"data"`
+			Signature signatureV002 `json:"signature"`
+		} `json:"hashedRekordV002"`
+		DSSEV002 *struct {
+			Signatures []signatureV002 `json:"signatures"`
+		} `json:"dsseV002"`
 	} `json:"spec"`
+}
+
+// signatureV002 is a signature and its verifier in a Rekor v2 body.
+type signatureV002 struct {
+	Content  string `json:"content"`
+	Verifier struct {
+		X509Certificate struct {
+			RawBytes string `json:"rawBytes"`
+		} `json:"x509Certificate"`
+	} `json:"verifier"`
 }
 
 // bodyNames checks that a log entry body records this signature by this
@@ -381,8 +446,26 @@ func bodyNames(body, certDER, sig []byte, signed [32]byte) error {
 		s, err := base64.StdEncoding.DecodeString(b64)
 		return err == nil && bytes.Equal(s, sig)
 	}
-	switch rb.Kind {
-	case "hashedrekord":
+	sameV002 := func(s signatureV002) bool {
+		der, err := base64.StdEncoding.DecodeString(s.Verifier.X509Certificate.RawBytes)
+		return err == nil && bytes.Equal(der, certDER) && sameSig(s.Content)
+	}
+	switch {
+	case rb.Kind == "hashedrekord" && rb.Spec.HashedRekordV002 != nil:
+		h := rb.Spec.HashedRekordV002
+		if !sameV002(h.Signature) {
+			return errors.New("the entry records another signature or certificate")
+		}
+		if d, err := base64.StdEncoding.DecodeString(h.Data.Digest); err != nil || h.Data.Algorithm != "SHA2_256" || !bytes.Equal(d, signed[:]) {
+			return errors.New("the entry records another digest")
+		}
+		return nil
+	case rb.Kind == "dsse" && rb.Spec.DSSEV002 != nil:
+		if slices.ContainsFunc(rb.Spec.DSSEV002.Signatures, sameV002) {
+			return nil
+		}
+		return errors.New("the entry records another signature or certificate")
+	case rb.Kind == "hashedrekord":
 		sp := rb.Spec
 		if sp.Signature == nil || sp.Data == nil || !sameSig(sp.Signature.Content) || !sameCert(sp.Signature.PublicKey.Content) {
 			return errors.New("the entry records another signature or certificate")
@@ -391,7 +474,7 @@ func bodyNames(body, certDER, sig []byte, signed [32]byte) error {
 			return errors.New("the entry records another digest")
 		}
 		return nil
-	case "dsse":
+	case rb.Kind == "dsse":
 		for _, s := range rb.Spec.Signatures {
 			if sameSig(s.Signature) && sameCert(s.Verifier) {
 				return nil

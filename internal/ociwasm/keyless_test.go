@@ -70,7 +70,14 @@ func TestVerifyKeyless(t *testing.T) {
 		{"log not trusted", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{LogKeyID: make([]byte, 32)}), ids, "not a transparency log of the trusted root"},
 		{"entry of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{BodySig: []byte("other")}), ids, "records another signature"},
 		{"no log entry", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{NoEntry: true}), ids, "no transparency-log entry"},
-		{"no entry timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{NoPromise: true}), ids, "no signed entry timestamp"},
+		{"no entry timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{NoPromise: true}), ids, "neither a signed entry timestamp nor an inclusion proof"},
+		{"inclusion proof and checkpoint", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true}), ids, ""},
+		{"tampered audit path", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true, TamperPath: true}), ids, "does not lead to the checkpoint's root"},
+		{"checkpoint of a tree without the entry", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true, WrongRoot: true}), ids, "does not lead to the checkpoint's root"},
+		{"checkpoint by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true, CheckpointKey: otherKey}), ids, "checkpoint is not signed by the log's key"},
+		{"Rekor v2 entry without a timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true}), ids, "inclusion proofs only, which prove no time"},
+		{"Rekor v2 entry, tampered audit path", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, TamperPath: true}), ids, "does not lead to the checkpoint's root"},
+		{"Rekor v2 entry of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, BodySig: []byte("other")}), ids, "records another signature"},
 		{"signature by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{SigKey: otherKey}), ids, "does not verify with the certificate's key"},
 	}
 	for _, c := range cases {
@@ -145,6 +152,8 @@ func FuzzVerifyKeyless(f *testing.F) {
 	key := ecKey(t)
 	good := fx.Bundle(t, key, fx.Leaf(t, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{})
 	f.Add(good)
+	f.Add(fx.Bundle(t, key, fx.Leaf(t, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{Proof: true}))
+	f.Add(fx.Bundle(t, key, fx.Leaf(t, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{V2: true}))
 	f.Add(fx.TrustedRoot)
 	f.Add([]byte(`{"verificationMaterial":{"certificate":{"rawBytes":"AAAA"},"tlogEntries":[{"logIndex":"x","inclusionPromise":{}}]}}`))
 	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}

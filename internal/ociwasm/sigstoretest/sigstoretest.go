@@ -118,6 +118,12 @@ type Opts struct {
 	BodySig            []byte            // the signature the log records (nil: the bundle's)
 	NoEntry, NoPromise bool
 	SigKey             *ecdsa.PrivateKey // signs the manifest digest (nil: the certificate's key)
+
+	Proof         bool              // an inclusion proof (leaf 5 of a tree of 7) and its signed checkpoint
+	V2            bool              // Rekor v2: a hashedrekord 0.0.2 body, an inclusion proof, no signed entry timestamp
+	TamperPath    bool              // flip a bit of the audit path
+	WrongRoot     bool              // the proof and the checkpoint name another tree's root (validly signed)
+	CheckpointKey *ecdsa.PrivateKey // signs the checkpoint (nil: the log's key)
 }
 
 // setPayload is what Rekor's signed entry timestamp signs.
@@ -144,9 +150,25 @@ func (f *Sigstore) Bundle(t testing.TB, certKey *ecdsa.PrivateKey, certDER []byt
 		bodySig = o.BodySig
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER})
+	body, _ := json.Marshal(map[string]any{"apiVersion": "0.0.2", "kind": "hashedrekord", "spec": map[string]any{"hashedRekordV002": map[string]any{
+		"data":      map[string]any{"algorithm": "SHA2_256", "digest": b64(digest[:])},
+		"signature": map[string]any{"content": b64(bodySig), "verifier": map[string]any{"x509Certificate": map[string]any{"rawBytes": b64(certDER)}, "keyDetails": "PKIX_ECDSA_P256_SHA_256"}}}}})
+	if !o.V2 {
+		body = f.bodyV1(digest, bodySig, certPEM)
+	}
+	return f.bundleWith(t, certDER, digest, sig, body, o)
+}
+
+// bodyV1 is a Rekor v1 hashedrekord entry body.
+func (f *Sigstore) bodyV1(digest [32]byte, sig, certPEM []byte) []byte {
 	body, _ := json.Marshal(map[string]any{"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": map[string]any{
 		"data":      map[string]any{"hash": map[string]any{"algorithm": "sha256", "value": hex.EncodeToString(digest[:])}},
-		"signature": map[string]any{"content": b64(bodySig), "publicKey": map[string]any{"content": b64(certPEM)}}}})
+		"signature": map[string]any{"content": b64(sig), "publicKey": map[string]any{"content": b64(certPEM)}}}})
+	return body
+}
+
+// bundleWith is a bundle whose log entry records body.
+func (f *Sigstore) bundleWith(t testing.TB, certDER []byte, digest [32]byte, sig, body []byte, o Opts) []byte {
 	at := o.At
 	if at.IsZero() {
 		at = T0.Add(2 * time.Minute)
@@ -166,8 +188,15 @@ func (f *Sigstore) Bundle(t testing.TB, certKey *ecdsa.PrivateKey, certDER []byt
 	set, _ := ecdsa.SignASN1(rand.Reader, setKey, ps[:])
 	entry := map[string]any{"logIndex": "42", "logId": map[string]any{"keyId": b64(logID)}, "kindVersion": map[string]any{"kind": "hashedrekord", "version": "0.0.1"},
 		"integratedTime": strconv.FormatInt(at.Unix(), 10), "canonicalizedBody": b64(body)}
-	if !o.NoPromise {
+	if o.V2 {
+		entry["kindVersion"] = map[string]any{"kind": "hashedrekord", "version": "0.0.2"}
+		entry["integratedTime"] = "0"
+	}
+	if !o.NoPromise && !o.V2 {
 		entry["inclusionPromise"] = map[string]any{"signedEntryTimestamp": b64(set)}
+	}
+	if o.Proof || o.V2 {
+		entry["inclusionProof"] = f.proof(t, body, o)
 	}
 	entries := []any{entry}
 	if o.NoEntry {
@@ -209,4 +238,90 @@ func Attach(t testing.TB, host, repository, manifestDigest string, bundle []byte
 	if err := repo.Push(ctx, content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, raw), bytes.NewReader(raw)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// MerkleRoot is RFC 6962's Merkle tree hash of leaves (section 2.1),
+// computed recursively, as the RFC defines it.
+func MerkleRoot(leaves [][]byte) []byte { return mth(leaves) }
+
+// AuditPath is RFC 6962's audit path of leaf m (section 2.1.1).
+func AuditPath(m int, leaves [][]byte) [][]byte { return auditPath(m, leaves) }
+
+func mth(leaves [][]byte) []byte {
+	switch len(leaves) {
+	case 0:
+		s := sha256.Sum256(nil)
+		return s[:]
+	case 1:
+		s := sha256.Sum256(append([]byte{0}, leaves[0]...))
+		return s[:]
+	}
+	k := 1
+	for k*2 < len(leaves) {
+		k *= 2
+	}
+	s := sha256.Sum256(append(append([]byte{1}, mth(leaves[:k])...), mth(leaves[k:])...))
+	return s[:]
+}
+
+// auditPath is RFC 6962's PATH(m, D[n]) (section 2.1.1).
+func auditPath(m int, leaves [][]byte) [][]byte {
+	if len(leaves) <= 1 {
+		return nil
+	}
+	k := 1
+	for k*2 < len(leaves) {
+		k *= 2
+	}
+	if m < k {
+		return append(auditPath(m, leaves[:k]), mth(leaves[k:]))
+	}
+	return append(auditPath(m-k, leaves[k:]), mth(leaves[:k]))
+}
+
+// proof is an inclusion proof of body as leaf 5 of a tree of 7, with the
+// checkpoint the log signs for that tree.
+func (f *Sigstore) proof(t testing.TB, body []byte, o Opts) map[string]any {
+	leaves := make([][]byte, 7)
+	for i := range leaves {
+		leaves[i] = []byte("entry " + strconv.Itoa(i))
+	}
+	const index = 5
+	leaves[index] = body
+	root, path := mth(leaves), auditPath(index, leaves)
+	if o.TamperPath {
+		path[1] = bytes.Clone(path[1])
+		path[1][0] ^= 1
+	}
+	if o.WrongRoot {
+		root = mth(leaves[:6])
+	}
+	hashes := []any{}
+	for _, h := range path {
+		hashes = append(hashes, b64(h))
+	}
+	origin := "rekor.test"
+	if !o.V2 {
+		origin += " - 1193050959916656506"
+	}
+	return map[string]any{"logIndex": strconv.Itoa(index), "treeSize": strconv.Itoa(len(leaves)), "rootHash": b64(root), "hashes": hashes,
+		"checkpoint": map[string]any{"envelope": f.Checkpoint(t, origin, uint64(len(leaves)), root, o.CheckpointKey)}}
+}
+
+// Checkpoint is a signed note of a tree head, as Rekor signs it: by key
+// (nil: the log's), its key hint the first 4 bytes of the SHA-256 of the
+// key's PKIX encoding.
+func (f *Sigstore) Checkpoint(t testing.TB, origin string, size uint64, root []byte, key *ecdsa.PrivateKey) string {
+	if key == nil {
+		key = f.LogKey
+	}
+	text := origin + "\n" + strconv.FormatUint(size, 10) + "\n" + b64(root) + "\n"
+	sum := sha256.Sum256([]byte(text))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	hint := sha256.Sum256(der)
+	return text + "\n\u2014 rekor.test " + b64(append(hint[:4:4], sig...)) + "\n"
 }
