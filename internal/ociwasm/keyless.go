@@ -43,6 +43,36 @@ var (
 type TrustedRoot struct {
 	roots, intermediates *x509.CertPool
 	logs                 map[string]*logKey // hex log ID -> key
+	// Timestamp authorities: each chain's first certificate, the others
+	// but the last, the last.
+	tsaLeaves                  []*x509.Certificate
+	tsaIntermediates, tsaRoots *x509.CertPool
+}
+
+// certChain is a trusted root's certificate chain, the root last.
+type certChain struct {
+	CertChain struct {
+		Certificates []struct {
+			RawBytes string `json:"rawBytes"`
+		} `json:"certificates"`
+	} `json:"certChain"`
+}
+
+// parse returns the chain's certificates.
+func (c certChain) parse() ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for k, c := range c.CertChain.Certificates {
+		der, err := base64.StdEncoding.DecodeString(c.RawBytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", k, err)
+		}
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", k, err)
+		}
+		out = append(out, cert)
+	}
+	return out, nil
 }
 
 type trustedRootJSON struct {
@@ -54,13 +84,8 @@ type trustedRootJSON struct {
 			KeyID string `json:"keyId"`
 		} `json:"logId"`
 	} `json:"tlogs"`
-	CertificateAuthorities []struct {
-		CertChain struct {
-			Certificates []struct {
-				RawBytes string `json:"rawBytes"`
-			} `json:"certificates"`
-		} `json:"certChain"`
-	} `json:"certificateAuthorities"`
+	CertificateAuthorities []certChain `json:"certificateAuthorities"`
+	TimestampAuthorities   []certChain `json:"timestampAuthorities"`
 }
 
 // ParseTrustedRoot reads a Sigstore trusted root (trusted_root.json, as
@@ -72,19 +97,15 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("trusted root: %w", err)
 	}
-	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), logs: map[string]*logKey{}}
+	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), logs: map[string]*logKey{},
+		tsaIntermediates: x509.NewCertPool(), tsaRoots: x509.NewCertPool()}
 	cas := 0
 	for i, ca := range j.CertificateAuthorities {
-		chain := ca.CertChain.Certificates
-		for k, c := range chain {
-			der, err := base64.StdEncoding.DecodeString(c.RawBytes)
-			if err != nil {
-				return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] certificate %d: %w", i, k, err)
-			}
-			cert, err := x509.ParseCertificate(der)
-			if err != nil {
-				return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] certificate %d: %w", i, k, err)
-			}
+		chain, err := ca.parse()
+		if err != nil {
+			return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] %w", i, err)
+		}
+		for k, cert := range chain {
 			if k == len(chain)-1 {
 				tr.roots.AddCert(cert)
 				cas++
@@ -92,6 +113,20 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 				tr.intermediates.AddCert(cert)
 			}
 		}
+	}
+	for i, ta := range j.TimestampAuthorities {
+		chain, err := ta.parse()
+		if err != nil {
+			return nil, fmt.Errorf("trusted root: timestampAuthorities[%d] %w", i, err)
+		}
+		if len(chain) < 2 {
+			return nil, fmt.Errorf("trusted root: timestampAuthorities[%d]: %d certificates, want the authority's and its root", i, len(chain))
+		}
+		tr.tsaLeaves = append(tr.tsaLeaves, chain[0])
+		for _, c := range chain[1 : len(chain)-1] {
+			tr.tsaIntermediates.AddCert(c)
+		}
+		tr.tsaRoots.AddCert(chain[len(chain)-1])
 	}
 	for i, l := range j.Tlogs {
 		der, err := base64.StdEncoding.DecodeString(l.PublicKey.RawBytes)
@@ -156,7 +191,12 @@ type keylessBundle struct {
 				RawBytes string `json:"rawBytes"`
 			} `json:"certificates"`
 		} `json:"x509CertificateChain"`
-		TlogEntries []tlogEntry `json:"tlogEntries"`
+		TlogEntries               []tlogEntry `json:"tlogEntries"`
+		TimestampVerificationData *struct {
+			RFC3161Timestamps []struct {
+				SignedTimestamp string `json:"signedTimestamp"`
+			} `json:"rfc3161Timestamps"`
+		} `json:"timestampVerificationData"`
 	} `json:"verificationMaterial"`
 }
 
@@ -222,13 +262,18 @@ func VerifyKeyless(b []byte, root *TrustedRoot, ids []Identity) (subjects []stri
 	if err != nil {
 		return nil, by, err
 	}
+	stamped, err := kb.stamped(root, sig)
+	if err != nil {
+		return nil, by, err
+	}
+	times = append(times, stamped...)
 	if len(times) == 0 {
 		return nil, by, errors.New("no signed time: the log entries carry inclusion proofs only, which prove no time; want a signed entry timestamp or an RFC 3161 timestamp")
 	}
 	for _, at := range times {
 		if _, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}}); err != nil {
-			return nil, by, fmt.Errorf("certificate at %s (the log's time): %w", at.UTC().Format(time.RFC3339), err)
+			return nil, by, fmt.Errorf("certificate at %s (a signed time of the bundle): %w", at.UTC().Format(time.RFC3339), err)
 		}
 	}
 	issuer := certIssuer(cert)
@@ -299,6 +344,38 @@ func (kb *keylessBundle) logged(root *TrustedRoot, certDER, sig []byte, signed [
 	}
 	if !ok {
 		return nil, errors.New(joinReasons(reasons))
+	}
+	return times, nil
+}
+
+// maxTimestamps bounds a bundle's RFC 3161 timestamps.
+const maxTimestamps = 8
+
+// stamped verifies the bundle's RFC 3161 timestamps of sig and returns
+// their times; any that does not verify refuses the bundle.
+func (kb *keylessBundle) stamped(root *TrustedRoot, sig []byte) ([]time.Time, error) {
+	tvd := kb.VerificationMaterial.TimestampVerificationData
+	if tvd == nil {
+		return nil, nil
+	}
+	if len(tvd.RFC3161Timestamps) > maxTimestamps {
+		return nil, fmt.Errorf("%d RFC 3161 timestamps, at most %d", len(tvd.RFC3161Timestamps), maxTimestamps)
+	}
+	var times []time.Time
+	for i, s := range tvd.RFC3161Timestamps {
+		der, err := base64.StdEncoding.DecodeString(s.SignedTimestamp)
+		if err != nil {
+			return nil, fmt.Errorf("RFC 3161 timestamp %d: %w", i, err)
+		}
+		ts, err := parseTimestamp(der)
+		if err != nil {
+			return nil, fmt.Errorf("RFC 3161 timestamp %d: %w", i, err)
+		}
+		at, err := ts.verify(root, sig)
+		if err != nil {
+			return nil, fmt.Errorf("RFC 3161 timestamp %d: %w", i, err)
+		}
+		times = append(times, at)
 	}
 	return times, nil
 }

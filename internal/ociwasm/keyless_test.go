@@ -78,6 +78,12 @@ func TestVerifyKeyless(t *testing.T) {
 		{"Rekor v2 entry without a timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true}), ids, "inclusion proofs only, which prove no time"},
 		{"Rekor v2 entry, tampered audit path", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, TamperPath: true}), ids, "does not lead to the checkpoint's root"},
 		{"Rekor v2 entry of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, BodySig: []byte("other")}), ids, "records another signature"},
+		{"RFC 3161 timestamp besides the entry's", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Stamp: true}), ids, ""},
+		{"Rekor v2 entry and an RFC 3161 timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true}), ids, ""},
+		{"timestamp by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampKey: otherKey}), ids, "no certificate of the token or the trusted root's authorities signed it"},
+		{"timestamp of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampOf: []byte("other")}), ids, "stamps something else than the bundle's signature"},
+		{"timestamp after the certificate expired", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampAt: t0.Add(time.Hour)}), ids, "expired"},
+		{"timestamp outside the authority's validity", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampAt: t0.AddDate(6, 0, 0)}), ids, `signed by "test-tsa"`},
 		{"signature by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{SigKey: otherKey}), ids, "does not verify with the certificate's key"},
 	}
 	for _, c := range cases {

@@ -24,6 +24,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/cryptobyte"
+	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
+
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -49,7 +52,10 @@ var oidIssuerV2 = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 1, 8}
 type Sigstore struct {
 	RootKey, InterKey, LogKey *ecdsa.PrivateKey
 	Root, Inter               *x509.Certificate
-	TrustedRoot               []byte
+	// A timestamp authority: its root and its time-stamping certificate.
+	TSARootKey, TSAKey *ecdsa.PrivateKey
+	TSARoot, TSA       *x509.Certificate
+	TrustedRoot        []byte
 }
 
 // ECKey is a new ECDSA P-256 key.
@@ -78,7 +84,7 @@ var b64 = base64.StdEncoding.EncodeToString
 
 // New makes a Sigstore with fresh keys.
 func New(t testing.TB) *Sigstore {
-	f := &Sigstore{RootKey: ECKey(t), InterKey: ECKey(t), LogKey: ECKey(t)}
+	f := &Sigstore{RootKey: ECKey(t), InterKey: ECKey(t), LogKey: ECKey(t), TSARootKey: ECKey(t), TSAKey: ECKey(t)}
 	ca := func(n int64, cn string) *x509.Certificate {
 		return &x509.Certificate{SerialNumber: big.NewInt(n), Subject: pkix.Name{CommonName: cn}, NotBefore: T0.AddDate(-1, 0, 0),
 			NotAfter: T0.AddDate(5, 0, 0), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
@@ -86,6 +92,11 @@ func New(t testing.TB) *Sigstore {
 	var rootDER, interDER []byte
 	f.Root, rootDER = MustCert(t, ca(1, "test-fulcio-root"), ca(1, "test-fulcio-root"), &f.RootKey.PublicKey, f.RootKey)
 	f.Inter, interDER = MustCert(t, ca(2, "test-fulcio-intermediate"), f.Root, &f.InterKey.PublicKey, f.RootKey)
+	var tsaRootDER, tsaDER []byte
+	f.TSARoot, tsaRootDER = MustCert(t, ca(4, "test-tsa-root"), ca(4, "test-tsa-root"), &f.TSARootKey.PublicKey, f.TSARootKey)
+	f.TSA, tsaDER = MustCert(t, &x509.Certificate{SerialNumber: big.NewInt(5), Subject: pkix.Name{CommonName: "test-tsa"},
+		NotBefore: T0.AddDate(-1, 0, 0), NotAfter: T0.AddDate(5, 0, 0), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageTimeStamping}}, f.TSARoot, &f.TSAKey.PublicKey, f.TSARootKey)
 	logDER, _ := x509.MarshalPKIXPublicKey(&f.LogKey.PublicKey)
 	logID := sha256.Sum256(logDER)
 	f.TrustedRoot, _ = json.Marshal(map[string]any{
@@ -95,6 +106,8 @@ func New(t testing.TB) *Sigstore {
 			"logId":     map[string]any{"keyId": b64(logID[:])}}},
 		"certificateAuthorities": []any{map[string]any{"uri": "https://fulcio.test",
 			"certChain": map[string]any{"certificates": []any{map[string]any{"rawBytes": b64(interDER)}, map[string]any{"rawBytes": b64(rootDER)}}}}},
+		"timestampAuthorities": []any{map[string]any{"uri": "https://tsa.test", "subject": map[string]any{"commonName": "test-tsa"},
+			"certChain": map[string]any{"certificates": []any{map[string]any{"rawBytes": b64(tsaDER)}, map[string]any{"rawBytes": b64(tsaRootDER)}}}}},
 	})
 	return f
 }
@@ -124,6 +137,11 @@ type Opts struct {
 	TamperPath    bool              // flip a bit of the audit path
 	WrongRoot     bool              // the proof and the checkpoint name another tree's root (validly signed)
 	CheckpointKey *ecdsa.PrivateKey // signs the checkpoint (nil: the log's key)
+
+	Stamp    bool              // an RFC 3161 timestamp of the signature by the fixture's TSA
+	StampAt  time.Time         // its time (zero: 2.25 s after the integrated time)
+	StampKey *ecdsa.PrivateKey // signs it (nil: the TSA's key)
+	StampOf  []byte            // what it stamps (nil: the bundle's signature)
 }
 
 // setPayload is what Rekor's signed entry timestamp signs.
@@ -202,8 +220,19 @@ func (f *Sigstore) bundleWith(t testing.TB, certDER []byte, digest [32]byte, sig
 	if o.NoEntry {
 		entries = nil
 	}
+	vm := map[string]any{"certificate": map[string]any{"rawBytes": b64(certDER)}, "tlogEntries": entries}
+	if o.Stamp {
+		of, when := sig, o.StampAt
+		if o.StampOf != nil {
+			of = o.StampOf
+		}
+		if when.IsZero() {
+			when = at.Add(2250 * time.Millisecond)
+		}
+		vm["timestampVerificationData"] = map[string]any{"rfc3161Timestamps": []any{map[string]any{"signedTimestamp": b64(f.Timestamp(t, of, when, o.StampKey))}}}
+	}
 	b, _ := json.Marshal(map[string]any{"mediaType": MediaTypeBundle,
-		"verificationMaterial": map[string]any{"certificate": map[string]any{"rawBytes": b64(certDER)}, "tlogEntries": entries},
+		"verificationMaterial": vm,
 		"messageSignature":     map[string]any{"messageDigest": map[string]any{"algorithm": "SHA2_256", "digest": b64(digest[:])}, "signature": b64(sig)}})
 	return b
 }
@@ -324,4 +353,88 @@ func (f *Sigstore) Checkpoint(t testing.TB, origin string, size uint64, root []b
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	hint := sha256.Sum256(der)
 	return text + "\n\u2014 rekor.test " + b64(append(hint[:4:4], sig...)) + "\n"
+}
+
+// Object identifiers of an RFC 3161 token.
+var (
+	oidSignedData    = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 7, 2}
+	oidTSTInfo       = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 16, 1, 4}
+	oidContentType   = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 3}
+	oidMessageDigest = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 9, 4}
+	oidSHA256        = asn1.ObjectIdentifier{2, 16, 840, 1, 101, 3, 4, 2, 1}
+	oidECDSASHA256   = asn1.ObjectIdentifier{1, 2, 840, 10045, 4, 3, 2}
+)
+
+// Timestamp is a DER RFC 3161 TimeStampResp by the fixture's TSA (signed
+// by key; nil: the TSA's) stamping the SHA-256 of of at the time at, its
+// certificate in the token.
+func (f *Sigstore) Timestamp(t testing.TB, of []byte, at time.Time, key *ecdsa.PrivateKey) []byte {
+	if key == nil {
+		key = f.TSAKey
+	}
+	imprint := sha256.Sum256(of)
+	var info cryptobyte.Builder
+	info.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddASN1Int64(1)
+		b.AddASN1ObjectIdentifier(asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 2})
+		b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+			b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) { b.AddASN1ObjectIdentifier(oidSHA256); b.AddASN1NULL() })
+			b.AddASN1OctetString(imprint[:])
+		})
+		b.AddASN1Int64(7)
+		b.AddASN1(cbasn1.GeneralizedTime, func(b *cryptobyte.Builder) { b.AddBytes([]byte(at.UTC().Format("20060102150405.999Z"))) })
+	})
+	tst := info.BytesOrPanic()
+	digest := sha256.Sum256(tst)
+	attrs := func(b *cryptobyte.Builder) {
+		b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+			b.AddASN1ObjectIdentifier(oidContentType)
+			b.AddASN1(cbasn1.SET, func(b *cryptobyte.Builder) { b.AddASN1ObjectIdentifier(oidTSTInfo) })
+		})
+		b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+			b.AddASN1ObjectIdentifier(oidMessageDigest)
+			b.AddASN1(cbasn1.SET, func(b *cryptobyte.Builder) { b.AddASN1OctetString(digest[:]) })
+		})
+	}
+	var signedAttrs cryptobyte.Builder
+	signedAttrs.AddASN1(cbasn1.SET, attrs)
+	sum := sha256.Sum256(signedAttrs.BytesOrPanic())
+	sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp cryptobyte.Builder
+	resp.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) { b.AddASN1Int64(0) })
+		b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+			b.AddASN1ObjectIdentifier(oidSignedData)
+			b.AddASN1(cbasn1.Tag(0).Constructed().ContextSpecific(), func(b *cryptobyte.Builder) {
+				b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+					b.AddASN1Int64(3)
+					b.AddASN1(cbasn1.SET, func(b *cryptobyte.Builder) {
+						b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) { b.AddASN1ObjectIdentifier(oidSHA256) })
+					})
+					b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+						b.AddASN1ObjectIdentifier(oidTSTInfo)
+						b.AddASN1(cbasn1.Tag(0).Constructed().ContextSpecific(), func(b *cryptobyte.Builder) { b.AddASN1OctetString(tst) })
+					})
+					b.AddASN1(cbasn1.Tag(0).Constructed().ContextSpecific(), func(b *cryptobyte.Builder) { b.AddBytes(f.TSA.Raw) })
+					b.AddASN1(cbasn1.SET, func(b *cryptobyte.Builder) {
+						b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+							b.AddASN1Int64(1)
+							b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+								b.AddBytes(f.TSA.RawIssuer)
+								b.AddASN1BigInt(f.TSA.SerialNumber)
+							})
+							b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) { b.AddASN1ObjectIdentifier(oidSHA256) })
+							b.AddASN1(cbasn1.Tag(0).Constructed().ContextSpecific(), attrs)
+							b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) { b.AddASN1ObjectIdentifier(oidECDSASHA256) })
+							b.AddASN1OctetString(sig)
+						})
+					})
+				})
+			})
+		})
+	})
+	return resp.BytesOrPanic()
 }
