@@ -43,6 +43,7 @@ var (
 type TrustedRoot struct {
 	roots, intermediates *x509.CertPool
 	logs                 map[string]*logKey // hex log ID -> key
+	ctlogs               map[string]*logKey // certificate transparency logs, hex log ID -> key
 	// Timestamp authorities: each chain's first certificate, the others
 	// but the last, the last.
 	tsaLeaves                  []*x509.Certificate
@@ -75,15 +76,42 @@ func (c certChain) parse() ([]*x509.Certificate, error) {
 	return out, nil
 }
 
+// logJSON is a trusted root's transparency or CT log.
+type logJSON struct {
+	PublicKey struct {
+		RawBytes string `json:"rawBytes"`
+	} `json:"publicKey"`
+	LogID struct {
+		KeyID string `json:"keyId"`
+	} `json:"logId"`
+}
+
+// parseLogs returns the logs' keys by hex log ID (the trusted root's, or
+// the SHA-256 of the key).
+func parseLogs(logs []logJSON, what string) (map[string]*logKey, error) {
+	out := map[string]*logKey{}
+	for i, l := range logs {
+		der, err := base64.StdEncoding.DecodeString(l.PublicKey.RawBytes)
+		if err != nil {
+			return nil, fmt.Errorf("trusted root: %s[%d] public key: %w", what, i, err)
+		}
+		key, err := parseLogKey(der)
+		if err != nil {
+			return nil, fmt.Errorf("trusted root: %s[%d] public key: %w", what, i, err)
+		}
+		id, err := base64.StdEncoding.DecodeString(l.LogID.KeyID)
+		if err != nil || len(id) == 0 {
+			sum := sha256.Sum256(der)
+			id = sum[:]
+		}
+		out[hex.EncodeToString(id)] = key
+	}
+	return out, nil
+}
+
 type trustedRootJSON struct {
-	Tlogs []struct {
-		PublicKey struct {
-			RawBytes string `json:"rawBytes"`
-		} `json:"publicKey"`
-		LogID struct {
-			KeyID string `json:"keyId"`
-		} `json:"logId"`
-	} `json:"tlogs"`
+	Tlogs                  []logJSON   `json:"tlogs"`
+	Ctlogs                 []logJSON   `json:"ctlogs"`
 	CertificateAuthorities []certChain `json:"certificateAuthorities"`
 	TimestampAuthorities   []certChain `json:"timestampAuthorities"`
 }
@@ -97,7 +125,7 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return nil, fmt.Errorf("trusted root: %w", err)
 	}
-	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), logs: map[string]*logKey{},
+	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(),
 		tsaIntermediates: x509.NewCertPool(), tsaRoots: x509.NewCertPool()}
 	cas := 0
 	for i, ca := range j.CertificateAuthorities {
@@ -128,21 +156,12 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 		}
 		tr.tsaRoots.AddCert(chain[len(chain)-1])
 	}
-	for i, l := range j.Tlogs {
-		der, err := base64.StdEncoding.DecodeString(l.PublicKey.RawBytes)
-		if err != nil {
-			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %w", i, err)
-		}
-		key, err := parseLogKey(der)
-		if err != nil {
-			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %w", i, err)
-		}
-		id, err := base64.StdEncoding.DecodeString(l.LogID.KeyID)
-		if err != nil || len(id) == 0 {
-			sum := sha256.Sum256(der)
-			id = sum[:]
-		}
-		tr.logs[hex.EncodeToString(id)] = key
+	var err error
+	if tr.logs, err = parseLogs(j.Tlogs, "tlogs"); err != nil {
+		return nil, err
+	}
+	if tr.ctlogs, err = parseLogs(j.Ctlogs, "ctlogs"); err != nil {
+		return nil, err
 	}
 	if cas == 0 || len(tr.logs) == 0 {
 		return nil, fmt.Errorf("trusted root: %d certificate authorities and %d transparency logs: want at least one of each", cas, len(tr.logs))
@@ -270,11 +289,20 @@ func VerifyKeyless(b []byte, root *TrustedRoot, ids []Identity) (subjects []stri
 	if len(times) == 0 {
 		return nil, by, errors.New("no signed time: the log entries carry inclusion proofs only, which prove no time; want a signed entry timestamp or an RFC 3161 timestamp")
 	}
+	var chain []*x509.Certificate
 	for _, at := range times {
-		if _, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}}); err != nil {
+		chains, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}})
+		if err != nil {
 			return nil, by, fmt.Errorf("certificate at %s (a signed time of the bundle): %w", at.UTC().Format(time.RFC3339), err)
 		}
+		chain = chains[0]
+	}
+	if len(chain) < 2 {
+		return nil, by, errors.New("certificate: it is itself a root of the trusted root, not issued by one")
+	}
+	if err := verifySCTs(root, cert, chain[1]); err != nil {
+		return nil, by, err
 	}
 	issuer := certIssuer(cert)
 	sans := append([]string(nil), cert.EmailAddresses...)

@@ -84,6 +84,9 @@ func TestVerifyKeyless(t *testing.T) {
 		{"timestamp of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampOf: []byte("other")}), ids, "stamps something else than the bundle's signature"},
 		{"timestamp after the certificate expired", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampAt: t0.Add(time.Hour)}), ids, "expired"},
 		{"timestamp outside the authority's validity", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampAt: t0.AddDate(6, 0, 0)}), ids, `signed by "test-tsa"`},
+		{"certificate without an SCT", f.Bundle(t, key, f.LeafWith(t, key, testSAN, testIssuer, sigstoretest.LeafOpts{NoSCT: true}), sha256.Sum256(manifest), bundleOpts{}), ids, "the certificate embeds no SCT list"},
+		{"SCT by another key", f.Bundle(t, key, f.LeafWith(t, key, testSAN, testIssuer, sigstoretest.LeafOpts{SCTKey: otherKey}), sha256.Sum256(manifest), bundleOpts{}), ids, "the signature does not verify with log"},
+		{"SCT of another certificate", f.Bundle(t, key, f.LeafWith(t, key, testSAN, testIssuer, sigstoretest.LeafOpts{SCTOtherTBS: true}), sha256.Sum256(manifest), bundleOpts{}), ids, "the signature does not verify with log"},
 		{"signature by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{SigKey: otherKey}), ids, "does not verify with the certificate's key"},
 	}
 	for _, c := range cases {

@@ -46,7 +46,7 @@ var adminKeys = []key{
 	{name: "admin.require_signature[].cosign_keys", field: at(func(r *SignatureRule) *[]string { return &r.CosignKeys }),
 		doc: "PEM ECDSA P-256 public keys (cosign.pub); one must have signed the manifest (required unless the rule is keyless)"},
 	{name: "admin.require_signature[].trusted_root", field: at(func(r *SignatureRule) *string { return &r.TrustedRoot }),
-		doc: "keyless: a Sigstore `trusted_root.json` (its text, e.g. `${file:/etc/edge/trusted_root.json}`): the Fulcio CAs and Rekor keys bundles are verified against, offline"},
+		doc: "keyless: a Sigstore `trusted_root.json` (its text, e.g. `${file:/etc/edge/trusted_root.json}`): the Fulcio CAs, Rekor logs, CT logs and timestamp authorities bundles are verified against, offline; pinned, replaced by the operator (no TUF)"},
 	{name: "admin.require_signature[].certificate_identity", field: at(func(r *SignatureRule) *string { return &r.CertificateIdentity }),
 		doc: "keyless: the signing certificate's SAN (URI or e-mail), exactly"},
 	{name: "admin.require_signature[].certificate_identity_regexp", field: at(func(r *SignatureRule) *string { return &r.CertificateIdentityRegexp }),

@@ -55,7 +55,9 @@ type Sigstore struct {
 	// A timestamp authority: its root and its time-stamping certificate.
 	TSARootKey, TSAKey *ecdsa.PrivateKey
 	TSARoot, TSA       *x509.Certificate
-	TrustedRoot        []byte
+	// A certificate transparency log, whose SCT Leaf embeds.
+	CTKey       *ecdsa.PrivateKey
+	TrustedRoot []byte
 }
 
 // ECKey is a new ECDSA P-256 key.
@@ -84,7 +86,7 @@ var b64 = base64.StdEncoding.EncodeToString
 
 // New makes a Sigstore with fresh keys.
 func New(t testing.TB) *Sigstore {
-	f := &Sigstore{RootKey: ECKey(t), InterKey: ECKey(t), LogKey: ECKey(t), TSARootKey: ECKey(t), TSAKey: ECKey(t)}
+	f := &Sigstore{RootKey: ECKey(t), InterKey: ECKey(t), LogKey: ECKey(t), TSARootKey: ECKey(t), TSAKey: ECKey(t), CTKey: ECKey(t)}
 	ca := func(n int64, cn string) *x509.Certificate {
 		return &x509.Certificate{SerialNumber: big.NewInt(n), Subject: pkix.Name{CommonName: cn}, NotBefore: T0.AddDate(-1, 0, 0),
 			NotAfter: T0.AddDate(5, 0, 0), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
@@ -99,6 +101,8 @@ func New(t testing.TB) *Sigstore {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageTimeStamping}}, f.TSARoot, &f.TSAKey.PublicKey, f.TSARootKey)
 	logDER, _ := x509.MarshalPKIXPublicKey(&f.LogKey.PublicKey)
 	logID := sha256.Sum256(logDER)
+	ctDER, _ := x509.MarshalPKIXPublicKey(&f.CTKey.PublicKey)
+	ctID := sha256.Sum256(ctDER)
 	f.TrustedRoot, _ = json.Marshal(map[string]any{
 		"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
 		"tlogs": []any{map[string]any{"baseUrl": "https://rekor.test", "hashAlgorithm": "SHA2_256",
@@ -106,6 +110,9 @@ func New(t testing.TB) *Sigstore {
 			"logId":     map[string]any{"keyId": b64(logID[:])}}},
 		"certificateAuthorities": []any{map[string]any{"uri": "https://fulcio.test",
 			"certChain": map[string]any{"certificates": []any{map[string]any{"rawBytes": b64(interDER)}, map[string]any{"rawBytes": b64(rootDER)}}}}},
+		"ctlogs": []any{map[string]any{"baseUrl": "https://ctfe.test", "hashAlgorithm": "SHA2_256",
+			"publicKey": map[string]any{"rawBytes": b64(ctDER), "keyDetails": "PKIX_ECDSA_P256_SHA_256"},
+			"logId":     map[string]any{"keyId": b64(ctID[:])}}},
 		"timestampAuthorities": []any{map[string]any{"uri": "https://tsa.test", "subject": map[string]any{"commonName": "test-tsa"},
 			"certChain": map[string]any{"certificates": []any{map[string]any{"rawBytes": b64(tsaDER)}, map[string]any{"rawBytes": b64(tsaRootDER)}}}}},
 	})
@@ -113,13 +120,77 @@ func New(t testing.TB) *Sigstore {
 }
 
 // Leaf issues a short-lived signing certificate for key, san and issuer,
-// as Fulcio does, signed by the intermediate.
+// as Fulcio does, signed by the intermediate, with the SCT of the
+// fixture's CT log embedded.
 func (f *Sigstore) Leaf(t testing.TB, key *ecdsa.PrivateKey, san, issuer string) []byte {
+	return f.LeafWith(t, key, san, issuer, LeafOpts{})
+}
+
+// LeafOpts bends a leaf's embedded SCT.
+type LeafOpts struct {
+	NoSCT       bool              // embed none
+	SCTKey      *ecdsa.PrivateKey // signs the SCT (nil: the CT log's key)
+	SCTOtherTBS bool              // the SCT signs another certificate
+}
+
+var oidSCTList = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 11129, 2, 4, 2}
+
+// LeafWith is Leaf with its SCT bent by o. The SCT signs the TBS of the
+// same certificate issued without the SCT extension (what a
+// precertificate is without its poison), and the intermediate's key hash.
+func (f *Sigstore) LeafWith(t testing.TB, key *ecdsa.PrivateKey, san, issuer string, o LeafOpts) []byte {
 	u, _ := url.Parse(san)
 	iss, _ := asn1.MarshalWithParams(issuer, "utf8")
-	_, der := MustCert(t, &x509.Certificate{SerialNumber: big.NewInt(3), NotBefore: T0, NotAfter: T0.Add(10 * time.Minute),
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), NotBefore: T0, NotAfter: T0.Add(10 * time.Minute),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}, URIs: []*url.URL{u},
-		ExtraExtensions: []pkix.Extension{{Id: oidIssuerV2, Value: iss}}}, f.Inter, &key.PublicKey, f.InterKey)
+		ExtraExtensions: []pkix.Extension{{Id: oidIssuerV2, Value: iss}}}
+	pre, der := MustCert(t, tmpl, f.Inter, &key.PublicKey, f.InterKey)
+	if o.NoSCT {
+		return der
+	}
+	tbs := pre.RawTBSCertificate
+	if o.SCTOtherTBS {
+		other := *tmpl
+		other.SerialNumber = big.NewInt(4)
+		c, _ := MustCert(t, &other, f.Inter, &key.PublicKey, f.InterKey)
+		tbs = c.RawTBSCertificate
+	}
+	ctKey := f.CTKey
+	if o.SCTKey != nil {
+		ctKey = o.SCTKey
+	}
+	ts := uint64(T0.Add(time.Second).UnixMilli())
+	keyHash := sha256.Sum256(f.Inter.RawSubjectPublicKeyInfo)
+	var signed cryptobyte.Builder
+	signed.AddUint8(0)
+	signed.AddUint8(0)
+	signed.AddUint64(ts)
+	signed.AddUint16(1)
+	signed.AddBytes(keyHash[:])
+	signed.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(tbs) })
+	signed.AddUint16(0)
+	sum := sha256.Sum256(signed.BytesOrPanic())
+	sig, err := ecdsa.SignASN1(rand.Reader, ctKey, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctDER, _ := x509.MarshalPKIXPublicKey(&f.CTKey.PublicKey)
+	logID := sha256.Sum256(ctDER)
+	var list cryptobyte.Builder
+	list.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			b.AddUint8(0)
+			b.AddBytes(logID[:])
+			b.AddUint64(ts)
+			b.AddUint16(0)
+			b.AddUint8(4) // sha256
+			b.AddUint8(3) // ecdsa
+			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(sig) })
+		})
+	})
+	ext, _ := asn1.Marshal(list.BytesOrPanic())
+	tmpl.ExtraExtensions = append(tmpl.ExtraExtensions, pkix.Extension{Id: oidSCTList, Value: ext})
+	_, der = MustCert(t, tmpl, f.Inter, &key.PublicKey, f.InterKey)
 	return der
 }
 
