@@ -18,19 +18,19 @@ import (
 	"time"
 )
 
-// Keyless Sigstore bundles, verified offline with the standard library:
-// the bundle's Fulcio certificate must chain to a certificate authority of
-// a pinned trusted root (Sigstore's trusted_root.json) at the time a
-// transparency-log entry of the bundle proves, that entry's signed entry
-// timestamp (Rekor's inclusion promise) must verify with a log key of the
-// same trusted root and its body must name this signature and
-// certificate, the certificate's identity (a SAN) and OIDC issuer must
-// match a configured rule, and its key must verify the signature.
-// An entry may instead (Rekor v2: only) carry an inclusion proof: an RFC
-// 6962 audit path from its body to the root of a checkpoint the log's key
-// signed (rekor.go); when it carries both, both must verify. An inclusion
-// proof proves no time: the signing time then comes from an RFC 3161
-// timestamp.
+// Keyless Sigstore bundles, verified offline with the standard library
+// (and cryptobyte) against a pinned trusted root (Sigstore's
+// trusted_root.json): the certificate's key must verify the signature; a
+// transparency-log entry of a log of the root must record this signature
+// and certificate, proven by its signed entry timestamp (Rekor v1's
+// inclusion promise) or an inclusion proof to a checkpoint the log's key
+// signed (rekor.go; Rekor v2 writes only these), both verified when both
+// are there; the signing times are those the signed entry timestamps and
+// the bundle's RFC 3161 timestamps (tsa.go) prove, at least one; the
+// Fulcio certificate must chain to a certificate authority of the root at
+// each of them and carry an SCT of a CT log of the root (sct.go, when the
+// root lists any); and its identity (a SAN) and OIDC issuer must match a
+// configured rule.
 
 // Fulcio's certificate extensions naming the OIDC issuer.
 var (
@@ -277,31 +277,11 @@ func VerifyKeyless(b []byte, root *TrustedRoot, ids []Identity) (subjects []stri
 	if sig == nil {
 		return nil, by, errors.New("the signature does not verify with the certificate's key")
 	}
-	times, err := kb.logged(root, der, sig, signed)
+	times, err := kb.signedTimes(root, der, sig, signed)
 	if err != nil {
 		return nil, by, err
 	}
-	stamped, err := kb.stamped(root, sig)
-	if err != nil {
-		return nil, by, err
-	}
-	times = append(times, stamped...)
-	if len(times) == 0 {
-		return nil, by, errors.New("no signed time: the log entries carry inclusion proofs only, which prove no time; want a signed entry timestamp or an RFC 3161 timestamp")
-	}
-	var chain []*x509.Certificate
-	for _, at := range times {
-		chains, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}})
-		if err != nil {
-			return nil, by, fmt.Errorf("certificate at %s (a signed time of the bundle): %w", at.UTC().Format(time.RFC3339), err)
-		}
-		chain = chains[0]
-	}
-	if len(chain) < 2 {
-		return nil, by, errors.New("certificate: it is itself a root of the trusted root, not issued by one")
-	}
-	if err := verifySCTs(root, cert, chain[1]); err != nil {
+	if err := verifyCert(root, cert, times); err != nil {
 		return nil, by, err
 	}
 	issuer := certIssuer(cert)
@@ -315,6 +295,44 @@ func VerifyKeyless(b []byte, root *TrustedRoot, ids []Identity) (subjects []stri
 		}
 	}
 	return nil, by, fmt.Errorf("certificate of %q issued by %q: no configured identity matches", sans, issuer)
+}
+
+// signedTimes checks that the signature was logged and returns the times
+// the bundle proves it was made at: its log entries' signed entry
+// timestamps and its RFC 3161 timestamps, at least one.
+func (kb *keylessBundle) signedTimes(root *TrustedRoot, certDER, sig []byte, signed [32]byte) ([]time.Time, error) {
+	times, err := kb.logged(root, certDER, sig, signed)
+	if err != nil {
+		return nil, err
+	}
+	stamped, err := kb.stamped(root, sig)
+	if err != nil {
+		return nil, err
+	}
+	times = append(times, stamped...)
+	if len(times) == 0 {
+		return nil, errors.New("no signed time: the log entries carry inclusion proofs only, which prove no time; want a signed entry timestamp or an RFC 3161 timestamp")
+	}
+	return times, nil
+}
+
+// verifyCert checks that cert chains to a certificate authority of root,
+// for code signing, at each of times, and carries an SCT of a CT log of
+// root (when it lists any).
+func verifyCert(root *TrustedRoot, cert *x509.Certificate, times []time.Time) error {
+	var chain []*x509.Certificate
+	for _, at := range times {
+		chains, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}})
+		if err != nil {
+			return fmt.Errorf("certificate at %s (a signed time of the bundle): %w", at.UTC().Format(time.RFC3339), err)
+		}
+		chain = chains[0]
+	}
+	if len(chain) < 2 {
+		return errors.New("certificate: it is itself a root of the trusted root, not issued by one")
+	}
+	return verifySCTs(root, cert, chain[1])
 }
 
 // certIssuer is the OIDC issuer Fulcio wrote in cert.

@@ -2,8 +2,10 @@ package ociwasm
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -17,12 +19,14 @@ import (
 // checkpoints (signed notes, C2SP tlog-checkpoint) they lead to, verified
 // with the standard library.
 
-// logKey is a transparency log's public key: ECDSA (Rekor v1, signing a
-// SHA-256 of the message) or Ed25519 (Rekor v2 may).
+// logKey is a transparency or CT log's public key: ECDSA (Rekor v1 and
+// the CT logs, signing a SHA-256 of the message), Ed25519 (Rekor v2 may)
+// or RSA (PKCS #1 v1.5 over a SHA-256).
 type logKey struct {
 	der []byte // PKIX
 	ec  *ecdsa.PublicKey
 	ed  ed25519.PublicKey
+	rsa *rsa.PublicKey
 }
 
 func parseLogKey(der []byte) (*logKey, error) {
@@ -35,8 +39,10 @@ func parseLogKey(der []byte) (*logKey, error) {
 		return &logKey{der: der, ec: k}, nil
 	case ed25519.PublicKey:
 		return &logKey{der: der, ed: k}, nil
+	case *rsa.PublicKey:
+		return &logKey{der: der, rsa: k}, nil
 	}
-	return nil, fmt.Errorf("%T, want ECDSA or Ed25519", pub)
+	return nil, fmt.Errorf("%T, want ECDSA, Ed25519 or RSA", pub)
 }
 
 // verify reports whether sig is the key's signature of msg.
@@ -45,17 +51,27 @@ func (k *logKey) verify(msg, sig []byte) bool {
 		return ed25519.Verify(k.ed, msg, sig)
 	}
 	sum := sha256.Sum256(msg)
+	if k.rsa != nil {
+		return rsa.VerifyPKCS1v15(k.rsa, crypto.SHA256, sum[:], sig) == nil
+	}
 	return ecdsa.VerifyASN1(k.ec, sum[:], sig)
 }
 
 // noteHint is the 4-byte key hint a signed note's signature by this key
 // under name starts with: for ECDSA the SHA-256 of the PKIX key (Rekor),
-// for Ed25519 SHA-256(name, "\n", 0x01, key) (C2SP signed-note).
+// for Ed25519 SHA-256(name, "\n", 0x01, key) (C2SP signed-note), for RSA
+// SHA-256(name, "\n", 0xff, "PKIX-RSA-PKCS#1v1.5", PKIX key) (rekor-tiles).
 func (k *logKey) noteHint(name string) []byte {
-	if k.ed != nil {
+	switch {
+	case k.ed != nil:
 		h := sha256.New()
 		h.Write([]byte(name + "\n\x01"))
 		h.Write(k.ed)
+		return h.Sum(nil)[:4]
+	case k.rsa != nil:
+		h := sha256.New()
+		h.Write([]byte(name + "\n\xffPKIX-RSA-PKCS#1v1.5"))
+		h.Write(k.der)
 		return h.Sum(nil)[:4]
 	}
 	sum := sha256.Sum256(k.der)

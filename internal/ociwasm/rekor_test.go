@@ -1,8 +1,10 @@
 package ociwasm
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -83,6 +85,23 @@ func TestParseCheckpoint(t *testing.T) {
 	edNote := text + "\n\u2014 log2026.rekor.test " + base64.StdEncoding.EncodeToString(append(hint[:4:4], ed25519.Sign(edPriv, []byte(text))...)) + "\n"
 	if cp, err := parseCheckpoint(edNote); err != nil || !cp.signedBy(edKey) || cp.signedBy(key) {
 		t.Fatalf("Ed25519 note: %v", err)
+	}
+	// And one by an RSA key.
+	rsaPriv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaDER, _ := x509.MarshalPKIXPublicKey(&rsaPriv.PublicKey)
+	rsaKey, err := parseLogKey(rsaDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaHint := sha256.Sum256(append([]byte("rsa.rekor.test\n\xffPKIX-RSA-PKCS#1v1.5"), rsaDER...))
+	textSum := sha256.Sum256([]byte(text))
+	rsaSig, _ := rsa.SignPKCS1v15(rand.Reader, rsaPriv, crypto.SHA256, textSum[:])
+	rsaNote := text + "\n\u2014 rsa.rekor.test " + base64.StdEncoding.EncodeToString(append(rsaHint[:4:4], rsaSig...)) + "\n"
+	if cp, err := parseCheckpoint(rsaNote); err != nil || !cp.signedBy(rsaKey) || cp.signedBy(edKey) {
+		t.Fatalf("RSA note: %v", err)
 	}
 	tampered, _ := parseCheckpoint(strings.Replace(good, "\n7\n", "\n8\n", 1))
 	if tampered == nil || tampered.signedBy(key) {
