@@ -526,6 +526,15 @@ type rekorBody struct {
 			Signature string `json:"signature"`
 			Verifier  string `json:"verifier"`
 		} `json:"signatures"`
+		// intoto 0.0.2: the envelope's signatures, each base64 twice.
+		Content *struct {
+			Envelope struct {
+				Signatures []struct {
+					Sig       string `json:"sig"`
+					PublicKey string `json:"publicKey"`
+				} `json:"signatures"`
+			} `json:"envelope"`
+		} `json:"content"`
 		// Rekor v2 (apiVersion 0.0.2).
 		HashedRekordV002 *struct {
 			Data struct {
@@ -597,6 +606,13 @@ func bodyNames(body, certDER, sig []byte, signed [32]byte) error {
 			return errors.New("the entry records another digest")
 		}
 		return nil
+	case rb.Kind == "intoto" && rb.Spec.Content != nil:
+		for _, s := range rb.Spec.Content.Envelope.Signatures {
+			if inner, err := base64.StdEncoding.DecodeString(s.Sig); err == nil && sameSig(string(inner)) && sameCert(s.PublicKey) {
+				return nil
+			}
+		}
+		return errors.New("the entry records another signature or certificate")
 	case rb.Kind == "dsse":
 		for _, s := range rb.Spec.Signatures {
 			if sameSig(s.Signature) && sameCert(s.Verifier) {
@@ -605,5 +621,5 @@ func bodyNames(body, certDER, sig []byte, signed [32]byte) error {
 		}
 		return errors.New("the entry records another signature or certificate")
 	}
-	return fmt.Errorf("entry kind %q: want hashedrekord or dsse", rb.Kind)
+	return fmt.Errorf("entry kind %q: want hashedrekord, dsse or intoto", rb.Kind)
 }
