@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"os"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -172,6 +173,44 @@ func FuzzVerifyKeyless(f *testing.F) {
 		ParseTrustedRoot(b)
 		if subjects, _, err := VerifyKeyless(b, root, ids); err == nil && (len(subjects) != 1 || subjects[0] != signed) {
 			t.Fatalf("verified a bundle about %v: %s", subjects, b)
+		}
+	})
+}
+
+// BenchmarkVerifyKeyless: one keyless bundle with everything checked: a
+// Rekor v1 entry's signed entry timestamp and inclusion proof to a signed
+// checkpoint, an RFC 3161 timestamp, the Fulcio chain and its SCT; and
+// one the public good instance made.
+func BenchmarkVerifyKeyless(b *testing.B) {
+	f := newSigstore(b)
+	root, err := ParseTrustedRoot(f.TrustedRoot)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := ecKey(b)
+	bundle := f.Bundle(b, key, f.Leaf(b, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{Proof: true, Stamp: true})
+	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}
+	b.Run("fixture", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := VerifyKeyless(bundle, root, ids); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	pgRoot, _ := os.ReadFile("testdata/public-good/trusted_root.json")
+	pg, _ := os.ReadFile("testdata/public-good/sigstore-js-provenance.sigstore.json")
+	pgr, err := ParseTrustedRoot(pgRoot)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pgIDs := []Identity{{SANRegexp: regexp.MustCompile(`^https://github\.com/sigstore/`), Issuer: "https://token.actions.githubusercontent.com"}}
+	b.Run("public-good", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := VerifyKeyless(pg, pgr, pgIDs); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
