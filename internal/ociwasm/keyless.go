@@ -363,9 +363,14 @@ type setPayload struct {
 // maxTlogEntries bounds the log entries of a bundle (cosign writes one).
 const maxTlogEntries = 8
 
+// errUnknownLog: an entry of a log the trusted root does not list.
+var errUnknownLog = errors.New("not a transparency log of the trusted root")
+
 // logged checks that a transparency log of root recorded this signature
 // and certificate, and returns the times the entries' signed entry
-// timestamps prove (none for inclusion proofs alone).
+// timestamps prove (none for inclusion proofs alone). Entries of logs the
+// root does not list are skipped; any other that does not verify refuses
+// the bundle.
 func (kb *keylessBundle) logged(root *TrustedRoot, certDER, sig []byte, signed [32]byte) ([]time.Time, error) {
 	entries := kb.VerificationMaterial.TlogEntries
 	if len(entries) == 0 {
@@ -379,9 +384,12 @@ func (kb *keylessBundle) logged(root *TrustedRoot, certDER, sig []byte, signed [
 	ok := false
 	for i, e := range entries {
 		at, timed, err := e.verify(root, certDER, sig, signed)
-		if err != nil {
+		if errors.Is(err, errUnknownLog) {
 			reasons = append(reasons, fmt.Sprintf("tlog entry %d: %v", i, err))
 			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tlog entry %d: %w", i, err)
 		}
 		ok = true
 		if timed {
@@ -463,7 +471,7 @@ func (e *tlogEntry) verify(root *TrustedRoot, certDER, sig []byte, signed [32]by
 	}
 	key := root.logs[hex.EncodeToString(id)]
 	if key == nil {
-		return at, false, fmt.Errorf("log %x is not a transparency log of the trusted root", id)
+		return at, false, fmt.Errorf("log %x is %w", id, errUnknownLog)
 	}
 	if e.InclusionPromise == nil && e.InclusionProof == nil {
 		return at, false, errors.New("neither a signed entry timestamp nor an inclusion proof")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -213,4 +214,41 @@ func BenchmarkVerifyKeyless(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestKeylessEntries: of a bundle's log entries, one of a log the trusted
+// root does not list is skipped, but one of a listed log that does not
+// verify refuses the bundle even when another verifies.
+func TestKeylessEntries(t *testing.T) {
+	f := newSigstore(t)
+	root, err := ParseTrustedRoot(f.TrustedRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ecKey(t)
+	cert := f.Leaf(t, key, testSAN, testIssuer)
+	sum := sha256.Sum256([]byte("m"))
+	entries := func(b []byte) []any {
+		var j map[string]any
+		json.Unmarshal(b, &j)
+		return j["verificationMaterial"].(map[string]any)["tlogEntries"].([]any)
+	}
+	// withEntry is good with the first entry of other appended.
+	good := f.Bundle(t, key, cert, sum, bundleOpts{Proof: true})
+	withEntry := func(other []byte) []byte {
+		var j map[string]any
+		json.Unmarshal(good, &j)
+		vm := j["verificationMaterial"].(map[string]any)
+		vm["tlogEntries"] = append(vm["tlogEntries"].([]any), entries(other)[0])
+		b, _ := json.Marshal(j)
+		return b
+	}
+	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}
+	if _, _, err := VerifyKeyless(withEntry(f.Bundle(t, key, cert, sum, bundleOpts{LogKeyID: make([]byte, 32)})), root, ids); err != nil {
+		t.Fatalf("an entry of an unknown log beside a good one: %v", err)
+	}
+	_, _, err = VerifyKeyless(withEntry(f.Bundle(t, key, cert, sum, bundleOpts{Proof: true, TamperPath: true})), root, ids)
+	if err == nil || !strings.Contains(err.Error(), "tlog entry 1") {
+		t.Fatalf("a bad entry of the trusted log beside a good one: %v", err)
+	}
 }
