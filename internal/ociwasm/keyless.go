@@ -48,10 +48,13 @@ type TrustedRoot struct {
 	// but the last, the last.
 	tsaLeaves                  []*x509.Certificate
 	tsaIntermediates, tsaRoots *x509.CertPool
+	// When each certificate or timestamp authority is valid, by its root.
+	caValid, tsaValid anchors
 }
 
 // certChain is a trusted root's certificate chain, the root last.
 type certChain struct {
+	validForJSON
 	CertChain struct {
 		Certificates []struct {
 			RawBytes string `json:"rawBytes"`
@@ -78,6 +81,7 @@ func (c certChain) parse() ([]*x509.Certificate, error) {
 
 // logJSON is a trusted root's transparency or CT log.
 type logJSON struct {
+	validForJSON
 	PublicKey struct {
 		RawBytes string `json:"rawBytes"`
 	} `json:"publicKey"`
@@ -98,6 +102,9 @@ func parseLogs(logs []logJSON, what string) (map[string]*logKey, error) {
 		key, err := parseLogKey(der)
 		if err != nil {
 			return nil, fmt.Errorf("trusted root: %s[%d] public key: %w", what, i, err)
+		}
+		if key.valid, err = l.window(); err != nil {
+			return nil, fmt.Errorf("trusted root: %s[%d] %w", what, i, err)
 		}
 		id, err := base64.StdEncoding.DecodeString(l.LogID.KeyID)
 		if err != nil || len(id) == 0 {
@@ -126,13 +133,18 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 		return nil, fmt.Errorf("trusted root: %w", err)
 	}
 	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(),
-		tsaIntermediates: x509.NewCertPool(), tsaRoots: x509.NewCertPool()}
+		tsaIntermediates: x509.NewCertPool(), tsaRoots: x509.NewCertPool(), caValid: anchors{}, tsaValid: anchors{}}
 	cas := 0
 	for i, ca := range j.CertificateAuthorities {
 		chain, err := ca.parse()
 		if err != nil {
 			return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] %w", i, err)
 		}
+		w, err := ca.window()
+		if err != nil || len(chain) == 0 {
+			return nil, fmt.Errorf("trusted root: certificateAuthorities[%d]: no certificates or %v", i, err)
+		}
+		tr.caValid.add(chain[len(chain)-1], w)
 		for k, cert := range chain {
 			if k == len(chain)-1 {
 				tr.roots.AddCert(cert)
@@ -150,6 +162,11 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 		if len(chain) < 2 {
 			return nil, fmt.Errorf("trusted root: timestampAuthorities[%d]: %d certificates, want the authority's and its root", i, len(chain))
 		}
+		w, err := ta.window()
+		if err != nil {
+			return nil, fmt.Errorf("trusted root: timestampAuthorities[%d] %w", i, err)
+		}
+		tr.tsaValid.add(chain[len(chain)-1], w)
 		tr.tsaLeaves = append(tr.tsaLeaves, chain[0])
 		for _, c := range chain[1 : len(chain)-1] {
 			tr.tsaIntermediates.AddCert(c)
@@ -328,6 +345,9 @@ func verifyCert(root *TrustedRoot, cert *x509.Certificate, times []time.Time) er
 			return fmt.Errorf("certificate at %s (a signed time of the bundle): %w", at.UTC().Format(time.RFC3339), err)
 		}
 		chain = chains[0]
+		if err := root.caValid.check(chain, at, "certificate authority"); err != nil {
+			return err
+		}
 	}
 	if len(chain) < 2 {
 		return errors.New("certificate: it is itself a root of the trusted root, not issued by one")
@@ -509,6 +529,9 @@ func (e *tlogEntry) verifySET(key *logKey, id []byte) (time.Time, error) {
 	payload, _ := json.Marshal(setPayload{Body: e.CanonicalizedBody, IntegratedTime: at, LogID: hex.EncodeToString(id), LogIndex: index})
 	if !key.verify(payload, set) {
 		return time.Time{}, errors.New("the signed entry timestamp does not verify with the log's key")
+	}
+	if !key.valid.contains(time.Unix(at, 0)) {
+		return time.Time{}, fmt.Errorf("the log's key is not valid at the integrated time %s (validFor %v)", time.Unix(at, 0).UTC().Format(time.RFC3339), key.valid)
 	}
 	return time.Unix(at, 0), nil
 }

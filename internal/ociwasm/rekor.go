@@ -27,6 +27,8 @@ type logKey struct {
 	ec  *ecdsa.PublicKey
 	ed  ed25519.PublicKey
 	rsa *rsa.PublicKey
+	// valid is when the trusted root says the key may be used.
+	valid window
 }
 
 func parseLogKey(der []byte) (*logKey, error) {

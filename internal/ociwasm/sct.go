@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
@@ -154,6 +155,10 @@ func verifySCTs(root *TrustedRoot, cert, issuer *x509.Certificate) error {
 		}
 		if !key.verify(sctSigned(s, keyHash, tbs), s.sig) {
 			reasons = append(reasons, fmt.Sprintf("SCT %d: the signature does not verify with log %x's key", i, s.logID))
+			continue
+		}
+		if at := time.UnixMilli(int64(s.timestamp)); !key.valid.contains(at) {
+			reasons = append(reasons, fmt.Sprintf("SCT %d: log %x's key is not valid at %s (validFor %v)", i, s.logID, at.UTC().Format(time.RFC3339), key.valid))
 			continue
 		}
 		return nil

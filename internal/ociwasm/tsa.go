@@ -256,8 +256,12 @@ func (ts *timestamp) verify(root *TrustedRoot, signed []byte) (time.Time, error)
 		if c.CheckSignature(ts.sigAlg, ts.signedAttrs, ts.sig) != nil {
 			continue
 		}
-		if _, err := c.Verify(x509.VerifyOptions{Roots: root.tsaRoots, Intermediates: inter, CurrentTime: ts.genTime,
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageTimeStamping}}); err != nil {
+		chains, err := c.Verify(x509.VerifyOptions{Roots: root.tsaRoots, Intermediates: inter, CurrentTime: ts.genTime,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageTimeStamping}})
+		if err == nil {
+			err = root.tsaValid.check(chains[0], ts.genTime, "timestamp authority")
+		}
+		if err != nil {
 			last = fmt.Errorf("signed by %q: %w", c.Subject.CommonName, err)
 			continue
 		}
