@@ -58,7 +58,9 @@ func (w window) String() string {
 // the periods they are valid for (several entries may share a root).
 type anchors map[string][]window
 
-func (a anchors) add(root *x509.Certificate, w window) { a[string(root.Raw)] = append(a[string(root.Raw)], w) }
+func (a anchors) add(root *x509.Certificate, w window) {
+	a[string(root.Raw)] = append(a[string(root.Raw)], w)
+}
 
 // check reports whether the chain's root is valid at t.
 func (a anchors) check(chain []*x509.Certificate, t time.Time, what string) error {
