@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/x509"
 	"encoding/asn1"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -268,4 +269,36 @@ func (ts *timestamp) verify(root *TrustedRoot, signed []byte) (time.Time, error)
 		return ts.genTime, nil
 	}
 	return time.Time{}, last
+}
+
+// maxTimestamps bounds a bundle's RFC 3161 timestamps.
+const maxTimestamps = 8
+
+// stamped verifies the bundle's RFC 3161 timestamps of sig and returns
+// their times; any that does not verify refuses the bundle.
+func (kb *keylessBundle) stamped(root *TrustedRoot, sig []byte) ([]time.Time, error) {
+	tvd := kb.VerificationMaterial.TimestampVerificationData
+	if tvd == nil {
+		return nil, nil
+	}
+	if len(tvd.RFC3161Timestamps) > maxTimestamps {
+		return nil, fmt.Errorf("%d RFC 3161 timestamps, at most %d", len(tvd.RFC3161Timestamps), maxTimestamps)
+	}
+	var times []time.Time
+	for i, s := range tvd.RFC3161Timestamps {
+		der, err := base64.StdEncoding.DecodeString(s.SignedTimestamp)
+		if err != nil {
+			return nil, fmt.Errorf("RFC 3161 timestamp %d: %w", i, err)
+		}
+		ts, err := parseTimestamp(der)
+		if err != nil {
+			return nil, fmt.Errorf("RFC 3161 timestamp %d: %w", i, err)
+		}
+		at, err := ts.verify(root, sig)
+		if err != nil {
+			return nil, fmt.Errorf("RFC 3161 timestamp %d: %w", i, err)
+		}
+		times = append(times, at)
+	}
+	return times, nil
 }
