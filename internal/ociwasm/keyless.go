@@ -153,6 +153,7 @@ func VerifyKeyless(b []byte, root *TrustedRoot, ids []Identity) (subjects []stri
 	for _, u := range cert.URIs {
 		sans = append(sans, u.String())
 	}
+	sans = append(sans, otherNames(cert)...)
 	for _, id := range ids {
 		if id.matches(sans, issuer) {
 			return subjects, id, nil
@@ -186,7 +187,7 @@ func (kb *keylessBundle) signedTimes(root *TrustedRoot, certDER, sig []byte, sig
 func verifyCert(root *TrustedRoot, cert *x509.Certificate, times []time.Time) error {
 	var chain []*x509.Certificate
 	for _, at := range times {
-		chains, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
+		chains, err := withOtherNameSAN(cert).Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
 			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}})
 		if err != nil {
 			return fmt.Errorf("certificate at %s (a signed time of the bundle): %w", at.UTC().Format(time.RFC3339), err)

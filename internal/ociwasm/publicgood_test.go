@@ -77,3 +77,32 @@ func TestVerifyKeylessPublicGood(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyKeylessOtherName: a bundle of a private Sigstore
+// (sigstore-go's scaffolding test data: a v0.3 bundle, a hashedrekord
+// entry with an inclusion proof and checkpoint) whose certificate's only
+// SAN is a Fulcio otherName (a username identity, a critical extension
+// crypto/x509 does not read) verifies for that identity, not for an
+// e-mail address of the same text.
+func TestVerifyKeylessOtherName(t *testing.T) {
+	rootJSON, err := os.ReadFile("testdata/public-good/scaffolding-trusted_root.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := ParseTrustedRoot(rootJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("testdata/public-good/othername.sigstore.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := Identity{SAN: "foo!oidc.local", Issuer: "http://oidc.local:8080"}
+	subjects, by, err := VerifyKeyless(b, root, []Identity{id})
+	if err != nil || by != id || len(subjects) != 1 || subjects[0] != "bc103b4a84971ef6459b294a2b98568a2bfb72cded09d4acd1e16366a401f95b" {
+		t.Fatalf("%v, %v, %v", subjects, by, err)
+	}
+	if _, _, err := VerifyKeyless(b, root, []Identity{{SAN: "foo@oidc.local", Issuer: id.Issuer}}); err == nil || !strings.Contains(err.Error(), "no configured identity matches") {
+		t.Fatalf("an e-mail identity: %v", err)
+	}
+}
