@@ -64,7 +64,7 @@ func signatureFlags(fs *flag.FlagSet) func() (*ociwasm.Keys, error) {
 	key := fs.String("key", "", "cosign public key file (PEM): require a signature of the manifest by it (cosign .sig tag or Sigstore bundle)")
 	root := fs.String("trusted-root", "", "Sigstore trusted_root.json: accept keyless bundles whose certificate chains to its CAs (with --certificate-identity(-regexp) and --certificate-oidc-issuer)")
 	var r config.SignatureRule
-	fs.StringVar(&r.CertificateIdentity, "certificate-identity", "", "keyless: the signing certificate's SAN (URI or e-mail), exactly")
+	fs.StringVar(&r.CertificateIdentity, "certificate-identity", "", "keyless: the signing certificate's SAN (URI, e-mail or Fulcio username), exactly")
 	fs.StringVar(&r.CertificateIdentityRegexp, "certificate-identity-regexp", "", "keyless: a Go regexp the signing certificate's SAN must match")
 	fs.StringVar(&r.CertificateOIDCIssuer, "certificate-oidc-issuer", "", "keyless: the signing certificate's OIDC issuer, exactly")
 	return func() (*ociwasm.Keys, error) {

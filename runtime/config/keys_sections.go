@@ -48,7 +48,7 @@ var adminKeys = []key{
 	{name: "admin.require_signature[].trusted_root", field: at(func(r *SignatureRule) *string { return &r.TrustedRoot }),
 		doc: "keyless: a Sigstore `trusted_root.json` (its text, e.g. `${file:/etc/edge/trusted_root.json}`): the Fulcio CAs, Rekor logs, CT logs and timestamp authorities bundles are verified against, offline; pinned, replaced by the operator (no TUF)"},
 	{name: "admin.require_signature[].certificate_identity", field: at(func(r *SignatureRule) *string { return &r.CertificateIdentity }),
-		doc: "keyless: the signing certificate's SAN (URI or e-mail), exactly"},
+		doc: "keyless: the signing certificate's SAN (URI, e-mail or Fulcio username), exactly"},
 	{name: "admin.require_signature[].certificate_identity_regexp", field: at(func(r *SignatureRule) *string { return &r.CertificateIdentityRegexp }),
 		doc: "keyless: a Go regexp the SAN must match (instead of `certificate_identity`)"},
 	{name: "admin.require_signature[].certificate_oidc_issuer", field: at(func(r *SignatureRule) *string { return &r.CertificateOIDCIssuer }),
