@@ -148,6 +148,23 @@ func TestKeylessFromRegistry(t *testing.T) {
 	if !errors.Is(err, ErrBadSignature) || !strings.Contains(err.Error(), "no configured identity matches") || !strings.Contains(err.Error(), ref.String()) {
 		t.Fatalf("pull with another identity: %v", err)
 	}
+	// A Rekor v2 bundle (inclusion proof, RFC 3161 timestamp) pulls; one
+	// whose audit path is bent is refused naming the reference.
+	for _, c := range []struct {
+		repo string
+		o    bundleOpts
+		want string
+	}{{"v2", bundleOpts{V2: true, Stamp: true}, ""}, {"v2-bent", bundleOpts{V2: true, Stamp: true, TamperPath: true}, "does not lead to the checkpoint's root"}} {
+		r, err := Push(ctx, module, mustRef(t, "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/p/"+c.repo+":v1"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attachBundle(t, r, desc, f.Bundle(t, key, f.Leaf(t, key, testSAN, testIssuer), d, c.o))
+		_, err = Pull(ctx, r, Options{Keys: (*Keys)(nil).WithKeyless(root, id)})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), r.String())) {
+			t.Fatalf("pull %s: %v; want %q", r, err, c.want)
+		}
+	}
 }
 
 // FuzzVerifyKeyless: ParseTrustedRoot and VerifyKeyless never panic on
