@@ -113,8 +113,11 @@ func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
 			return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] %w", i, err)
 		}
 		w, err := ca.window()
-		if err != nil || len(chain) == 0 {
-			return nil, fmt.Errorf("trusted root: certificateAuthorities[%d]: no certificates or %v", i, err)
+		if err != nil {
+			return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] %w", i, err)
+		}
+		if len(chain) == 0 {
+			return nil, fmt.Errorf("trusted root: certificateAuthorities[%d]: no certificates", i)
 		}
 		tr.caValid.add(chain[len(chain)-1], w)
 		for k, cert := range chain {
