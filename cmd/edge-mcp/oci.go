@@ -44,21 +44,58 @@ func modulePullFlags(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&o.signKey, "sign", "", "ed25519 private key to sign the upload with, for a gateway with admin.require_signed")
 	o.compress = true
 	out := fs.String("out", "", "write the verified module to this file instead of uploading it")
-	keys := fs.String("key", "", "cosign public key file (PEM): require a signature of the manifest by it (cosign .sig tag or Sigstore bundle)")
+	sig := signatureFlags(fs)
 	maxBytes := fs.Int64("max-bytes", config.DefaultMaxModuleBytes, "largest module accepted; a larger layer is refused before it is downloaded")
 	return func(ctx context.Context, args []string, s streams) error {
 		ro := reg()
 		ro.MaxBytes = *maxBytes
-		if *keys != "" {
-			pemData, err := os.ReadFile(*keys)
-			if err != nil {
-				return fmt.Errorf("--key: %w", err)
-			}
-			if ro.Keys, err = ociwasm.ParseKeys(string(pemData)); err != nil {
-				return fmt.Errorf("--key %s: %w", *keys, err)
-			}
+		var err error
+		if ro.Keys, err = sig(); err != nil {
+			return err
 		}
 		return modulePull(ctx, client(), args[0], ro, o, *out, s.stdout)
+	}
+}
+
+// signatureFlags adds the flags that require a signature of a pulled
+// module: by a cosign key, or keyless (cosign's flag names), checked by
+// the verifier of admin.require_signature.
+func signatureFlags(fs *flag.FlagSet) func() (*ociwasm.Keys, error) {
+	key := fs.String("key", "", "cosign public key file (PEM): require a signature of the manifest by it (cosign .sig tag or Sigstore bundle)")
+	root := fs.String("trusted-root", "", "Sigstore trusted_root.json: accept keyless bundles whose certificate chains to its CAs (with --certificate-identity(-regexp) and --certificate-oidc-issuer)")
+	var r config.SignatureRule
+	fs.StringVar(&r.CertificateIdentity, "certificate-identity", "", "keyless: the signing certificate's SAN (URI, e-mail or Fulcio username), exactly")
+	fs.StringVar(&r.CertificateIdentityRegexp, "certificate-identity-regexp", "", "keyless: a Go regexp the signing certificate's SAN must match")
+	fs.StringVar(&r.CertificateOIDCIssuer, "certificate-oidc-issuer", "", "keyless: the signing certificate's OIDC issuer, exactly")
+	return func() (*ociwasm.Keys, error) {
+		if *key != "" {
+			pemData, err := os.ReadFile(*key)
+			if err != nil {
+				return nil, fmt.Errorf("--key: %w", err)
+			}
+			r.CosignKeys = []string{string(pemData)}
+		}
+		keyless := r.CertificateIdentity != "" || r.CertificateIdentityRegexp != "" || r.CertificateOIDCIssuer != ""
+		switch {
+		case *root == "" && keyless:
+			return nil, usagef("--certificate-identity(-regexp) and --certificate-oidc-issuer need --trusted-root")
+		case *root != "" && (r.CertificateOIDCIssuer == "" || (r.CertificateIdentity == "") == (r.CertificateIdentityRegexp == "")):
+			return nil, usagef("--trusted-root needs --certificate-oidc-issuer and one of --certificate-identity, --certificate-identity-regexp")
+		case *root != "":
+			b, err := os.ReadFile(*root)
+			if err != nil {
+				return nil, fmt.Errorf("--trusted-root: %w", err)
+			}
+			r.TrustedRoot = string(b)
+		}
+		if len(r.CosignKeys) == 0 && r.TrustedRoot == "" {
+			return nil, nil
+		}
+		keys, err := r.Keys()
+		if err != nil {
+			return nil, fmt.Errorf("signature flags: %w", err)
+		}
+		return keys, nil
 	}
 }
 
@@ -74,7 +111,9 @@ func modulePull(ctx context.Context, c *adminClient, reference string, ro ociwas
 		return err
 	}
 	fmt.Fprintf(stdout, "pulled %s: %d bytes, %s", a.Ref, len(a.Wasm), a.WasmDigest)
-	if a.SignedBy != "" {
+	if by, ok := strings.CutPrefix(a.SignedBy, "keyless:"); ok {
+		fmt.Fprintf(stdout, ", signed keylessly by %s", by)
+	} else if a.SignedBy != "" {
 		fmt.Fprintf(stdout, ", signed by cosign key %s", a.SignedBy)
 	}
 	fmt.Fprintln(stdout)

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm/sigstoretest"
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 )
 
@@ -144,5 +146,80 @@ func TestInterceptorsFromRegistry(t *testing.T) {
 	}
 	if _, err := runCLI(t, "interceptors", "ls", "--module", "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/policies/none:v1"); err == nil || !strings.Contains(err.Error(), "none:v1") {
 		t.Errorf("a reference the registry lacks: %v", err)
+	}
+}
+
+// TestModulePullKeyless: `module pull` with cosign's keyless flags
+// (--trusted-root, --certificate-identity or -regexp,
+// --certificate-oidc-issuer) accepts a module whose manifest carries a
+// keyless Sigstore bundle of that identity, with the verifier of
+// admin.require_signature, and refuses another identity, another trusted
+// root or an unsigned module with the reference and the reason, writing
+// nothing.
+func TestModulePullKeyless(t *testing.T) {
+	dir := t.TempDir()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(true)))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	wasm := []byte("\x00asm\x01\x00\x00\x00")
+	file := filepath.Join(dir, "m.wasm")
+	os.WriteFile(file, wasm, 0o600)
+	push := func(repo string) (ref, digest string) {
+		ref = "oci://" + host + "/" + repo + ":v1"
+		out, err := runCLI(t, "module", "push", file, ref)
+		_, digest, ok := strings.Cut(strings.TrimSpace(out), "@")
+		if err != nil || !ok {
+			t.Fatalf("push: %v\n%s", err, out)
+		}
+		return ref, digest
+	}
+	ref, digest := push("policies/keyless")
+	unsigned, _ := push("policies/unsigned")
+	fx := sigstoretest.New(t)
+	key := sigstoretest.ECKey(t)
+	var sum [32]byte
+	raw, _ := hex.DecodeString(strings.TrimPrefix(digest, "sha256:"))
+	copy(sum[:], raw)
+	sigstoretest.Attach(t, host, "policies/keyless", digest, fx.Bundle(t, key, fx.Leaf(t, key, sigstoretest.SAN, sigstoretest.Issuer), sum, sigstoretest.Opts{}))
+	rootFile, otherRoot := filepath.Join(dir, "trusted_root.json"), filepath.Join(dir, "other_root.json")
+	os.WriteFile(rootFile, fx.TrustedRoot, 0o600)
+	os.WriteFile(otherRoot, sigstoretest.New(t).TrustedRoot, 0o600)
+	issuer := "--certificate-oidc-issuer=" + sigstoretest.Issuer
+	cases := []struct {
+		name  string
+		ref   string
+		flags []string
+		want  string // in the output, or in the error when refused
+		ok    bool
+	}{
+		{"identity", ref, []string{"--trusted-root", rootFile, "--certificate-identity", sigstoretest.SAN, issuer}, "signed keylessly by " + sigstoretest.Issuer, true},
+		{"identity regexp", ref, []string{"--trusted-root", rootFile, "--certificate-identity-regexp", `^https://github\.com/acme/`, issuer}, "signed keylessly", true},
+		{"another identity", ref, []string{"--trusted-root", rootFile, "--certificate-identity", "https://github.com/evil/x", issuer}, "no configured identity matches", false},
+		{"another issuer", ref, []string{"--trusted-root", rootFile, "--certificate-identity", sigstoretest.SAN, "--certificate-oidc-issuer", "https://accounts.google.com"}, "no configured identity matches", false},
+		{"another trusted root", ref, []string{"--trusted-root", otherRoot, "--certificate-identity", sigstoretest.SAN, issuer}, "not a transparency log of the trusted root", false},
+		{"unsigned", unsigned, []string{"--trusted-root", rootFile, "--certificate-identity", sigstoretest.SAN, issuer}, "not signed", false},
+		{"no issuer", ref, []string{"--trusted-root", rootFile, "--certificate-identity", sigstoretest.SAN}, "--certificate-oidc-issuer", false},
+		{"no trusted root", ref, []string{"--certificate-identity", sigstoretest.SAN, issuer}, "--trusted-root", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := filepath.Join(t.TempDir(), "got.wasm")
+			out, err := runCLI(t, append([]string{"module", "pull", c.ref, "--out", got}, c.flags...)...)
+			if c.ok {
+				if b, _ := os.ReadFile(got); err != nil || !strings.Contains(out, c.want) || !bytes.Equal(b, wasm) {
+					t.Fatalf("pull: %v\n%s\nwant %q and the module in %s", err, out, c.want, got)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("pull: %v\n%s\nwant a refusal saying %q", err, out, c.want)
+			}
+			if !strings.HasPrefix(c.want, "-") && !strings.Contains(err.Error(), c.ref) {
+				t.Errorf("the refusal %q does not name %s", err, c.ref)
+			}
+			if _, err := os.Stat(got); !os.IsNotExist(err) {
+				t.Fatalf("a refused pull wrote %s", got)
+			}
+		})
 	}
 }

@@ -1,6 +1,9 @@
 package ociwasm
 
 import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"os"
 	"strings"
 	"testing"
 )
@@ -60,6 +63,29 @@ func FuzzExtractPlugin(f *testing.F) {
 		out, err := extractPlugin(b, mt, 64)
 		if err == nil && len(out) > 64 {
 			t.Fatalf("extracted %d bytes, cap 64", len(out))
+		}
+	})
+}
+
+// FuzzOtherNames: reading Fulcio otherName SANs from any SAN extension
+// value never panics, and finds a name only where one is encoded.
+func FuzzOtherNames(f *testing.F) {
+	b, _ := os.ReadFile("testdata/public-good/othername.sigstore.json")
+	var kb keylessBundle
+	if der, err := kb.leafOf(b); err == nil && der != nil {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			for _, e := range c.Extensions {
+				if e.Id.Equal(oidSAN) {
+					f.Add(e.Value)
+				}
+			}
+		}
+	}
+	f.Add([]byte{0x30, 0x00})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		names := otherNames(&x509.Certificate{Extensions: []pkix.Extension{{Id: oidSAN, Value: v}}})
+		if len(names) > len(v) {
+			t.Fatalf("%d names from %d bytes", len(names), len(v))
 		}
 	})
 }

@@ -3,113 +3,35 @@ package ociwasm
 import (
 	"bytes"
 	"crypto/ecdsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/asn1"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"time"
 )
 
-// Keyless Sigstore bundles, verified offline with the standard library:
-// the bundle's Fulcio certificate must chain to a certificate authority of
-// a pinned trusted root (Sigstore's trusted_root.json) at the time a
-// transparency-log entry of the bundle proves, that entry's signed entry
-// timestamp (Rekor's inclusion promise) must verify with a log key of the
-// same trusted root and its body must name this signature and
-// certificate, the certificate's identity (a SAN) and OIDC issuer must
-// match a configured rule, and its key must verify the signature.
-// Not verified: inclusion proofs against a checkpoint, RFC 3161
-// timestamps and certificate transparency SCTs (see docs/policies.md).
+// Keyless Sigstore bundles, verified offline with the standard library
+// (and cryptobyte) against a pinned trusted root (Sigstore's
+// trusted_root.json): the certificate's key must verify the signature; a
+// transparency-log entry of a log of the root must record this signature
+// and certificate, proven by its signed entry timestamp (Rekor v1's
+// inclusion promise) or an inclusion proof to a checkpoint the log's key
+// signed (rekor.go; Rekor v2 writes only these), both verified when both
+// are there; the signing times are those the signed entry timestamps and
+// the bundle's RFC 3161 timestamps (tsa.go) prove, at least one; the
+// Fulcio certificate must chain to a certificate authority of the root at
+// each of them and carry an SCT of a CT log of the root (sct.go, when the
+// root lists any); and its identity (a SAN) and OIDC issuer must match a
+// configured rule.
 
 // Fulcio's certificate extensions naming the OIDC issuer.
 var (
 	oidIssuerV2 = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 1, 8} // DER UTF8String
 	oidIssuerV1 = asn1.ObjectIdentifier{1, 3, 6, 1, 4, 1, 57264, 1, 1} // raw string
 )
-
-// TrustedRoot is the part of a Sigstore trusted root that keyless
-// verification reads: Fulcio's certificate authorities and Rekor's keys.
-type TrustedRoot struct {
-	roots, intermediates *x509.CertPool
-	logs                 map[string]*ecdsa.PublicKey // hex log ID -> key
-}
-
-type trustedRootJSON struct {
-	Tlogs []struct {
-		PublicKey struct {
-			RawBytes string `json:"rawBytes"`
-		} `json:"publicKey"`
-		LogID struct {
-			KeyID string `json:"keyId"`
-		} `json:"logId"`
-	} `json:"tlogs"`
-	CertificateAuthorities []struct {
-		CertChain struct {
-			Certificates []struct {
-				RawBytes string `json:"rawBytes"`
-			} `json:"certificates"`
-		} `json:"certChain"`
-	} `json:"certificateAuthorities"`
-}
-
-// ParseTrustedRoot reads a Sigstore trusted root (trusted_root.json, as
-// `sigstore` TUF repositories publish it or a private deployment writes
-// it): each certificate authority's chain (the root last) and each
-// transparency log's ECDSA key.
-func ParseTrustedRoot(b []byte) (*TrustedRoot, error) {
-	var j trustedRootJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("trusted root: %w", err)
-	}
-	tr := &TrustedRoot{roots: x509.NewCertPool(), intermediates: x509.NewCertPool(), logs: map[string]*ecdsa.PublicKey{}}
-	cas := 0
-	for i, ca := range j.CertificateAuthorities {
-		chain := ca.CertChain.Certificates
-		for k, c := range chain {
-			der, err := base64.StdEncoding.DecodeString(c.RawBytes)
-			if err != nil {
-				return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] certificate %d: %w", i, k, err)
-			}
-			cert, err := x509.ParseCertificate(der)
-			if err != nil {
-				return nil, fmt.Errorf("trusted root: certificateAuthorities[%d] certificate %d: %w", i, k, err)
-			}
-			if k == len(chain)-1 {
-				tr.roots.AddCert(cert)
-				cas++
-			} else {
-				tr.intermediates.AddCert(cert)
-			}
-		}
-	}
-	for i, l := range j.Tlogs {
-		der, err := base64.StdEncoding.DecodeString(l.PublicKey.RawBytes)
-		if err != nil {
-			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %w", i, err)
-		}
-		pub, err := x509.ParsePKIXPublicKey(der)
-		if err != nil {
-			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %w", i, err)
-		}
-		ec, ok := pub.(*ecdsa.PublicKey)
-		if !ok {
-			return nil, fmt.Errorf("trusted root: tlogs[%d] public key: %T, want ECDSA", i, pub)
-		}
-		sum := sha256.Sum256(der)
-		tr.logs[hex.EncodeToString(sum[:])] = ec
-	}
-	if cas == 0 || len(tr.logs) == 0 {
-		return nil, fmt.Errorf("trusted root: %d certificate authorities and %d transparency logs: want at least one of each", cas, len(tr.logs))
-	}
-	return tr, nil
-}
 
 // Identity is who may have signed keylessly: the certificate's subject
 // alternative name (a URI or an e-mail address), exactly or matching
@@ -152,7 +74,12 @@ type keylessBundle struct {
 				RawBytes string `json:"rawBytes"`
 			} `json:"certificates"`
 		} `json:"x509CertificateChain"`
-		TlogEntries []tlogEntry `json:"tlogEntries"`
+		TlogEntries               []tlogEntry `json:"tlogEntries"`
+		TimestampVerificationData *struct {
+			RFC3161Timestamps []struct {
+				SignedTimestamp string `json:"signedTimestamp"`
+			} `json:"rfc3161Timestamps"`
+		} `json:"timestampVerificationData"`
 	} `json:"verificationMaterial"`
 }
 
@@ -214,25 +141,66 @@ func VerifyKeyless(b []byte, root *TrustedRoot, ids []Identity) (subjects []stri
 	if sig == nil {
 		return nil, by, errors.New("the signature does not verify with the certificate's key")
 	}
-	at, err := kb.signedTime(root, der, sig, signed)
+	times, err := kb.signedTimes(root, der, sig, signed)
 	if err != nil {
 		return nil, by, err
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}}); err != nil {
-		return nil, by, fmt.Errorf("certificate at %s (the log's time): %w", at.UTC().Format(time.RFC3339), err)
+	if err := verifyCert(root, cert, times); err != nil {
+		return nil, by, err
 	}
 	issuer := certIssuer(cert)
 	sans := append([]string(nil), cert.EmailAddresses...)
 	for _, u := range cert.URIs {
 		sans = append(sans, u.String())
 	}
+	sans = append(sans, otherNames(cert)...)
 	for _, id := range ids {
 		if id.matches(sans, issuer) {
 			return subjects, id, nil
 		}
 	}
 	return nil, by, fmt.Errorf("certificate of %q issued by %q: no configured identity matches", sans, issuer)
+}
+
+// signedTimes checks that the signature was logged and returns the times
+// the bundle proves it was made at: its log entries' signed entry
+// timestamps and its RFC 3161 timestamps, at least one.
+func (kb *keylessBundle) signedTimes(root *TrustedRoot, certDER, sig []byte, signed [32]byte) ([]time.Time, error) {
+	times, err := kb.logged(root, certDER, sig, signed)
+	if err != nil {
+		return nil, err
+	}
+	stamped, err := kb.stamped(root, sig)
+	if err != nil {
+		return nil, err
+	}
+	times = append(times, stamped...)
+	if len(times) == 0 {
+		return nil, errors.New("no signed time: the log entries carry inclusion proofs only, which prove no time; want a signed entry timestamp or an RFC 3161 timestamp")
+	}
+	return times, nil
+}
+
+// verifyCert checks that cert chains to a certificate authority of root,
+// for code signing, at each of times, and carries an SCT of a CT log of
+// root (when it lists any).
+func verifyCert(root *TrustedRoot, cert *x509.Certificate, times []time.Time) error {
+	var chain []*x509.Certificate
+	for _, at := range times {
+		chains, err := withOtherNameSAN(cert).Verify(x509.VerifyOptions{Roots: root.roots, Intermediates: root.intermediates, CurrentTime: at,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}})
+		if err != nil {
+			return fmt.Errorf("certificate at %s (a signed time of the bundle): %w", at.UTC().Format(time.RFC3339), err)
+		}
+		chain = chains[0]
+		if err := root.caValid.check(chain, at, "certificate authority"); err != nil {
+			return err
+		}
+	}
+	if len(chain) < 2 {
+		return errors.New("certificate: it is itself a root of the trusted root, not issued by one")
+	}
+	return verifySCTs(root, cert, chain[1])
 }
 
 // certIssuer is the OIDC issuer Fulcio wrote in cert.
@@ -251,33 +219,6 @@ func certIssuer(cert *x509.Certificate) string {
 	return ""
 }
 
-// setPayload is what Rekor's signed entry timestamp signs, in canonical
-// JSON (keys sorted, no spaces).
-type setPayload struct {
-	Body           string `json:"body"`
-	IntegratedTime int64  `json:"integratedTime"`
-	LogID          string `json:"logID"`
-	LogIndex       int64  `json:"logIndex"`
-}
-
-// signedTime returns the integrated time of a transparency-log entry
-// whose signed entry timestamp a trusted log key verifies and whose body
-// names this signature and certificate.
-func (kb *keylessBundle) signedTime(root *TrustedRoot, certDER, sig []byte, signed [32]byte) (time.Time, error) {
-	var reasons []string
-	for i, e := range kb.VerificationMaterial.TlogEntries {
-		at, err := e.verify(root, certDER, sig, signed)
-		if err == nil {
-			return at, nil
-		}
-		reasons = append(reasons, fmt.Sprintf("tlog entry %d: %v", i, err))
-	}
-	if len(reasons) == 0 {
-		return time.Time{}, errors.New("the bundle has no transparency-log entry to prove when it was signed")
-	}
-	return time.Time{}, errors.New(joinReasons(reasons))
-}
-
 func joinReasons(r []string) string {
 	var b bytes.Buffer
 	for i, s := range r {
@@ -287,117 +228,4 @@ func joinReasons(r []string) string {
 		b.WriteString(s)
 	}
 	return b.String()
-}
-
-// tlogEntry is a transparency-log entry of a bundle.
-type tlogEntry struct {
-	LogIndex string `json:"logIndex"`
-	LogID    struct {
-		KeyID string `json:"keyId"`
-	} `json:"logId"`
-	IntegratedTime   string `json:"integratedTime"`
-	InclusionPromise *struct {
-		SignedEntryTimestamp string `json:"signedEntryTimestamp"`
-	} `json:"inclusionPromise"`
-	CanonicalizedBody string `json:"canonicalizedBody"`
-}
-
-// verify checks the entry's signed entry timestamp with the trusted log
-// key its log ID names, and that its body is about this signature and
-// certificate; it returns the entry's integrated time.
-func (e *tlogEntry) verify(root *TrustedRoot, certDER, sig []byte, signed [32]byte) (time.Time, error) {
-	if e.InclusionPromise == nil {
-		return time.Time{}, errors.New("no signed entry timestamp (inclusion promise); inclusion proofs alone are not verified")
-	}
-	id, err := base64.StdEncoding.DecodeString(e.LogID.KeyID)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("log ID: %w", err)
-	}
-	key := root.logs[hex.EncodeToString(id)]
-	if key == nil {
-		return time.Time{}, fmt.Errorf("log %x is not a transparency log of the trusted root", id)
-	}
-	index, err1 := strconv.ParseInt(e.LogIndex, 10, 64)
-	at, err2 := strconv.ParseInt(e.IntegratedTime, 10, 64)
-	set, err3 := base64.StdEncoding.DecodeString(e.InclusionPromise.SignedEntryTimestamp)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return time.Time{}, err
-	}
-	payload, _ := json.Marshal(setPayload{Body: e.CanonicalizedBody, IntegratedTime: at, LogID: hex.EncodeToString(id), LogIndex: index})
-	sum := sha256.Sum256(payload)
-	if !ecdsa.VerifyASN1(key, sum[:], set) {
-		return time.Time{}, errors.New("the signed entry timestamp does not verify with the log's key")
-	}
-	body, err := base64.StdEncoding.DecodeString(e.CanonicalizedBody)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("body: %w", err)
-	}
-	if err := bodyNames(body, certDER, sig, signed); err != nil {
-		return time.Time{}, err
-	}
-	return time.Unix(at, 0), nil
-}
-
-// rekorBody is the part of a hashedrekord or dsse entry body that names
-// the signature and the certificate.
-type rekorBody struct {
-	Kind string `json:"kind"`
-	Spec struct {
-		Data *struct {
-			Hash struct {
-				Algorithm string `json:"algorithm"`
-				Value     string `json:"value"`
-			} `json:"hash"`
-		} `json:"data"`
-		Signature *struct {
-			Content   string `json:"content"`
-			PublicKey struct {
-				Content string `json:"content"`
-			} `json:"publicKey"`
-		} `json:"signature"`
-		Signatures []struct {
-			Signature string `json:"signature"`
-			Verifier  string `json:"verifier"`
-		} `json:"signatures"`
-	} `json:"spec"`
-}
-
-// bodyNames checks that a log entry body records this signature by this
-// certificate (and, for hashedrekord, this digest).
-func bodyNames(body, certDER, sig []byte, signed [32]byte) error {
-	var rb rekorBody
-	if err := json.Unmarshal(body, &rb); err != nil {
-		return fmt.Errorf("body: %w", err)
-	}
-	sameCert := func(b64PEM string) bool {
-		p, err := base64.StdEncoding.DecodeString(b64PEM)
-		if err != nil {
-			return false
-		}
-		blk, _ := pem.Decode(p)
-		return blk != nil && bytes.Equal(blk.Bytes, certDER)
-	}
-	sameSig := func(b64 string) bool {
-		s, err := base64.StdEncoding.DecodeString(b64)
-		return err == nil && bytes.Equal(s, sig)
-	}
-	switch rb.Kind {
-	case "hashedrekord":
-		sp := rb.Spec
-		if sp.Signature == nil || sp.Data == nil || !sameSig(sp.Signature.Content) || !sameCert(sp.Signature.PublicKey.Content) {
-			return errors.New("the entry records another signature or certificate")
-		}
-		if sp.Data.Hash.Algorithm != "sha256" || sp.Data.Hash.Value != hex.EncodeToString(signed[:]) {
-			return errors.New("the entry records another digest")
-		}
-		return nil
-	case "dsse":
-		for _, s := range rb.Spec.Signatures {
-			if sameSig(s.Signature) && sameCert(s.Verifier) {
-				return nil
-			}
-		}
-		return errors.New("the entry records another signature or certificate")
-	}
-	return fmt.Errorf("entry kind %q: want hashedrekord or dsse", rb.Kind)
 }

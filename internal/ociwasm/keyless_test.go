@@ -2,167 +2,38 @@ package ociwasm
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/asn1"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log"
-	"math/big"
 	"net/http/httptest"
-	"net/url"
+	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm/sigstoretest"
 )
 
-// sigstoreFixture is a private Sigstore made in the test: a Fulcio-like CA
-// (root and intermediate) and a Rekor-like log key, as a trusted root.
-type sigstoreFixture struct {
-	rootKey, interKey, logKey *ecdsa.PrivateKey
-	root, inter               *x509.Certificate
-	trustedRoot               []byte
-}
-
-func ecKey(t testing.TB) *ecdsa.PrivateKey {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func mustCert(t testing.TB, tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, der
-}
-
-var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-
-func newSigstore(t testing.TB) *sigstoreFixture {
-	f := &sigstoreFixture{rootKey: ecKey(t), interKey: ecKey(t), logKey: ecKey(t)}
-	ca := func(n int64, cn string) *x509.Certificate {
-		return &x509.Certificate{SerialNumber: big.NewInt(n), Subject: pkix.Name{CommonName: cn}, NotBefore: t0.AddDate(-1, 0, 0),
-			NotAfter: t0.AddDate(5, 0, 0), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	}
-	var rootDER, interDER []byte
-	f.root, rootDER = mustCert(t, ca(1, "test-fulcio-root"), ca(1, "test-fulcio-root"), &f.rootKey.PublicKey, f.rootKey)
-	f.inter, interDER = mustCert(t, ca(2, "test-fulcio-intermediate"), f.root, &f.interKey.PublicKey, f.rootKey)
-	logDER, _ := x509.MarshalPKIXPublicKey(&f.logKey.PublicKey)
-	logID := sha256.Sum256(logDER)
-	b64 := base64.StdEncoding.EncodeToString
-	f.trustedRoot, _ = json.Marshal(map[string]any{
-		"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
-		"tlogs": []any{map[string]any{"baseUrl": "https://rekor.test", "hashAlgorithm": "SHA2_256",
-			"publicKey": map[string]any{"rawBytes": b64(logDER), "keyDetails": "PKIX_ECDSA_P256_SHA_256"},
-			"logId":     map[string]any{"keyId": b64(logID[:])}}},
-		"certificateAuthorities": []any{map[string]any{"uri": "https://fulcio.test",
-			"certChain": map[string]any{"certificates": []any{map[string]any{"rawBytes": b64(interDER)}, map[string]any{"rawBytes": b64(rootDER)}}}}},
-	})
-	return f
-}
+// The fixture is sigstoretest's: a private Sigstore made in the test.
+type bundleOpts = sigstoretest.Opts
 
 const (
-	testSAN    = "https://github.com/acme/policies/.github/workflows/release.yml@refs/heads/main"
-	testIssuer = "https://token.actions.githubusercontent.com"
+	testSAN    = sigstoretest.SAN
+	testIssuer = sigstoretest.Issuer
 )
 
-// leaf issues a short-lived signing certificate for san and issuer, as
-// Fulcio does, signed by the intermediate (or by signer's own CA).
-func (f *sigstoreFixture) leaf(t testing.TB, key *ecdsa.PrivateKey, san, issuer string) []byte {
-	u, _ := url.Parse(san)
-	iss, _ := asn1.MarshalWithParams(issuer, "utf8")
-	_, der := mustCert(t, &x509.Certificate{SerialNumber: big.NewInt(3), NotBefore: t0, NotAfter: t0.Add(10 * time.Minute),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}, URIs: []*url.URL{u},
-		ExtraExtensions: []pkix.Extension{{Id: oidIssuerV2, Value: iss}}}, f.inter, &key.PublicKey, f.interKey)
-	return der
-}
-
-// bundleOpts bends one part of a bundle.
-type bundleOpts struct {
-	at                 time.Time         // integrated time (zero: 2 minutes into the certificate)
-	setKey             *ecdsa.PrivateKey // signs the entry timestamp (nil: the log's key)
-	logKeyID           []byte            // nil: the trusted log's ID
-	bodySig            []byte            // the signature the log records (nil: the bundle's)
-	noEntry, noPromise bool
-	sigKey             *ecdsa.PrivateKey // signs the manifest digest (nil: the certificate's key)
-}
-
-// bundle is a keyless message-signature bundle over manifest.
-func (f *sigstoreFixture) bundle(t testing.TB, certKey *ecdsa.PrivateKey, certDER, manifest []byte, o bundleOpts) []byte {
-	return f.bundleOf(t, certKey, certDER, sha256.Sum256(manifest), o)
-}
-
-// bundleOf is a keyless message-signature bundle over a manifest digest.
-func (f *sigstoreFixture) bundleOf(t testing.TB, certKey *ecdsa.PrivateKey, certDER []byte, digest [32]byte, o bundleOpts) []byte {
-	sk := certKey
-	if o.sigKey != nil {
-		sk = o.sigKey
-	}
-	sig, err := ecdsa.SignASN1(rand.Reader, sk, digest[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b64 := base64.StdEncoding.EncodeToString
-	bodySig := sig
-	if o.bodySig != nil {
-		bodySig = o.bodySig
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER})
-	body, _ := json.Marshal(map[string]any{"apiVersion": "0.0.1", "kind": "hashedrekord", "spec": map[string]any{
-		"data":      map[string]any{"hash": map[string]any{"algorithm": "sha256", "value": hex.EncodeToString(digest[:])}},
-		"signature": map[string]any{"content": b64(bodySig), "publicKey": map[string]any{"content": b64(certPEM)}}}})
-	at := o.at
-	if at.IsZero() {
-		at = t0.Add(2 * time.Minute)
-	}
-	logDER, _ := x509.MarshalPKIXPublicKey(&f.logKey.PublicKey)
-	id := sha256.Sum256(logDER)
-	logID := id[:]
-	if o.logKeyID != nil {
-		logID = o.logKeyID
-	}
-	payload, _ := json.Marshal(setPayload{Body: b64(body), IntegratedTime: at.Unix(), LogID: hex.EncodeToString(logID), LogIndex: 42})
-	ps := sha256.Sum256(payload)
-	setKey := f.logKey
-	if o.setKey != nil {
-		setKey = o.setKey
-	}
-	set, _ := ecdsa.SignASN1(rand.Reader, setKey, ps[:])
-	entry := map[string]any{"logIndex": "42", "logId": map[string]any{"keyId": b64(logID)}, "kindVersion": map[string]any{"kind": "hashedrekord", "version": "0.0.1"},
-		"integratedTime": strconv.FormatInt(at.Unix(), 10), "canonicalizedBody": b64(body)}
-	if !o.noPromise {
-		entry["inclusionPromise"] = map[string]any{"signedEntryTimestamp": b64(set)}
-	}
-	entries := []any{entry}
-	if o.noEntry {
-		entries = nil
-	}
-	b, _ := json.Marshal(map[string]any{"mediaType": MediaTypeBundle,
-		"verificationMaterial": map[string]any{"certificate": map[string]any{"rawBytes": b64(certDER)}, "tlogEntries": entries},
-		"messageSignature":     map[string]any{"messageDigest": map[string]any{"algorithm": "SHA2_256", "digest": b64(digest[:])}, "signature": b64(sig)}})
-	return b
-}
+var (
+	t0          = sigstoretest.T0
+	ecKey       = sigstoretest.ECKey
+	newSigstore = sigstoretest.New
+)
 
 // TestVerifyKeyless: a keyless bundle verifies offline against a trusted
 // root made in the test when the certificate chains to its CA at the time
@@ -171,14 +42,14 @@ func (f *sigstoreFixture) bundleOf(t testing.TB, certKey *ecdsa.PrivateKey, cert
 // refused with its reason.
 func TestVerifyKeyless(t *testing.T) {
 	f := newSigstore(t)
-	root, err := ParseTrustedRoot(f.trustedRoot)
+	root, err := ParseTrustedRoot(f.TrustedRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	manifest := []byte(`{"schemaVersion":2}`)
 	sum := sha256.Sum256(manifest)
 	key := ecKey(t)
-	cert := f.leaf(t, key, testSAN, testIssuer)
+	cert := f.Leaf(t, key, testSAN, testIssuer)
 	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}
 	other := newSigstore(t)
 	otherKey := ecKey(t)
@@ -188,21 +59,37 @@ func TestVerifyKeyless(t *testing.T) {
 		ids    []Identity
 		want   string // "" verifies
 	}{
-		{"verifies", f.bundle(t, key, cert, manifest, bundleOpts{}), ids, ""},
-		{"identity by regexp", f.bundle(t, key, cert, manifest, bundleOpts{}),
+		{"verifies", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{}), ids, ""},
+		{"identity by regexp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{}),
 			[]Identity{{SANRegexp: regexp.MustCompile(`^https://github\.com/acme/`), Issuer: testIssuer}}, ""},
-		{"another identity", f.bundle(t, key, cert, manifest, bundleOpts{}),
+		{"another identity", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{}),
 			[]Identity{{SAN: "https://github.com/evil/x", Issuer: testIssuer}}, "no configured identity matches"},
-		{"another issuer", f.bundle(t, key, cert, manifest, bundleOpts{}),
+		{"another issuer", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{}),
 			[]Identity{{SAN: testSAN, Issuer: "https://accounts.google.com"}}, "no configured identity matches"},
-		{"certificate of another CA", f.bundle(t, key, other.leaf(t, key, testSAN, testIssuer), manifest, bundleOpts{}), ids, "certificate signed by unknown authority"},
-		{"signed after the certificate expired", f.bundle(t, key, cert, manifest, bundleOpts{at: t0.Add(time.Hour)}), ids, "expired"},
-		{"entry timestamp by another key", f.bundle(t, key, cert, manifest, bundleOpts{setKey: otherKey}), ids, "does not verify with the log's key"},
-		{"log not trusted", f.bundle(t, key, cert, manifest, bundleOpts{logKeyID: make([]byte, 32)}), ids, "not a transparency log of the trusted root"},
-		{"entry of another signature", f.bundle(t, key, cert, manifest, bundleOpts{bodySig: []byte("other")}), ids, "records another signature"},
-		{"no log entry", f.bundle(t, key, cert, manifest, bundleOpts{noEntry: true}), ids, "no transparency-log entry"},
-		{"no entry timestamp", f.bundle(t, key, cert, manifest, bundleOpts{noPromise: true}), ids, "no signed entry timestamp"},
-		{"signature by another key", f.bundle(t, key, cert, manifest, bundleOpts{sigKey: otherKey}), ids, "does not verify with the certificate's key"},
+		{"certificate of another CA", f.Bundle(t, key, other.Leaf(t, key, testSAN, testIssuer), sha256.Sum256(manifest), bundleOpts{}), ids, "certificate signed by unknown authority"},
+		{"signed after the certificate expired", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{At: t0.Add(time.Hour)}), ids, "expired"},
+		{"entry timestamp by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{SETKey: otherKey}), ids, "does not verify with the log's key"},
+		{"log not trusted", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{LogKeyID: make([]byte, 32)}), ids, "not a transparency log of the trusted root"},
+		{"entry of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{BodySig: []byte("other")}), ids, "records another signature"},
+		{"no log entry", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{NoEntry: true}), ids, "no transparency-log entry"},
+		{"no entry timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{NoPromise: true}), ids, "neither a signed entry timestamp nor an inclusion proof"},
+		{"inclusion proof and checkpoint", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true}), ids, ""},
+		{"tampered audit path", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true, TamperPath: true}), ids, "does not lead to the checkpoint's root"},
+		{"checkpoint of a tree without the entry", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true, WrongRoot: true}), ids, "does not lead to the checkpoint's root"},
+		{"checkpoint by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Proof: true, CheckpointKey: otherKey}), ids, "checkpoint is not signed by the log's key"},
+		{"Rekor v2 entry without a timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true}), ids, "inclusion proofs only, which prove no time"},
+		{"Rekor v2 entry, tampered audit path", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, TamperPath: true}), ids, "does not lead to the checkpoint's root"},
+		{"Rekor v2 entry of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, BodySig: []byte("other")}), ids, "records another signature"},
+		{"RFC 3161 timestamp besides the entry's", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{Stamp: true}), ids, ""},
+		{"Rekor v2 entry and an RFC 3161 timestamp", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true}), ids, ""},
+		{"timestamp by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampKey: otherKey}), ids, "no certificate of the token or the trusted root's authorities signed it"},
+		{"timestamp of another signature", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampOf: []byte("other")}), ids, "stamps something else than the bundle's signature"},
+		{"timestamp after the certificate expired", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampAt: t0.Add(time.Hour)}), ids, "expired"},
+		{"timestamp outside the authority's validity", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{V2: true, Stamp: true, StampAt: t0.AddDate(6, 0, 0)}), ids, `signed by "test-tsa"`},
+		{"certificate without an SCT", f.Bundle(t, key, f.LeafWith(t, key, testSAN, testIssuer, sigstoretest.LeafOpts{NoSCT: true}), sha256.Sum256(manifest), bundleOpts{}), ids, "the certificate embeds no SCT list"},
+		{"SCT by another key", f.Bundle(t, key, f.LeafWith(t, key, testSAN, testIssuer, sigstoretest.LeafOpts{SCTKey: otherKey}), sha256.Sum256(manifest), bundleOpts{}), ids, "the signature does not verify with log"},
+		{"SCT of another certificate", f.Bundle(t, key, f.LeafWith(t, key, testSAN, testIssuer, sigstoretest.LeafOpts{SCTOtherTBS: true}), sha256.Sum256(manifest), bundleOpts{}), ids, "the signature does not verify with log"},
+		{"signature by another key", f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{SigKey: otherKey}), ids, "does not verify with the certificate's key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -218,7 +105,7 @@ func TestVerifyKeyless(t *testing.T) {
 			}
 		})
 	}
-	if _, _, _, err := ParseBundle(f.bundle(t, key, cert, manifest, bundleOpts{})); err == nil || !strings.Contains(err.Error(), "keyless") {
+	if _, _, _, err := ParseBundle(f.Bundle(t, key, cert, sha256.Sum256(manifest), bundleOpts{})); err == nil || !strings.Contains(err.Error(), "keyless") {
 		t.Fatalf("ParseBundle of a keyless bundle: %v", err)
 	}
 }
@@ -240,7 +127,7 @@ func TestKeylessFromRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newSigstore(t)
-	root, err := ParseTrustedRoot(f.trustedRoot)
+	root, err := ParseTrustedRoot(f.TrustedRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +135,7 @@ func TestKeylessFromRegistry(t *testing.T) {
 	var d [32]byte
 	raw, _ := hex.DecodeString(desc.Digest.Encoded())
 	copy(d[:], raw)
-	attachBundle(t, ref, desc, f.bundleOf(t, key, f.leaf(t, key, testSAN, testIssuer), d, bundleOpts{}))
+	attachBundle(t, ref, desc, f.Bundle(t, key, f.Leaf(t, key, testSAN, testIssuer), d, bundleOpts{}))
 	id := Identity{SAN: testSAN, Issuer: testIssuer}
 	a, err := Pull(ctx, ref, Options{Keys: (*Keys)(nil).WithKeyless(root, id)})
 	if err != nil || a.SignedBy != id.String() {
@@ -261,6 +148,23 @@ func TestKeylessFromRegistry(t *testing.T) {
 	if !errors.Is(err, ErrBadSignature) || !strings.Contains(err.Error(), "no configured identity matches") || !strings.Contains(err.Error(), ref.String()) {
 		t.Fatalf("pull with another identity: %v", err)
 	}
+	// A Rekor v2 bundle (inclusion proof, RFC 3161 timestamp) pulls; one
+	// whose audit path is bent is refused naming the reference.
+	for _, c := range []struct {
+		repo string
+		o    bundleOpts
+		want string
+	}{{"v2", bundleOpts{V2: true, Stamp: true}, ""}, {"v2-bent", bundleOpts{V2: true, Stamp: true, TamperPath: true}, "does not lead to the checkpoint's root"}} {
+		r, err := Push(ctx, module, mustRef(t, "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/p/"+c.repo+":v1"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attachBundle(t, r, desc, f.Bundle(t, key, f.Leaf(t, key, testSAN, testIssuer), d, c.o))
+		_, err = Pull(ctx, r, Options{Keys: (*Keys)(nil).WithKeyless(root, id)})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), r.String())) {
+			t.Fatalf("pull %s: %v; want %q", r, err, c.want)
+		}
+	}
 }
 
 // FuzzVerifyKeyless: ParseTrustedRoot and VerifyKeyless never panic on
@@ -269,14 +173,16 @@ func TestKeylessFromRegistry(t *testing.T) {
 func FuzzVerifyKeyless(f *testing.F) {
 	var t testing.TB = f
 	fx := newSigstore(t)
-	root, err := ParseTrustedRoot(fx.trustedRoot)
+	root, err := ParseTrustedRoot(fx.TrustedRoot)
 	if err != nil {
 		f.Fatal(err)
 	}
 	key := ecKey(t)
-	good := fx.bundle(t, key, fx.leaf(t, key, testSAN, testIssuer), []byte("m"), bundleOpts{})
+	good := fx.Bundle(t, key, fx.Leaf(t, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{})
 	f.Add(good)
-	f.Add(fx.trustedRoot)
+	f.Add(fx.Bundle(t, key, fx.Leaf(t, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{Proof: true}))
+	f.Add(fx.Bundle(t, key, fx.Leaf(t, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{V2: true}))
+	f.Add(fx.TrustedRoot)
 	f.Add([]byte(`{"verificationMaterial":{"certificate":{"rawBytes":"AAAA"},"tlogEntries":[{"logIndex":"x","inclusionPromise":{}}]}}`))
 	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}
 	sum := sha256.Sum256([]byte("m"))
@@ -287,4 +193,79 @@ func FuzzVerifyKeyless(f *testing.F) {
 			t.Fatalf("verified a bundle about %v: %s", subjects, b)
 		}
 	})
+}
+
+// BenchmarkVerifyKeyless: one keyless bundle with everything checked: a
+// Rekor v1 entry's signed entry timestamp and inclusion proof to a signed
+// checkpoint, an RFC 3161 timestamp, the Fulcio chain and its SCT; and
+// one the public good instance made.
+func BenchmarkVerifyKeyless(b *testing.B) {
+	f := newSigstore(b)
+	root, err := ParseTrustedRoot(f.TrustedRoot)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := ecKey(b)
+	bundle := f.Bundle(b, key, f.Leaf(b, key, testSAN, testIssuer), sha256.Sum256([]byte("m")), bundleOpts{Proof: true, Stamp: true})
+	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}
+	b.Run("fixture", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := VerifyKeyless(bundle, root, ids); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	pgRoot, _ := os.ReadFile("testdata/public-good/trusted_root.json")
+	pg, _ := os.ReadFile("testdata/public-good/sigstore-js-provenance.sigstore.json")
+	pgr, err := ParseTrustedRoot(pgRoot)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pgIDs := []Identity{{SANRegexp: regexp.MustCompile(`^https://github\.com/sigstore/`), Issuer: "https://token.actions.githubusercontent.com"}}
+	b.Run("public-good", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := VerifyKeyless(pg, pgr, pgIDs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestKeylessEntries: of a bundle's log entries, one of a log the trusted
+// root does not list is skipped, but one of a listed log that does not
+// verify refuses the bundle even when another verifies.
+func TestKeylessEntries(t *testing.T) {
+	f := newSigstore(t)
+	root, err := ParseTrustedRoot(f.TrustedRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ecKey(t)
+	cert := f.Leaf(t, key, testSAN, testIssuer)
+	sum := sha256.Sum256([]byte("m"))
+	entries := func(b []byte) []any {
+		var j map[string]any
+		json.Unmarshal(b, &j)
+		return j["verificationMaterial"].(map[string]any)["tlogEntries"].([]any)
+	}
+	// withEntry is good with the first entry of other appended.
+	good := f.Bundle(t, key, cert, sum, bundleOpts{Proof: true})
+	withEntry := func(other []byte) []byte {
+		var j map[string]any
+		json.Unmarshal(good, &j)
+		vm := j["verificationMaterial"].(map[string]any)
+		vm["tlogEntries"] = append(vm["tlogEntries"].([]any), entries(other)[0])
+		b, _ := json.Marshal(j)
+		return b
+	}
+	ids := []Identity{{SAN: testSAN, Issuer: testIssuer}}
+	if _, _, err := VerifyKeyless(withEntry(f.Bundle(t, key, cert, sum, bundleOpts{LogKeyID: make([]byte, 32)})), root, ids); err != nil {
+		t.Fatalf("an entry of an unknown log beside a good one: %v", err)
+	}
+	_, _, err = VerifyKeyless(withEntry(f.Bundle(t, key, cert, sum, bundleOpts{Proof: true, TamperPath: true})), root, ids)
+	if err == nil || !strings.Contains(err.Error(), "tlog entry 1") {
+		t.Fatalf("a bad entry of the trusted log beside a good one: %v", err)
+	}
 }
