@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,26 +30,68 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/testenv"
 )
 
-// browser starts Debian's chromium (headless) for chromedp; the test
-// skips where it is not installed (.ci/run installs it).
+// sharedChromium is one headless chromium for every browser test of the
+// package: starting one costs about a second of CPU and 2.5 s, and each
+// test gets a browser context of its own (cookies, storage and windows
+// apart, as in a new profile), so they share nothing else.
+var sharedChromium struct {
+	once sync.Once
+	ctx  context.Context // a chromedp context whose browser runs
+	err  error
+	stop func()
+}
+
+// stopChromium ends the shared chromium, if a test started it (TestMain).
+func stopChromium() {
+	if sharedChromium.stop != nil {
+		sharedChromium.stop()
+	}
+}
+
+// browser returns a chromedp context in a new browser context of the
+// package's headless chromium (Debian's), started on first use; the test
+// skips where chromium is not installed (.ci/run installs it).
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Skip("chromium is not installed (apt-get install chromium; .ci/run does)")
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1100, 800), chromedp.UserDataDir(t.TempDir()))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel := chromedp.NewContext(actx)
+	sharedChromium.once.Do(func() { sharedChromium.ctx, sharedChromium.stop, sharedChromium.err = startChromium(path) })
+	if sharedChromium.err != nil {
+		t.Fatalf("starting chromium: %v", sharedChromium.err)
+	}
+	ctx, cancel := chromedp.NewContext(sharedChromium.ctx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
 	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 800)); err != nil {
+		t.Fatalf("opening a browser context: %v", err)
 	}
 	return ctx
+}
+
+// startChromium starts headless chromium with a profile in a temporary
+// folder; stop ends it and removes the folder.
+func startChromium(path string) (context.Context, func(), error) {
+	dir, err := os.MkdirTemp("", "edge-mcp-chromium-")
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1100, 800), chromedp.UserDataDir(dir))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelBrowser := chromedp.NewContext(actx)
+	stop := func() {
+		cancelBrowser()
+		cancelAlloc()
+		os.RemoveAll(dir)
+	}
+	if err := chromedp.Do(ctx); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return ctx, stop, nil
 }
 
 // run runs browser actions, failing the test on error.
@@ -85,6 +128,7 @@ func shot(t *testing.T, ctx context.Context, name string) {
 // inert, a form posted from another origin and a forged cookie refused,
 // every page at 360 px without sideways scrolling; a screenshot of each.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	received := make(chan string, 16)
 	vault := vaultServer(t, "vault", received)
@@ -191,6 +235,7 @@ func TestConsoleInBrowser(t *testing.T) {
 // browser completes the login against the in-process authorization
 // server, and the page then shows the server authorized.
 func TestConsoleOAuthInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	// The browser starts first, and the pending authorization lasts 60 s:
 	// with 5, a CI run beside other work saw it expire before the page
@@ -254,6 +299,7 @@ func consoleUpstream(t *testing.T) string {
 // keeps to echo, is refused; bad arguments come back with the reason and
 // the form as typed; the audit log holds alice's call under her name.
 func TestConsolePlaygroundInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	_, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}},
@@ -350,6 +396,7 @@ func bodyText(t *testing.T, ctx context.Context) string {
 // without a reload, and not a call of echo; an admin change shows under
 // kind admin; with script disabled the same page lists the calls kept.
 func TestConsoleTailInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	mcpURL, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
 		consoleUpstream(t), adminToken), t.TempDir())
@@ -396,6 +443,7 @@ func TestConsoleTailInBrowser(t *testing.T) {
 // second) and its per-upstream figures: calls, errors, latency and the
 // last call error with its reason.
 func TestConsoleOverviewChartInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	mcpURL, adminURL, _ := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}},
 		"access": [{"identities": ["anonymous"], "deny_tools": ["echo"]}]}`, consoleUpstream(t), adminToken), t.TempDir())
@@ -441,6 +489,7 @@ func TestConsoleOverviewChartInBrowser(t *testing.T) {
 // schema as the upstream sent it and leads to the playground with the
 // tool filled in; a prompt's page shows its arguments.
 func TestConsoleCatalogueInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	_, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
 		consoleUpstream(t), adminToken), t.TempDir())
@@ -486,6 +535,7 @@ func TestConsoleCatalogueInBrowser(t *testing.T) {
 // attachment is moved up the chain, and the first is promoted: its calls
 // are then rewritten.
 func TestConsolePolicyLifecycleInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	received := make(chan string, 64)
 	mcpURL, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`,
@@ -531,6 +581,7 @@ func TestConsolePolicyLifecycleInBrowser(t *testing.T) {
 // from an OCI registry (in-process) and stored; a reference the registry
 // does not have shows why, and stores nothing.
 func TestConsoleModulePullInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(reg.Close)

@@ -18,6 +18,7 @@ import (
 // died: no goodbye) is marked stale, then dropped within the member
 // expiry.
 func TestConsoleFleetInBrowser(t *testing.T) {
+	t.Parallel()
 	ns := natstest.Start(t)
 	reps := startControlFleet(t, ns.ClientURL(), vaultServer(t, "vault", make(chan string, 8)), 3)
 	ctx := browser(t) // after the fleet: its 60 s are the page's

@@ -20,6 +20,7 @@ import (
 // change is in the audit log; the admin API's promote of a member
 // already enforcing is 409, its demote lets the call pass again.
 func TestConsoleInterceptorPromoteInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	ics := serveInterceptors(t, icValidator("acme/no-secret", "tools/call", intercept.Request, "SECRET"))

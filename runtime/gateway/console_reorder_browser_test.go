@@ -20,6 +20,7 @@ import (
 // and in effect; a position out of range is refused and changes nothing;
 // every change is in the audit log.
 func TestConsolePolicyReorderInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	received := make(chan string, 64)
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")

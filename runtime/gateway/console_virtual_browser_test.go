@@ -18,6 +18,7 @@ import (
 // is not there, and the renamed tool is under its new name only in its
 // own server's view.
 func TestConsoleVirtualCatalogueInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	_, many := hostileUpstream(t, 150)
 	mcpURL, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"calc": {"url": %q}, "vault": {"url": %q, "prefix": "vault"}, "many": {"url": %q}},

@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 	// called"). The default client (go-sdk's too, when given none) gets a
 	// transport of its own.
 	http.DefaultClient.Transport = http.DefaultTransport.(*http.Transport).Clone()
-	os.Exit(m.Run())
+	code := m.Run()
+	stopChromium()
+	os.Exit(code)
 }
 
 // serveOldStdio is a 2025-11-25 stdio server with one tool, "hello", that
