@@ -341,6 +341,7 @@ func probeServer(t *testing.T, seen *sync.Map) string {
 // arguments (seen by the upstream) is the one that rewrote its result (seen
 // by the client).
 func TestHotSwapUnderLoad(t *testing.T) {
+	t.Parallel()
 	var seen sync.Map
 	up := probeServer(t, &seen)
 	url, admin, g := adminGateway(t, adminConfig(up, ""), t.TempDir())

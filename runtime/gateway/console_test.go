@@ -87,6 +87,7 @@ func csrfOf(t *testing.T, page string) string {
 // refused; pages are HTML with a script-free CSP and hostile descriptions
 // escaped; a thousand tools are paginated under 100 KB a page.
 func TestConsoleLoginSessionAndCSRF(t *testing.T) {
+	t.Parallel()
 	_, up := hostileUpstream(t, 1000)
 	_, adminURL, g := adminGateway(t, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`, up, adminToken), t.TempDir())
 	waitFor(t, "the upstream's tools", func() bool { return len(consoleSource{g}.Tools()) == 1000 })
@@ -201,6 +202,7 @@ func TestConsoleLoginSessionAndCSRF(t *testing.T) {
 // login (the admin listener is loopback-only then), and still wants the
 // CSRF token of its forms.
 func TestConsoleOpenOnLoopback(t *testing.T) {
+	t.Parallel()
 	_, up := hostileUpstream(t, 3)
 	_, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}}`, up), Options{})
 	srv := httptest.NewServer(g.AdminHandler())
@@ -266,6 +268,7 @@ func benchConsolePages(b *testing.B, g *Gateway) {
 // TestConsoleCookieSecureUnderTLS: served over TLS, the session cookie is
 // Secure.
 func TestConsoleCookieSecureUnderTLS(t *testing.T) {
+	t.Parallel()
 	_, up := hostileUpstream(t, 1)
 	_, g := startGateway(t, fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`, up, adminToken), Options{})
 	srv := httptest.NewTLSServer(g.AdminHandler())
@@ -283,6 +286,7 @@ func TestConsoleCookieSecureUnderTLS(t *testing.T) {
 // the state folder, so a gateway started again on it keeps the console's
 // users logged in; one with another state folder does not.
 func TestConsoleSessionSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	_, up := hostileUpstream(t, 1)
 	cfg := fmt.Sprintf(`{"mcpServers": {"hostile": {"url": %q}}, "admin": {"tokens": {"ops": %q}}}`, up, adminToken)
 	state := t.TempDir()

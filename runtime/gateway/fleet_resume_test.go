@@ -153,6 +153,7 @@ func cutCall(t *testing.T, ctx context.Context, release <-chan struct{}) (*testF
 // call: the answer still reaches the client (that replica relays the
 // stream), and the session goes on.
 func TestFleetCallResumedOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	release := make(chan struct{})
@@ -183,6 +184,7 @@ func TestFleetCallResumedOnAnotherReplica(t *testing.T) {
 // the call gets an error at once (it will never be answered) instead of
 // waiting for its deadline, and the session goes on.
 func TestFleetCallResumedAfterItsReplicaDied(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	release := make(chan struct{})

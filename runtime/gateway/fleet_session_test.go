@@ -439,6 +439,7 @@ func (f *testFleet) streamHolder(t testing.TB) int {
 // takes nothing of the session with it: the next requests on the others
 // go on.
 func TestFleetReplicaDiesMidSession(t *testing.T) {
+	t.Parallel()
 	up, upURL := fleetUpstream(t)
 	f := startFleet(t, 3, serversJSON(fmt.Sprintf(`"up": {"url": %q}`, upURL)))
 	updated := make(chan string, 4)

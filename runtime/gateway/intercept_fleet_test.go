@@ -64,6 +64,7 @@ func sessionGuard(seen *atomic.Int32) intercept.Interceptor {
 // refused, writing it back to a is not, and another session may send
 // it: the state is the fleet's (JetStream KV), not any replica's.
 func TestInterceptorsFleetSessionState(t *testing.T) {
+	t.Parallel()
 	var seen atomic.Int32
 	ics := serveInterceptors(t, sessionGuard(&seen))
 	a := vaultServer(t, "a", make(chan string, 8))
@@ -129,6 +130,7 @@ const fleetAWSKey = "AKIA5MZXN8QRF3WBY6OE"
 // be written back to a. The guard's memory of the session is the fleet's
 // session state, not an instance's.
 func TestInterceptorsFleetGuardModule(t *testing.T) {
+	t.Parallel()
 	fleetGuard(t, wasmtest.Example(t, "cross-boundary-guard"))
 }
 
@@ -137,6 +139,7 @@ func TestInterceptorsFleetGuardModule(t *testing.T) {
 // kit, built by the test), which keeps its memory in the host's session
 // state too. Without clang it skips, and fails under CI.
 func TestInterceptorsFleetGuardModuleC(t *testing.T) {
+	t.Parallel()
 	wasm, err := wasmtest.CExample("cross-boundary-guard", t.TempDir())
 	wasmtest.SkipOrFail(t, err)
 	fleetGuard(t, wasm)

@@ -47,6 +47,7 @@ func sessionQuota(max int, last *atomic.Int64) intercept.Interceptor {
 // (compare-and-set on the KV revision, the update run again on the newer
 // state).
 func TestInterceptorsFleetConcurrentState(t *testing.T) {
+	t.Parallel()
 	var last atomic.Int64
 	ics := serveInterceptors(t, sessionQuota(1000, &last))
 	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "prefix": "a"}},
@@ -79,6 +80,7 @@ func TestInterceptorsFleetConcurrentState(t *testing.T) {
 // and a record moved from another session's key (refused everywhere).
 // Each call then fails closed, naming the refusal, and is counted.
 func TestInterceptorsFleetStateReplay(t *testing.T) {
+	t.Parallel()
 	var last atomic.Int64
 	ics := serveInterceptors(t, sessionQuota(3, &last))
 	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "prefix": "a"}},

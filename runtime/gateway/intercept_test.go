@@ -135,6 +135,7 @@ func icCall(t *testing.T, cs *mcp.ClientSession, tool, text string) (string, err
 // its response validator refuses, counted as a denied call in /metrics,
 // /status and the audit log, as a refused request is.
 func TestInterceptorsRemote(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 4)
 	up := vaultServer(t, "vault", received)
 	seen := make(chan *intercept.Context, 16)
@@ -280,6 +281,7 @@ func freeAddress(t *testing.T) string {
 // are refused naming the server, in a fail_open entry's they pass, and
 // everything else is served.
 func TestInterceptorsServerDownAtStart(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 4)
 	up := vaultServer(t, "vault", received)
 	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
@@ -312,6 +314,7 @@ func TestInterceptorsServerDownAtStart(t *testing.T) {
 // chain on the same connection (the server sees one session); one that
 // removes them takes it out (and closes it).
 func TestInterceptorsReload(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 4))
 	var sessions atomic.Int32 // MCP sessions the interceptor server opened
 	ics := serveInterceptorsWith(t, func(srv *mcp.Server) {
@@ -370,6 +373,7 @@ func TestInterceptorsReload(t *testing.T) {
 // entry runs in the chain: secretless-redactor (ABI 1.1 mutator) redacts
 // the arguments the upstream receives.
 func TestInterceptorsWasmModule(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 4)
 	up := vaultServer(t, "vault", received)
 	mod := writeModule(t, wasmtest.Example(t, "secretless-redactor"))
@@ -391,6 +395,7 @@ func TestInterceptorsWasmModule(t *testing.T) {
 // module interceptor (secretless-redactor) and invokes it; without the
 // key it is refused. /status reports the chain's counts.
 func TestInterceptorsDownstream(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 4))
 	mod := writeModule(t, wasmtest.Example(t, "secretless-redactor"))
 	const key = "ic-key-0123456789abcdef"
@@ -461,6 +466,7 @@ func promptServer(t *testing.T) string {
 // resources/read: a request validator refuses, a request mutator rewrites
 // the prompt's arguments, a response validator withholds a resource.
 func TestInterceptorsPromptsResources(t *testing.T) {
+	t.Parallel()
 	up := promptServer(t)
 	ics := serveInterceptors(t,
 		icValidator("acme/no-secret", "prompts/get", intercept.Request, "SECRET"),
@@ -494,6 +500,7 @@ func TestInterceptorsPromptsResources(t *testing.T) {
 // downstream interceptors/list is empty, /status has no interceptors
 // section.
 func TestInterceptorsNoChain(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 4))
 	mod := writeModule(t, wasmtest.Example(t, "redact-secrets"))
 	cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"vault": {"url": %q, "prefix": "vault"}},
@@ -527,6 +534,7 @@ func TestInterceptorsNoChain(t *testing.T) {
 // what the client is asked, a response validator refuses the client's
 // answer.
 func TestInterceptorsSampling(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 		Q string `json:"q"`
@@ -576,6 +584,7 @@ func TestInterceptorsSampling(t *testing.T) {
 // naming it and the upstream never sees it; a fail-open one's change is
 // dropped and the call goes on with the client's arguments.
 func TestInterceptorsMutationRevalidated(t *testing.T) {
+	t.Parallel()
 	received := make(chan string, 4)
 	up := vaultServer(t, "vault", received)
 	ics := serveInterceptors(t,
@@ -624,6 +633,7 @@ func icFunc(name string, typ intercept.Type, ph intercept.Phase, fn func(payload
 // request validator refuses a subscription, which never reaches the
 // upstream, while another goes through.
 func TestInterceptorsListsAndSubscribe(t *testing.T) {
+	t.Parallel()
 	subscribed := make(chan string, 4)
 	s := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, &mcp.ServerOptions{
 		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
@@ -760,6 +770,7 @@ func TestInterceptorsOAuth(t *testing.T) {
 // validator refuses a call on the virtual server's path and not on /mcp,
 // while the chain's other members run on both.
 func TestInterceptorsPerVirtualServer(t *testing.T) {
+	t.Parallel()
 	up := vaultServer(t, "vault", make(chan string, 16))
 	strict := serveInterceptors(t, icValidator("strict/no-secret", "tools/call", intercept.Request, "SECRET"))
 	global := serveInterceptors(t, icValidator("global/no-forbidden", "tools/call", intercept.Request, "FORBIDDEN"))

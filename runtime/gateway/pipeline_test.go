@@ -11,6 +11,7 @@ import (
 // TestChain checks how chain composes stages: in the order given, the
 // first outermost, and a stage that answers ends the call there.
 func TestChain(t *testing.T) {
+	t.Parallel()
 	var ran []string
 	pass := func(name string) Stage {
 		return func(next Handler) Handler {

@@ -36,6 +36,7 @@ func startGatewayFile(t *testing.T, path string, opts Options) (string, *Gateway
 // call to the untouched upstream fails, its connection is kept, the added
 // server's tools appear, the removed one's go, and the new policy applies.
 func TestReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	stay := vaultServer(t, "stay", make(chan string, 1))
 	gone := vaultServer(t, "gone", make(chan string, 1))
 	fresh := vaultServer(t, "fresh", make(chan string, 1))

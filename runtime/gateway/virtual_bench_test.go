@@ -85,6 +85,7 @@ func benchCatalogue(gen uint64, extra string) *catalogue {
 // catalog.VirtualPagesMax of definitions keeps no encoded copy of them; its list
 // is encoded per request, the same bytes, and a change is still seen.
 func TestVirtualLargeView(t *testing.T) {
+	t.Parallel()
 	set, err := virtual.NewSet([]virtual.Config{{Name: "all", Path: "/mcp/all", Tools: []string{"*"},
 		Overrides: []virtual.Override{{Tool: "s1.tool001", Name: "renamed"}}}}, nil)
 	if err != nil {

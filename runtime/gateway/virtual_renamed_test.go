@@ -70,6 +70,7 @@ func TestVirtualRenamedToolServerDown(t *testing.T) {
 // name, a renamed one by its new name only, a shadowed one as the renamed
 // tool, an unselected one not at all.
 func TestVirtualViewFind(t *testing.T) {
+	t.Parallel()
 	set, err := virtual.NewSet([]virtual.Config{{Name: "v", Path: "/mcp/v", Tools: []string{"s1.*", "s2.tool005"},
 		Overrides: []virtual.Override{{Tool: "s1.tool001", Name: "s1.tool002"}, {Tool: "s1.tool003", Description: "Shorter."}}}}, nil)
 	if err != nil {
