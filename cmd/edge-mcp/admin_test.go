@@ -225,6 +225,7 @@ func TestAdminRefusesNonLoopbackWithoutToken(t *testing.T) {
 // included, stops the start with an error saying what to do, rather than a
 // warning and a gateway without its admin API.
 func TestAdminPortTaken(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -246,6 +247,7 @@ func TestAdminPortTaken(t *testing.T) {
 // TestPublicListenerNeedsAuth: without authentication, serving on a public
 // address is refused unless explicitly allowed.
 func TestPublicListenerNeedsAuth(t *testing.T) {
+	t.Parallel()
 	err := run(context.Background(), []string{"serve", "--listen", "0.0.0.0:0", "--admin", "off"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "auth.mode") {
 		t.Fatalf("got %v, want a refusal naming auth.mode", err)

@@ -97,6 +97,7 @@ func writeAuthConfig(t *testing.T, as *testenv.OAuthServer, state string) string
 // redirect, status, then a gateway started afterwards connects with the
 // stored token; logout forgets it.
 func TestAuthCommandsWithoutGateway(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Refresh: true})
 	state := t.TempDir()
 	cfg := writeAuthConfig(t, as, state)
@@ -133,6 +134,7 @@ func TestAuthCommandsWithoutGateway(t *testing.T) {
 // auth login goes through its admin API, the redirect reaches the
 // gateway's /oauth/callback, and the upstream connects.
 func TestAuthLoginThroughGateway(t *testing.T) {
+	t.Parallel()
 	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{})
 	cfg := writeAuthConfig(t, as, t.TempDir())
 	adminAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))

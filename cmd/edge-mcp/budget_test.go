@@ -352,6 +352,7 @@ func (c *rawMCP) flood(ctx context.Context, n int) ([]sseEvent, error) {
 // sessions took it to about 147 MiB), and a second identity's stream is
 // still kept and resumed.
 func TestHostileResumptionBudget(t *testing.T) {
+	t.Parallel()
 	const sessions, events, size, memoryMB = 30, 18, 256 << 10, 64
 	p := startGatewayWith(t, fmt.Sprintf(`{"url": %q}`, floodUpstream(t, events, size)), fmt.Sprintf(`"memory_mb": %d`, memoryMB))
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -483,6 +484,7 @@ func call2026(ctx context.Context, base, key string, pad int) (resultType, errMs
 // shows at most the share held, and a second identity's call still gets
 // its input_required round.
 func TestHostileParkedRounds(t *testing.T) {
+	t.Parallel()
 	const calls, pad = 400, 30 << 10
 	p := startBudgetGateway(t, "", `"memory_mb": 64`)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

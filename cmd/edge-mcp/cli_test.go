@@ -55,6 +55,7 @@ func leafNames() []string {
 // help CMD on stdout with exit 0: its summary, synopsis, flags and an
 // example.
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	names := leafNames()
 	for _, want := range []string{"serve", "stdio", "status", "module push", "module ls", "module rm", "module rollback",
 		"policy attach", "policy detach", "policy ls", "policy promote", "policy reorder", "policy rollback", "policy test",

@@ -13,6 +13,7 @@ import (
 // no line names a command that does not exist, and every flag a command
 // defines is written (--name) somewhere on the page.
 func TestCLIDoc(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)

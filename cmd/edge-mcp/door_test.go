@@ -27,6 +27,7 @@ import (
 // ordinary authenticated client is served. Request headers over 64 KiB get
 // 431 (limits.max_header_bytes; net/http's default was 1 MiB).
 func TestDoorSlowBodies(t *testing.T) {
+	t.Parallel()
 	const (
 		attackers   = 2000
 		bodyTimeout = 2 * time.Second

@@ -29,6 +29,7 @@ import (
 // quarter of the slots, and meanwhile an ordinary client from another
 // address is served, with the process's peak RSS under 64 MiB.
 func TestHostileSlowClients(t *testing.T) {
+	t.Parallel()
 	const attackers = 4000
 	bin := releaseBinary(t)
 	dir := t.TempDir()
@@ -123,6 +124,7 @@ func trickle(d net.Dialer, addr string, stop <-chan struct{}, held, cut *atomic.
 // naming it, none hangs, and the process stays within its memory limit
 // plus a margin.
 func TestHostileBigAnswers(t *testing.T) {
+	t.Parallel()
 	const calls, size, memoryMB = 10, 24 << 20, 128
 	up := bigUpstream(t, size)
 	dir := t.TempDir()
@@ -227,6 +229,7 @@ func bigUpstream(t *testing.T, size int) string {
 // documented margin; without a limit they can pile up to several times the
 // module's budget between collections).
 func TestHostileModuleMemory(t *testing.T) {
+	t.Parallel()
 	const memoryMB, processMB = 32, 16 + 2*32 + 16
 	bin := releaseBinary(t)
 	dir := t.TempDir()

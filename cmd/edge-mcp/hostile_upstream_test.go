@@ -28,6 +28,7 @@ import (
 // to 340 MiB until the deadline), and the gateway must go on serving the
 // same upstream.
 func TestHostileUpstream(t *testing.T) {
+	t.Parallel()
 	const (
 		timeout = 3 * time.Second // the server's "timeout": every call's deadline
 		budget  = 4 << 20         // limits.upstream_bytes_in_flight

@@ -98,6 +98,7 @@ func interceptorsConfig(t *testing.T) string {
 // their source, type, events and effective mode, whether the chain has
 // them, the stand-in of the server that is down and why.
 func TestInterceptorsLs(t *testing.T) {
+	t.Parallel()
 	out, err := runCLI(t, "interceptors", "ls", "--config", interceptorsConfig(t))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -120,6 +121,7 @@ func TestInterceptorsLs(t *testing.T) {
 // interceptor and against a configured server's; a fixture whose
 // expectations the interceptor does not meet fails with the step and why.
 func TestInterceptorsTest(t *testing.T) {
+	t.Parallel()
 	fixtures := filepath.Join("..", "..", "testdata", "interceptors-conformance", "fixtures")
 	dir := t.TempDir()
 	guard := filepath.Join(dir, "guard.wasm")
@@ -163,6 +165,7 @@ func TestInterceptorsTest(t *testing.T) {
 // interceptors and the module's with the chain's counts after a refused
 // call, each server's state, the stand-in of the one that is down.
 func TestInterceptorsLsRunning(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "redactor.wasm"), securityModule(t, "secretless-redactor"), 0o600); err != nil {
 		t.Fatal(err)

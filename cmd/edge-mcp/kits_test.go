@@ -13,6 +13,7 @@ import (
 // real toolchain, passes the Go module's vectors under policy test
 // --vectors; so does the Go build itself.
 func TestRedactPortsPassVectors(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds Wasm modules")
 	}
@@ -40,6 +41,7 @@ func TestRedactPortsPassVectors(t *testing.T) {
 
 // policy test --vectors reports each failing vector and fails.
 func TestPolicyTestVectorsReportsFailures(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a Wasm module")
 	}
@@ -63,6 +65,7 @@ func TestPolicyTestVectorsReportsFailures(t *testing.T) {
 // module new --lang rust|c|as writes a project that builds with its real
 // toolchain where it is written and passes its own vectors.
 func TestModuleNewKits(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds Wasm modules")
 	}

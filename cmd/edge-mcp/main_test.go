@@ -19,6 +19,7 @@ import (
 // TestDefaultServesDemoTools runs the command as a newcomer does, with no
 // config: a client must see the demo servers' tools aggregated at once.
 func TestDefaultServesDemoTools(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -74,6 +75,7 @@ func TestDefaultServesDemoTools(t *testing.T) {
 }
 
 func TestBadConfigNamesFileKeyAndReason(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "gw.json")
 	if err := os.WriteFile(path, []byte(`{"mcpServers": {"weather": {"url": "http://127.0.0.1:1/mcp", "timeout": "fast"}}}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -93,6 +95,7 @@ func TestBadConfigNamesFileKeyAndReason(t *testing.T) {
 // it over its stdin/stdout with a real go-sdk client; every line on stdout
 // must be JSON-RPC (logs go to stderr).
 func TestStdioServesOneClient(t *testing.T) {
+	t.Parallel()
 	stdinR, stdinW := io.Pipe()
 	stdoutR, stdoutW := io.Pipe()
 	stderr := &lockedWriter{w: &strings.Builder{}}
@@ -166,6 +169,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // TestStatusTable reads /status of a running gateway and prints the table.
 func TestStatusTable(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()

@@ -26,6 +26,7 @@ import (
 // and an empty module cache. What each step must print is checked after
 // it.
 func TestFirstPolicyDoc(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a Wasm module and runs a gateway")
 	}
@@ -96,6 +97,7 @@ func TestFirstPolicyDoc(t *testing.T) {
 // Issue #27 item 4: `edge-mcp stdio` answers every request of a piped
 // client whose input ends right after its last request.
 func TestStdioAnswersEveryRequestAtEndOfInput(t *testing.T) {
+	t.Parallel()
 	var in bytes.Buffer
 	in.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}` + "\n")
 	in.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
@@ -176,6 +178,7 @@ func TestDemoKeepsNoState(t *testing.T) {
 // also when the toolchain stamped a module version (go build in a git
 // checkout, go install module@version).
 func TestVersionOneEverywhere(t *testing.T) {
+	t.Parallel()
 	stamped := &debug.BuildInfo{Main: debug.Module{Path: "github.com/edge-mcp/edge-mcp", Version: "v0.0.0-20261202212400-36c6f00aa1b2+dirty"}}
 	if got := versionOf(stamped); got != stamped.Main.Version {
 		t.Errorf("version of a stamped build = %q, want %q", got, stamped.Main.Version)
@@ -196,6 +199,7 @@ func TestVersionOneEverywhere(t *testing.T) {
 // Issue #27 item 6: on every interface the banner prints a URL a client can
 // use and, with API keys, the header the client must send.
 func TestBannerOnEveryInterface(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		addr, mode string
 		want       []string

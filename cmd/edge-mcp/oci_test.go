@@ -43,6 +43,7 @@ func writeCosignPair(t *testing.T, dir, name string) (priv, pub string) {
 // verified (to a file and into a running gateway), and refuses one
 // signed by another key without writing anything.
 func TestModuleRegistry(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
@@ -91,6 +92,7 @@ func TestModuleRegistry(t *testing.T) {
 // state folder, and lists it as a module attached as that policy; a
 // restart with the registry gone serves from that cache.
 func TestServeOCIModule(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
@@ -126,6 +128,7 @@ func TestServeOCIModule(t *testing.T) {
 // an oci:// reference (--module) by pulling it, and so does a config's
 // policy naming one.
 func TestInterceptorsFromRegistry(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
@@ -157,6 +160,7 @@ func TestInterceptorsFromRegistry(t *testing.T) {
 // root or an unsigned module with the reference and the reason, writing
 // nothing.
 func TestModulePullKeyless(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(true)))
 	t.Cleanup(srv.Close)

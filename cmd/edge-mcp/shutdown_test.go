@@ -25,6 +25,7 @@ import (
 // grace period, the client's session is over, and the child process is
 // gone (killed and reaped, not left behind).
 func TestSIGTERMStopsGracefully(t *testing.T) {
+	t.Parallel()
 	bin := releaseBinary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw.json")
@@ -101,6 +102,7 @@ func alive(pid int) bool {
 // deadline (before issue 15 the upload never returned under fuel
 // metering), and SIGTERM afterwards still stops the process.
 func TestHostileUploadThenSIGTERM(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startBinary(t, "serve", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--state-dir", dir)
 	admin := p.admin

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPrintFleet(t *testing.T) {
+	t.Parallel()
 	now := time.Now().UTC()
 	for _, tc := range []struct {
 		name  string
@@ -45,6 +46,7 @@ func TestPrintFleet(t *testing.T) {
 }
 
 func TestPrintReplicaDrift(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	printReplicaDrift(&out, "guard", "sha256:aa", []admin.ModuleReplica{
 		{Replica: "a", Digest: "sha256:aa", Generation: 3},

@@ -21,6 +21,7 @@ import (
 // a name the configuration does not have is refused before anything
 // starts.
 func TestStdioVirtual(t *testing.T) {
+	t.Parallel()
 	up := testenv.StartEverythingServerHTTP(t)
 	path := filepath.Join(t.TempDir(), "gw.json")
 	os.WriteFile(path, []byte(fmt.Sprintf(`{"mcpServers": {"everything": {"url": %q}},

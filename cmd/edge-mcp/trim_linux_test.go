@@ -23,6 +23,7 @@ func TestDropStartupPages(t *testing.T) {
 }
 
 func TestCleanMappings(t *testing.T) {
+	t.Parallel()
 	smaps := `00400000-00b08000 r-xp 00000000 08:01 123 /bin/gw
 Rss:                6240 kB
 Private_Dirty:      6240 kB

@@ -14,6 +14,7 @@ import (
 )
 
 func TestBuildInfoOf(t *testing.T) {
+	t.Parallel()
 	settings := func(kv ...string) []debug.BuildSetting {
 		var s []debug.BuildSetting
 		for i := 0; i < len(kv); i += 2 {
@@ -52,6 +53,7 @@ func TestBuildInfoOf(t *testing.T) {
 }
 
 func TestVersionCommand(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"version"}, &out, &out); err != nil {
 		t.Fatal(err)
@@ -65,6 +67,7 @@ func TestVersionCommand(t *testing.T) {
 // TestVersionLinkFlags builds the binary the way the release task does and
 // checks that the -X flags and -tags reach `edge-mcp version`.
 func TestVersionLinkFlags(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
