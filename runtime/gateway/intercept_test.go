@@ -784,3 +784,61 @@ func TestInterceptorsPerVirtualServer(t *testing.T) {
 		})
 	}
 }
+
+// TestInterceptorsListScoped: members scoped with servers or tools see,
+// change and refuse only the entries of their scope in a list: over two
+// real upstreams, a tools/list mutator scoped to server "a" changes only
+// a's tools (its invocation context naming a), a validator scoped to one
+// tool of b withholds only that tool, and every other entry passes
+// untouched, in the order of a gateway without a chain.
+func TestInterceptorsListScoped(t *testing.T) {
+	a := vaultServer(t, "a", make(chan string, 4))
+	b := vaultServer(t, "b", make(chan string, 4))
+	seen := make(chan *intercept.Context, 4)
+	upper := &intercept.Func{Desc: intercept.Descriptor{Name: "acme/upper", Type: intercept.Mutation,
+		Hooks: []intercept.Hook{{Events: []string{"tools/list"}, Phase: intercept.Response}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			select {
+			case seen <- inv.Context:
+			default:
+			}
+			return intercept.Replace(json.RawMessage(strings.ReplaceAll(string(inv.Payload), `"description":"`, `"description":"UPPER `))), nil
+		}}
+	noLeak := icFunc("acme/no-leak", intercept.Validation, intercept.Response, func(string) *intercept.Result { return intercept.Deny("not listed") }, "tools/list")
+	ics := serveInterceptors(t, upper, noLeak)
+	servers := fmt.Sprintf(`"mcpServers": {"a": {"url": %q, "prefix": "a"}, "b": {"url": %q, "prefix": "b"}}`, a, b)
+	plainURL, _ := startGateway(t, "{"+servers+"}", Options{})
+	cfg := parseConfig(t, fmt.Sprintf(`{%s, "interceptorServers": {"acme": {"url": %q}},
+	  "interceptors": [{"server": "acme", "names": ["acme/upper"], "servers": ["a"]},
+	                   {"server": "acme", "names": ["acme/no-leak"], "tools": ["b_leak"]}]}`, servers, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plain, err := connect(t, plainURL, nil).ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := connect(t, url, nil).ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, names []string
+	for _, tool := range plain.Tools {
+		if tool.Name != "b_leak" {
+			want = append(want, tool.Name)
+		}
+	}
+	for _, tool := range got.Tools {
+		names = append(names, tool.Name)
+		upper := strings.HasPrefix(tool.Description, "UPPER ")
+		if upper != strings.HasPrefix(tool.Name, "a_") {
+			t.Errorf("tool %s: description %q: the mutator scoped to a changed it: %v", tool.Name, tool.Description, upper)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools\n %v\nwant (no b_leak, the order of a gateway without a chain)\n %v", names, want)
+	}
+	if c := <-seen; c == nil || c.Server != "a" || !slices.Equal(c.Servers, []string{"a"}) || c.SessionID == "" {
+		t.Fatalf("invocation context %+v, want server a", c)
+	}
+}

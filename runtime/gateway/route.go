@@ -280,8 +280,12 @@ func (s routing) list(req *jsonrpc.Request, k listKind) {
 
 // listPage is the page of the catalogue params.cursor asks for.
 func (s routing) listPage(method string, params json.RawMessage, k listKind) (json.RawMessage, *interceptchain.Failure) {
+	return s.listPageOf(s.catalogue(), method, params, k)
+}
+
+// listPageOf is listPage of cat.
+func (s routing) listPageOf(cat *catalogue, method string, params json.RawMessage, k listKind) (json.RawMessage, *interceptchain.Failure) {
 	cursor, _ := wire.String(params, "cursor")
-	cat := s.catalogue()
 	page, err := cat.Page(k, cursor, s.g.opts.PageSize)
 	if err != nil {
 		return nil, &interceptchain.Failure{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %v", method, err)}

@@ -203,17 +203,44 @@ func (s *session) interceptResult(c *call, id jsonrpc.ID, result json.RawMessage
 // interceptList answers a list method through the chain: the request
 // phase on its params (a mutated cursor is the one paged), the response
 // phase on the page (a mutator may take entries out or change them; what
-// it hides stays callable). The context names no server or subject.
+// it hides stays callable). The context names no server or subject; the
+// page's entries name their servers, so that a member scoped with
+// servers or tools sees, changes and refuses only the entries of its
+// scope (intercept.Event.EntryServers).
 func (s routing) interceptList(req *jsonrpc.Request, k listKind, ch *intercept.Chain) {
 	res, f := interceptchain.Around(s.ctx, s.g.log, ch, req.Method, s.interceptContext("", ""), req.Params,
-		func(p json.RawMessage) (json.RawMessage, *interceptchain.Failure) {
-			return s.listPage(req.Method, p, k)
+		func(p json.RawMessage) (json.RawMessage, []string, *interceptchain.Failure) {
+			cat := s.catalogue()
+			page, f := s.listPageOf(cat, req.Method, p, k)
+			if f != nil {
+				return nil, nil, f
+			}
+			return page, entryServers(cat, k, page), nil
 		})
 	if f != nil {
 		s.replyError(req.ID, f.Code, "%s", f.Message)
 		return
 	}
 	s.reply(req.ID, res)
+}
+
+// entryServers names the upstream of each entry of a page of list k of
+// cat, in order ("" for the gateway's own tools); nil when the page does
+// not parse (scoped members then see the whole page).
+func entryServers(cat *catalogue, k listKind, page json.RawMessage) []string {
+	arr, ok, err := wire.Field(page, listKinds[k].Member)
+	var entries []json.RawMessage
+	if err != nil || !ok || json.Unmarshal(arr, &entries) != nil {
+		return nil
+	}
+	servers := make([]string, len(entries))
+	for i, e := range entries {
+		key, _ := wire.String(e, listKinds[k].Key)
+		if it := cat.Find(k, key); it != nil && it.Up != nil {
+			servers[i] = it.Up.name
+		}
+	}
+	return servers
 }
 
 // interceptSubscribe runs the request phase of resources/subscribe (a
