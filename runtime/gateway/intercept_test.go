@@ -842,3 +842,67 @@ func TestInterceptorsListScoped(t *testing.T) {
 		t.Fatalf("invocation context %+v, want server a", c)
 	}
 }
+
+// TestInterceptorsSubscribeAnswered: the response phase of
+// resources/subscribe runs on the answers the gateway gives itself: the
+// {} of a second session's subscription to a URI the upstream already
+// sends updates for, and the {} of a subscription to a 2026-07-28
+// upstream (a subscriptions/listen); a response validator refusing it is
+// the client's -32603 naming the interceptor.
+func TestInterceptorsSubscribeAnswered(t *testing.T) {
+	legacy := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	legacy.AddResource(&mcp.Resource{URI: "res://watched", Name: "watched"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "res://watched", Text: "x"}}}, nil
+	})
+	var deny atomic.Value // the session id whose subscription the validator refuses
+	deny.Store("")
+	var answered atomic.Int32
+	refuse := &intercept.Func{Desc: intercept.Descriptor{Name: "acme/no-sub", Type: intercept.Validation,
+		Hooks: []intercept.Hook{{Events: []string{"resources/subscribe"}, Phase: intercept.Response}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			answered.Add(1)
+			if inv.Context != nil && inv.Context.SessionID == deny.Load().(string) && inv.Context.Subject == "res://watched" {
+				return intercept.Deny("no subscription for you"), nil
+			}
+			return intercept.Pass(), nil
+		}}
+	ics := serveInterceptors(t, refuse)
+	for _, tc := range []struct {
+		name, up   string
+		denySecond bool // else the first session is refused
+	}{
+		{"second session, gateway's own answer", serveMCP(t, legacy), true},
+		{"2026-07-28 upstream", legacyFeaturesUpstream(t), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answered.Store(0)
+			cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}},
+			  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, tc.up, ics))
+			url, _ := startGatewayConfig(t, cfg, Options{})
+			first, second := connect(t, url, nil), connect(t, url, nil)
+			denied, allowed := first, second
+			if tc.denySecond {
+				denied, allowed = second, first
+			}
+			deny.Store(denied.ID())
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var rpc *jsonrpc.Error
+			for _, cs := range []*mcp.ClientSession{first, second} {
+				err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "res://watched"})
+				if cs == allowed && err != nil {
+					t.Fatalf("allowed subscription: %v", err)
+				}
+				if cs == denied && (!errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInternalError || !strings.Contains(rpc.Message, `interceptor "acme/no-sub" refused resources/subscribe (response): no subscription for you`)) {
+					t.Fatalf("refused subscription: %v, want -32603 naming acme/no-sub", err)
+				}
+			}
+			if n := answered.Load(); n != 2 {
+				t.Fatalf("the response phase ran %d times, want 2", n)
+			}
+		})
+	}
+}

@@ -418,15 +418,17 @@ func (s routing) subscribe(req *jsonrpc.Request) {
 	s.subscribeTo(req, u, uri, nil)
 }
 
-// subscribeTo subscribes the session to uri of u; a forwarded request's
-// result passes ic's response phase when ic is set.
+// subscribeTo subscribes the session to uri of u; its answer (the
+// upstream's, or the gateway's own) passes ic's response phase when ic is
+// set.
 func (s routing) subscribeTo(req *jsonrpc.Request, u *upstream, uri string, ic *intercept.Chain) {
 	if !s.g.route.subscribe(s.session, uri) && !u.perClient() {
-		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
+		// The upstream already sends updates for uri.
+		s.subscribed(req, u.name, uri, ic, func() { s.g.route.unsubscribe(s.session, uri) })
 		return
 	}
 	if u.speaks2026() {
-		go u.subscribe2026(s.session, req, uri)
+		go u.subscribe2026(s.session, req, uri, ic)
 		return
 	}
 	s.forward(req, u, req.Params, forwardInfo{kind: kindResources, upName: uri, ic: ic})

@@ -246,9 +246,10 @@ func entryServers(cat *catalogue, k listKind, page json.RawMessage) []string {
 // interceptSubscribe runs the request phase of resources/subscribe (a
 // refusal is the client's -32602 and no subscription is made; the URI
 // subscribed to is the one routed on, whatever a mutator did), then
-// subscribes; a forwarded subscription's answer passes the response
-// phase (the gateway's own {}, when the upstream already sends updates
-// for uri, does not).
+// subscribes; the answer passes the response phase: a forwarded
+// subscription's (interceptResult), and the gateway's own {} when the
+// upstream already sends updates for uri or the subscription is a
+// 2026-07-28 listen (subscribed).
 func (s routing) interceptSubscribe(req *jsonrpc.Request, u *upstream, uri string, ch *intercept.Chain) {
 	ictx := s.interceptContext(u.name, uri)
 	out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, intercept.Event{Event: req.Method, Phase: intercept.Request, Payload: req.Params, Context: ictx},
@@ -270,4 +271,23 @@ func (s routing) interceptSubscribe(req *jsonrpc.Request, u *upstream, uri strin
 		req = &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params, Extra: req.Extra}
 	}
 	s.subscribeTo(req, u, uri, ch)
+}
+
+// subscribed answers a resources/subscribe of uri on server the gateway
+// answers itself ({}), through ic's response phase when ic is set: a
+// refusal is the client's -32603 naming the interceptor, and undo takes
+// the session's subscription back (it gets no updates for uri).
+func (s *session) subscribed(req *jsonrpc.Request, server, uri string, ic *intercept.Chain, undo func()) {
+	if ic == nil {
+		s.reply(req.ID, json.RawMessage(`{}`))
+		return
+	}
+	out, msg, _ := interceptchain.Run(s.ctx, s.g.log, ic, intercept.Event{Event: req.Method, Phase: intercept.Response, Payload: json.RawMessage(`{}`),
+		Context: s.interceptContext(server, uri)}, server, uri, "interceptor withheld a result")
+	if out == nil {
+		undo()
+		s.replyError(req.ID, jsonrpc.CodeInternalError, "%s", msg)
+		return
+	}
+	s.reply(req.ID, out.Payload)
 }
