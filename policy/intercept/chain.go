@@ -53,6 +53,10 @@ type Options struct {
 	// State keeps the session state of the interceptors that ask for it
 	// (Descriptor.SessionState); nil: they get none.
 	State SessionStore
+	// Observe, when set, is told the duration of every invocation, by
+	// interceptor name (the gateway's latency histogram); it must be
+	// cheap and safe for concurrent use.
+	Observe func(interceptor string, d time.Duration)
 }
 
 // Counters are one interceptor's counts in a chain, and the durations of
@@ -62,6 +66,8 @@ type Counters struct {
 
 	latency [latencySamples]atomic.Int64 // nanoseconds, a ring
 	next    atomic.Uint64
+	// also is Options.Observe bound to the interceptor's name, or nil.
+	also func(time.Duration)
 }
 
 // latencySamples is how many recent invocations P50 looks at.
@@ -70,6 +76,9 @@ const latencySamples = 256
 // observe records one invocation's duration.
 func (c *Counters) observe(d time.Duration) {
 	c.latency[(c.next.Add(1)-1)%latencySamples].Store(int64(d))
+	if c.also != nil {
+		c.also(d)
+	}
 }
 
 // P50 is the median duration of the interceptor's last invocations
@@ -156,6 +165,10 @@ func NewChain(opts Options, members ...Member) (*Chain, error) {
 			return nil, fmt.Errorf("interceptor %q: %w", d.Name, err)
 		}
 		mm := &member{ic: m.Interceptor, desc: d, timeout: cmp.Or(m.Timeout, c.timeout), config: m.Config, servers: m.Servers, tools: m.Tools, virtual: m.Virtual}
+		if opts.Observe != nil {
+			name := d.Name
+			mm.counters.also = func(d time.Duration) { opts.Observe(name, d) }
+		}
 		c.scoped = c.scoped || len(m.Virtual) > 0
 		c.members = append(c.members, mm)
 		c.byName[d.Name] = mm

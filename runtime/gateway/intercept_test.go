@@ -218,6 +218,8 @@ func TestInterceptorsRemote(t *testing.T) {
 			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_record"} 1`,
 			`edge_mcp_interceptor_denials_total{interceptor="acme/no-leak"} 1`,
 			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_leak"} 1`,
+			`edge_mcp_interceptor_duration_seconds_bucket{interceptor="acme/no-secret",le="+Inf"} 4`,
+			`edge_mcp_interceptor_duration_seconds_count{interceptor="acme/no-leak"} 3`,
 		} {
 			if !strings.Contains(metricsText, want) {
 				t.Errorf("/metrics lacks %s in:\n%s", want, grepLines(metricsText, "tool_calls_total{"))
@@ -235,6 +237,9 @@ func TestInterceptorsRemote(t *testing.T) {
 		for _, c := range st.Interceptors.Interceptors {
 			if c.Name == "acme/no-leak" && c.Denials != 1 {
 				t.Errorf("/status: acme/no-leak %+v, want 1 denial", c)
+			}
+			if c.Calls > 0 && c.P50Micros <= 0 {
+				t.Errorf("/status: %s %+v, want its p50_us", c.Name, c)
 			}
 		}
 		outcomes := map[string]string{}

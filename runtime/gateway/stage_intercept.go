@@ -45,8 +45,12 @@ func (g *Gateway) newInterceptSet(ctx context.Context, cfg *config.Config, pg *p
 			g.icept.store = g.fleet.InterceptorState()
 		}
 	})
+	chain := intercept.Options{State: g.icept.store}
+	if g.metrics != nil {
+		chain.Observe = g.metrics.InterceptorCall // edge_mcp_interceptor_duration_seconds
+	}
 	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log, Previous: g.icept.Load(), HTTPClient: g.oauth.HTTPClient,
-		Chain: intercept.Options{State: g.icept.store},
+		Chain: chain,
 		Modules: func(ctx context.Context, name string) ([]intercept.Interceptor, error) {
 			if m := pg.Module(name); m != nil {
 				return interceptchain.ModuleInterceptors(ctx, m)
