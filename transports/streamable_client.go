@@ -112,6 +112,14 @@ var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	return &http.Client{Transport: tr}
 })
 
+// SharedHTTPClient is the HTTP client the streamable transport uses when
+// given none: net/http's Transport keeping many idle connections per host
+// (512; net/http's default keeps 2, so more concurrent requests to one
+// host than that dial and close a TCP connection each), response headers
+// bounded. Other clients of remote MCP servers (interceptor servers)
+// share it.
+func SharedHTTPClient() *http.Client { return sharedHTTPClient() }
+
 // Connect returns a connection to the server. No request is sent until the
 // first Write. Values of ctx (not its cancellation) are kept for the
 // connection's background requests.

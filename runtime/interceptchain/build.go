@@ -124,7 +124,7 @@ func (s *Set) serverOptions(sv *server) (interceptors.ServerOptions, error) {
 	if sc.BearerToken != "" {
 		header.Set("Authorization", "Bearer "+sc.BearerToken)
 	}
-	hc := http.DefaultClient
+	hc := transports.SharedHTTPClient() // many idle connections: concurrent invocations do not dial
 	switch {
 	case s.opts.HTTPClient != nil:
 		c, err := s.opts.HTTPClient(sc)
