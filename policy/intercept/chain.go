@@ -430,7 +430,8 @@ func (c *Chain) mutate(ctx context.Context, ev Event, pg *page, muts []*member, 
 }
 
 // validate runs the validators concurrently on out.Payload and refuses the
-// event when an active one blocks or fails closed.
+// event when an active one blocks or fails closed (a member scoped to
+// part of page pg withholds its entries instead).
 func (c *Chain) validate(ctx context.Context, ev Event, pg *page, vals []*member, out *Outcome) error {
 	if len(vals) == 0 {
 		return nil
@@ -438,62 +439,77 @@ func (c *Chain) validate(ctx context.Context, ev Event, pg *page, vals []*member
 	type answer struct {
 		res *Result
 		err *FailError
+		// what the member runs on when pg scopes it (entries.go): its
+		// entries (skip: none), payload and context
+		idx     []int
+		skip    bool
+		payload json.RawMessage
+		ctx     *Context
 	}
 	answers := make([]answer, len(vals))
-	targets := make([]target, len(vals))
 	for i, m := range vals {
-		targets[i], answers[i].err = c.target(ev, m, pg, out.Payload)
-	}
-	run := func(i int) {
-		if t := targets[i]; !t.skip && answers[i].err == nil {
-			answers[i].res, answers[i].err = c.invoke(ctx, vals[i], t.ev, t.payload)
+		a := &answers[i]
+		a.payload, a.ctx = out.Payload, ev.Context
+		if pg != nil && m.scoped() {
+			var t target
+			t, a.err = c.target(ev, m, pg, out.Payload)
+			a.idx, a.skip, a.payload, a.ctx = t.idx, t.skip, t.payload, t.ev.Context
 		}
 	}
 	// The first validator runs on this goroutine, the others beside it.
 	var wg sync.WaitGroup
-	for i := range vals[1:] {
-		wg.Go(func() { run(i + 1) })
+	for i, m := range vals[1:] {
+		if a := &answers[i+1]; !a.skip && a.err == nil {
+			wg.Go(func() { a.res, a.err = c.invoke(ctx, m, withContext(ev, a.ctx), a.payload) })
+		}
 	}
-	run(0)
+	if a := &answers[0]; !a.skip && a.err == nil {
+		a.res, a.err = c.invoke(ctx, vals[0], withContext(ev, a.ctx), a.payload)
+	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var refusals []*Refusal
-	drop := map[int]bool{}
-	refuse := func(t target, r *Refusal) {
-		if t.idx == nil {
-			refusals = append(refusals, r)
-			return
-		}
-		for _, i := range t.idx {
-			drop[i] = true
-		}
-		out.Withheld = append(out.Withheld, r)
-	}
+	var drop map[int]bool
 	for i, m := range vals {
 		a := answers[i]
-		if targets[i].skip {
+		if a.skip {
 			continue
 		}
-		if a.err != nil {
+		var r *Refusal
+		switch {
+		case a.err != nil:
 			if err := c.failed(ctx, m, ev, a.err, out); err != nil {
-				refuse(targets[i], err.(*Refusal))
+				r = err.(*Refusal)
 			}
-			continue
+		case a.res != nil:
+			out.Results = append(out.Results, a.res)
+			if !a.res.Blocks() {
+				break
+			}
+			if m.desc.Mode == Audit {
+				m.counters.Audits.Add(1)
+				out.Audits = append(out.Audits, a.res)
+				c.note(m, "audit", "audit validator refused", "event", ev.Event, "phase", ev.Phase, "reason", a.res.Reason())
+				break
+			}
+			m.counters.Denials.Add(1)
+			r = &Refusal{Interceptor: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Messages: a.res.Messages}
 		}
-		out.Results = append(out.Results, a.res)
-		if !a.res.Blocks() {
-			continue
+		switch {
+		case r == nil:
+		case a.idx == nil:
+			refusals = append(refusals, r)
+		default: // its entries leave the page; the rest goes on
+			if drop == nil {
+				drop = map[int]bool{}
+			}
+			for _, i := range a.idx {
+				drop[i] = true
+			}
+			out.Withheld = append(out.Withheld, r)
 		}
-		if m.desc.Mode == Audit {
-			m.counters.Audits.Add(1)
-			out.Audits = append(out.Audits, a.res)
-			c.note(m, "audit", "audit validator refused", "event", ev.Event, "phase", ev.Phase, "reason", a.res.Reason())
-			continue
-		}
-		m.counters.Denials.Add(1)
-		refuse(targets[i], &Refusal{Interceptor: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Messages: a.res.Messages})
 	}
 	if len(drop) > 0 {
 		p, err := pg.drop(out.Payload, drop)
@@ -511,6 +527,12 @@ func (c *Chain) validate(ctx context.Context, ev Event, pg *page, vals []*member
 		first.Others = append(first.Others, r.Interceptor)
 	}
 	return first
+}
+
+// withContext is ev with context ctx.
+func withContext(ev Event, ctx *Context) Event {
+	ev.Context = ctx
+	return ev
 }
 
 // failed handles an interceptor failure: it is recorded and skipped for
