@@ -113,9 +113,9 @@ func TestSetKeepsUnchangedServers(t *testing.T) {
 // TestSetKeepsConnectionsWarm: four validators of one server invoked
 // concurrently, sixty times, mostly reuse TCP connections: net/http's
 // default client keeps two idle connections per host, so two would be
-// dialed and closed on every run (121 for 60 runs; with the shared
-// client 18-31: go-sdk's client still drops a connection now and then
-// when it closes a response stream before its end).
+// dialed and closed on every run (121 for 60 runs; 18-31 with go-sdk's
+// streamable client on a client keeping more, as it drops a connection
+// when it closes a response stream before its end; 6 with edge-mcp's).
 func TestSetKeepsConnectionsWarm(t *testing.T) {
 	slow := func(name string) intercept.Interceptor {
 		return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: intercept.Validation,
@@ -157,7 +157,7 @@ func TestSetKeepsConnectionsWarm(t *testing.T) {
 			t.Fatalf("%+v, %v", out, err)
 		}
 	}
-	if n := dialed.Load(); n > runs {
+	if n := dialed.Load(); n > 12 {
 		t.Fatalf("%d TCP connections for %d runs of four concurrent invocations, want the few of the first runs kept", n, runs)
 	}
 }
