@@ -116,3 +116,27 @@ func TestListScope(t *testing.T) {
 		}
 	})
 }
+
+// TestListScopeKinds: the other lists' entries are matched by their URI
+// (resources/list) or URI template (resources/templates/list) and name
+// (prompts/list).
+func TestListScopeKinds(t *testing.T) {
+	deny := &Func{Desc: Descriptor{Name: "deny", Type: Validation, Hooks: []Hook{{Events: []string{"*"}, Phase: Response}}},
+		Fn: func(context.Context, *Invocation) (*Result, error) { return Deny("no"), nil }}
+	for _, tc := range []struct{ event, page, tools, want string }{
+		{"resources/list", `{"resources":[{"uri":"mem://a"},{"uri":"file:///b"}]}`, "mem://*", `{"resources":[{"uri":"file:///b"}]}`},
+		{"resources/templates/list", `{"resourceTemplates":[{"uriTemplate":"mem://t/{id}"},{"uriTemplate":"x://{y}"}]}`, "x://*", `{"resourceTemplates":[{"uriTemplate":"mem://t/{id}"}]}`},
+		{"prompts/list", `{"prompts":[{"name":"p_one"},{"name":"q_two"}]}`, "q_*", `{"prompts":[{"name":"p_one"}]}`},
+	} {
+		t.Run(tc.event, func(t *testing.T) {
+			c, err := NewChain(Options{}, Member{Interceptor: deny, Tools: []string{tc.tools}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.Run(context.Background(), Event{Event: tc.event, Phase: Response, Payload: json.RawMessage(tc.page), EntryServers: []string{"s1", "s2"}})
+			if err != nil || string(out.Payload) != tc.want {
+				t.Fatalf("%s, %v; want %s", out.Payload, err, tc.want)
+			}
+		})
+	}
+}
