@@ -93,6 +93,10 @@ type StreamableClientTransport struct {
 	// asked to authorize on a 401 (or a 403 insufficient_scope), after
 	// which the request is sent once more (go-sdk's contract).
 	OAuthHandler auth.OAuthHandler
+	// NoStandalone leaves the standalone GET stream closed: for a server
+	// that sends nothing unasked (an interceptor server), it would only
+	// hold a connection.
+	NoStandalone bool
 }
 
 // maxResponseHeaderBytes bounds an upstream's response headers, 1xx
@@ -146,6 +150,7 @@ func (t *StreamableClientTransport) Connect(ctx context.Context) (Connection, er
 		budget: t.Budget,
 		notify: make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		getOn:  t.NoStandalone, // as if started: never started
 	}
 	if c.client == nil {
 		c.client = sharedHTTPClient()

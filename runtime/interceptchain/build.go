@@ -141,7 +141,7 @@ func (s *Set) serverOptions(sv *server) (interceptors.ServerOptions, error) {
 	case "websocket":
 		opts.Transport = &transports.WebSocketClientTransport{URL: sc.URL, Header: header, HTTPClient: hc, Logger: s.log}
 	default:
-		opts.Transport = &transports.StreamableClientTransport{URL: sc.URL, Header: header, HTTPClient: hc, Logger: s.log}
+		opts.Transport = &transports.StreamableClientTransport{URL: sc.URL, Header: header, HTTPClient: hc, Logger: s.log, NoStandalone: true}
 	}
 	return opts, nil
 }
