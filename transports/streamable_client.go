@@ -819,7 +819,7 @@ func (c *streamableClientConn) fail(err error) {
 	}
 	c.failErr = err
 	for id := range c.pending {
-		c.pushLocked(errorResponse(id, "upstream session expired"), 0)
+		c.pushLocked(errorResponse(id, sessionExpiredMessage), 0)
 	}
 	clear(c.pending)
 	c.mu.Unlock()
@@ -1021,6 +1021,20 @@ func (c *streamableClientConn) send(req *http.Request) (*http.Response, error) {
 		return c.client.Do(again)
 	}
 	return resp, err
+}
+
+// sessionExpiredMessage is the message of the answer a call in flight
+// gets when the server drops the session (fail).
+const sessionExpiredMessage = "upstream session expired"
+
+// SessionExpired reports whether err is the answer a call in flight got
+// because the server dropped the session (a JSON-RPC -32603 the
+// connection made itself, as it reaches a caller through go-sdk): the
+// server did not process it under a session it knows, so a new session
+// may be asked again.
+func SessionExpired(err error) bool {
+	var e *jsonrpc.Error
+	return errors.As(err, &e) && e.Code == jsonrpc.CodeInternalError && e.Message == sessionExpiredMessage
 }
 
 func errorResponse(id jsonrpc.ID, message string) *jsonrpc.Response {

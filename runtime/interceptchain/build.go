@@ -142,6 +142,7 @@ func (s *Set) serverOptions(sv *server) (interceptors.ServerOptions, error) {
 		opts.Transport = &transports.WebSocketClientTransport{URL: sc.URL, Header: header, HTTPClient: hc, Logger: s.log}
 	default:
 		opts.Transport = &transports.StreamableClientTransport{URL: sc.URL, Header: header, HTTPClient: hc, Logger: s.log, NoStandalone: true}
+		opts.SessionGone = transports.SessionExpired // a restarted server: dial again and ask once more
 	}
 	return opts, nil
 }
