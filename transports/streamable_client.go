@@ -93,6 +93,10 @@ type StreamableClientTransport struct {
 	// asked to authorize on a 401 (or a 403 insufficient_scope), after
 	// which the request is sent once more (go-sdk's contract).
 	OAuthHandler auth.OAuthHandler
+	// NoStandalone leaves the standalone GET stream closed: for a server
+	// that sends nothing unasked (an interceptor server), it would only
+	// hold a connection.
+	NoStandalone bool
 }
 
 // maxResponseHeaderBytes bounds an upstream's response headers, 1xx
@@ -111,6 +115,14 @@ var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	tr.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	return &http.Client{Transport: tr}
 })
+
+// SharedHTTPClient is the HTTP client the streamable transport uses when
+// given none: net/http's Transport keeping many idle connections per host
+// (512; net/http's default keeps 2, so more concurrent requests to one
+// host than that dial and close a TCP connection each), response headers
+// bounded. Other clients of remote MCP servers (interceptor servers)
+// share it.
+func SharedHTTPClient() *http.Client { return sharedHTTPClient() }
 
 // Connect returns a connection to the server. No request is sent until the
 // first Write. Values of ctx (not its cancellation) are kept for the
@@ -138,6 +150,7 @@ func (t *StreamableClientTransport) Connect(ctx context.Context) (Connection, er
 		budget: t.Budget,
 		notify: make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		getOn:  t.NoStandalone, // as if started: never started
 	}
 	if c.client == nil {
 		c.client = sharedHTTPClient()
@@ -806,7 +819,7 @@ func (c *streamableClientConn) fail(err error) {
 	}
 	c.failErr = err
 	for id := range c.pending {
-		c.pushLocked(errorResponse(id, "upstream session expired"), 0)
+		c.pushLocked(errorResponse(id, sessionExpiredMessage), 0)
 	}
 	clear(c.pending)
 	c.mu.Unlock()
@@ -1008,6 +1021,20 @@ func (c *streamableClientConn) send(req *http.Request) (*http.Response, error) {
 		return c.client.Do(again)
 	}
 	return resp, err
+}
+
+// sessionExpiredMessage is the message of the answer a call in flight
+// gets when the server drops the session (fail).
+const sessionExpiredMessage = "upstream session expired"
+
+// SessionExpired reports whether err is the answer a call in flight got
+// because the server dropped the session (a JSON-RPC -32603 the
+// connection made itself, as it reaches a caller through go-sdk): the
+// server did not process it under a session it knows, so a new session
+// may be asked again.
+func SessionExpired(err error) bool {
+	var e *jsonrpc.Error
+	return errors.As(err, &e) && e.Code == jsonrpc.CodeInternalError && e.Message == sessionExpiredMessage
 }
 
 func errorResponse(id jsonrpc.ID, message string) *jsonrpc.Response {

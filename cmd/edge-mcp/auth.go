@@ -80,13 +80,23 @@ func (a *authTarget) local(redirect string, stderr io.Writer) (*oauth.Manager, *
 	if err != nil {
 		return nil, nil, err
 	}
+	m, err := openOAuth(cfg, *a.stateDir, redirect, stderr)
+	return m, cfg, err
+}
+
+// openOAuth opens the OAuth manager a gateway running cfg with
+// --state-dir stateDir would use (runtime/oauth.Open over the same token
+// store: the config's admin.state_dir wins), logging warnings to stderr;
+// redirect is its default callback ("" as the gateway's). The auth
+// commands and the interceptors commands (for interceptor servers with
+// oauth) use it.
+func openOAuth(cfg *config.Config, stateDir, redirect string, stderr io.Writer) (*oauth.Manager, error) {
 	dir := cfg.Admin.StateDir
-	if dir == "" && *a.stateDir != "" {
-		dir = gateway.ConfigStateDir(*a.stateDir, cfg.Path)
+	if dir == "" && stateDir != "" {
+		dir = gateway.ConfigStateDir(stateDir, cfg.Path)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m, err := oauth.Open(cfg, dir, log, redirect)
-	return m, cfg, err
+	return oauth.Open(cfg, dir, log, redirect)
 }
 
 func authLoginFlags(fs *flag.FlagSet) runFunc {

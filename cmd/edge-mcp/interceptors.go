@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -63,7 +64,11 @@ func interceptorMode(verb string) func(context.Context, *adminClient, []string, 
 // module file.
 type icSource struct {
 	config, module string
-	timeout        time.Duration
+	// stateDir is the gateway's --state-dir: where the tokens of
+	// interceptor servers with oauth are (the config's admin.state_dir
+	// wins).
+	stateDir string
+	timeout  time.Duration
 	// oneInstance runs each module in one instance that is never
 	// recycled, so that per-session state (cross-boundary-guard's) lasts
 	// a fixture's steps, as in the conformance replay.
@@ -75,6 +80,7 @@ func (o *icSource) define(fs *flag.FlagSet, withModule bool) {
 	if withModule {
 		fs.StringVar(&o.module, "module", "", "a module file (.wasm), or an oci:// reference to pull, instead of --config")
 	}
+	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "the gateway's --state-dir: the OAuth tokens of interceptor servers with an oauth section (the config's admin.state_dir wins)")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long compiling the modules and reaching the interceptor servers may take")
 }
 
@@ -149,7 +155,21 @@ func (o *icSource) open(ctx context.Context, stderr io.Writer) (*loaded, error) 
 		return load(ctx, name, sp.Module, opts)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	if l.set, err = interceptchain.NewSet(l.cfg, interceptchain.Options{Logger: log, Modules: modules, Relist: time.Hour}); err == nil {
+	opts := interceptchain.Options{Logger: log, Modules: modules, Relist: time.Hour}
+	if slices.ContainsFunc(l.cfg.InterceptorServers, func(sc config.Server) bool { return sc.OAuth != nil }) {
+		// Their tokens come as the gateway's do: from the same manager
+		// over the same token store (a client_credentials grant on the
+		// first 401; an authorization_code token stored by edge-mcp
+		// auth login or the gateway).
+		auth, err := openOAuth(l.cfg, o.stateDir, "", stderr)
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		closers = append(closers, auth.Close)
+		opts.HTTPClient = auth.HTTPClient
+	}
+	if l.set, err = interceptchain.NewSet(l.cfg, opts); err == nil {
 		err = l.set.Start(ctx)
 	}
 	if err != nil {

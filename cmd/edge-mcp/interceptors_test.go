@@ -238,3 +238,49 @@ func TestInterceptorsLsRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestInterceptorsOAuthConfig: interceptors ls --config and interceptors
+// test --config reach an interceptor server behind OAuth (a real
+// authorization server, client credentials) with the gateway's OAuth
+// manager (runtime/oauth): its interceptors are listed and a fixture
+// runs against one; the token came from the client-credentials grant.
+func TestInterceptorsOAuthConfig(t *testing.T) {
+	const secret = "ic-cli-secret-0123456789"
+	as := testenv.StartOAuthServer(t, testenv.OAuthServerOptions{Clients: map[string]string{"svc": secret}})
+	reg, err := intercept.NewRegistry(0, verdict("pii/allow", true), verdict("pii/deny", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "pii", Version: "1"}, nil)
+	if err := interceptors.Register(srv, reg); err != nil {
+		t.Fatal(err)
+	}
+	icURL := as.Mount("/ics", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Setenv("EDGE_MCP_TEST_IC_SECRET", secret)
+	path := filepath.Join(t.TempDir(), "gw.json")
+	cfg := fmt.Sprintf(`{"interceptorServers": {"pii": {"url": %q, "timeout": 10,
+	    "oauth": {"grant": "client_credentials", "clientId": "svc", "clientSecret": "${EDGE_MCP_TEST_IC_SECRET}"}}},
+	  "interceptors": [{"server": "pii", "names": ["pii/allow"]}]}`, icURL)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "interceptors", "ls", "--config", path)
+	if err != nil {
+		t.Fatalf("ls: %v\n%s", err, out)
+	}
+	for _, want := range []string{`pii/allow\s+server pii\s+validation\s+tools/call:both\s+active\s+false\s+yes`, `pii/deny\s+server pii\s+validation`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("ls: no line matching %s in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "not reached") {
+		t.Errorf("ls: the OAuth-protected server was not reached:\n%s", out)
+	}
+	fixture := filepath.Join("..", "..", "testdata", "interceptors-conformance", "fixtures", "protocol", "invoke-validation-pass.json")
+	if out, err := runCLI(t, "interceptors", "test", "pii/allow", "--config", path, "--fixture", fixture); err != nil || !strings.Contains(out, "ok   protocol/invoke-validation-pass") {
+		t.Fatalf("test: %v\n%s", err, out)
+	}
+	if as.Grants("client_credentials") == 0 {
+		t.Fatal("no client credentials grant")
+	}
+}

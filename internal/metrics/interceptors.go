@@ -1,6 +1,9 @@
 package metrics
 
-import "bytes"
+import (
+	"bytes"
+	"time"
+)
 
 // InterceptorCounts are one interceptor chain member's counts.
 type InterceptorCounts struct {
@@ -27,6 +30,16 @@ func (m *Metrics) Interceptors(stats func() *InterceptorStats) {
 	if m != nil {
 		m.interceptors = stats
 	}
+}
+
+// InterceptorCall records the duration of one invocation of the named
+// interceptor by the chain (intercept.Options.Observe); past maxSeries
+// names, they share the OtherLabel series.
+func (m *Metrics) InterceptorCall(interceptor string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.interceptDuration.get(interceptor).observe(d.Seconds())
 }
 
 // writeInterceptors writes the interceptor chain's families.

@@ -73,6 +73,12 @@ var (
 		0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
 		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 	}
+	// interceptorBuckets span a Wasm validator's microseconds to a
+	// remote interceptor's deadline (2 s by default).
+	interceptorBuckets = []float64{
+		0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+	}
 )
 
 // mcpMethodNames are the JSON-RPC methods that get their own value of the
@@ -119,6 +125,7 @@ type Metrics struct {
 	authFailures       *series[string, *counter]
 	requests           *series[string, *counter]
 	toolsListFailures  *series[string, *counter]
+	interceptDuration  *series[string, *histogram]
 	clientMem          func() *budget.Stats     // set by ClientMemory
 	interceptors       func() *InterceptorStats // set by Interceptors
 }
@@ -168,6 +175,9 @@ func New() *Metrics {
 	m.requests = counters("requests_total", "JSON-RPC requests and notifications received from clients, by method.", "method")
 	m.toolsListFailures = counters("tools_list_failures_total",
 		"Session tools lists built while a tools_list policy failed, by what the session got (kept_last_good or on_error).", "outcome")
+	interceptDuration := add(kindHistogram, "interceptor_duration_seconds",
+		"Duration of interceptor invocations by the gateway's chain (failures and timeouts included), by interceptor.", interceptorBuckets, "interceptor")
+	m.interceptDuration = newSeries(func(k string) *histogram { return interceptDuration.histogram(k) }, OtherLabel)
 	return m
 }
 

@@ -291,3 +291,41 @@ func ExampleMetrics() {
 	mux.Handle("GET /metrics", m.Handler())
 	// Output:
 }
+
+// TestInterceptorDuration: each interceptor's invocations land in its
+// own histogram series, in the right buckets; past maxSeries names they
+// share the OtherLabel series; a nil Metrics records nothing.
+func TestInterceptorDuration(t *testing.T) {
+	var off *Metrics
+	off.InterceptorCall("x", time.Millisecond)
+	m := New()
+	m.InterceptorCall("pii/deny", 3*time.Millisecond)
+	m.InterceptorCall("pii/deny", 40*time.Microsecond)
+	m.InterceptorCall("security/guard", 7*time.Microsecond)
+	for i := range maxSeries + 5 {
+		m.InterceptorCall(fmt.Sprintf("many/%d", i), time.Millisecond)
+	}
+	f := scrape(t, m.Handler())
+	if typ := f["edge_mcp_interceptor_duration_seconds"].typ; typ != "histogram" {
+		t.Fatalf("type %q", typ)
+	}
+	h := find(f, "edge_mcp_interceptor_duration_seconds", map[string]string{"interceptor": "pii/deny"})
+	if h == nil || h.hist == nil || h.hist.count != 2 {
+		t.Fatalf("pii/deny %+v", h)
+	}
+	for _, b := range h.hist.buckets {
+		want := map[bool]float64{true: 0, false: 1}[b.le < 0.00004]
+		if b.le >= 0.003 {
+			want = 2
+		}
+		if b.cum != want {
+			t.Errorf("pii/deny bucket le=%v: %v, want %v", b.le, b.cum, want)
+		}
+	}
+	if n := len(f["edge_mcp_interceptor_duration_seconds"].metrics); n != maxSeries+1 {
+		t.Errorf("series = %d, want %d (the cap, then other)", n, maxSeries+1)
+	}
+	if o := find(f, "edge_mcp_interceptor_duration_seconds", map[string]string{"interceptor": OtherLabel}); o == nil || o.hist.count != 7 {
+		t.Errorf("other %+v, want the 7 names past the cap", o)
+	}
+}

@@ -53,6 +53,10 @@ type Options struct {
 	// State keeps the session state of the interceptors that ask for it
 	// (Descriptor.SessionState); nil: they get none.
 	State SessionStore
+	// Observe, when set, is told the duration of every invocation, by
+	// interceptor name (the gateway's latency histogram); it must be
+	// cheap and safe for concurrent use.
+	Observe func(interceptor string, d time.Duration)
 }
 
 // Counters are one interceptor's counts in a chain, and the durations of
@@ -62,6 +66,8 @@ type Counters struct {
 
 	latency [latencySamples]atomic.Int64 // nanoseconds, a ring
 	next    atomic.Uint64
+	// also is Options.Observe bound to the interceptor's name, or nil.
+	also func(time.Duration)
 }
 
 // latencySamples is how many recent invocations P50 looks at.
@@ -70,6 +76,9 @@ const latencySamples = 256
 // observe records one invocation's duration.
 func (c *Counters) observe(d time.Duration) {
 	c.latency[(c.next.Add(1)-1)%latencySamples].Store(int64(d))
+	if c.also != nil {
+		c.also(d)
+	}
 }
 
 // P50 is the median duration of the interceptor's last invocations
@@ -156,6 +165,10 @@ func NewChain(opts Options, members ...Member) (*Chain, error) {
 			return nil, fmt.Errorf("interceptor %q: %w", d.Name, err)
 		}
 		mm := &member{ic: m.Interceptor, desc: d, timeout: cmp.Or(m.Timeout, c.timeout), config: m.Config, servers: m.Servers, tools: m.Tools, virtual: m.Virtual}
+		if opts.Observe != nil {
+			name := d.Name
+			mm.counters.also = func(d time.Duration) { opts.Observe(name, d) }
+		}
 		c.scoped = c.scoped || len(m.Virtual) > 0
 		c.members = append(c.members, mm)
 		c.byName[d.Name] = mm
@@ -231,6 +244,12 @@ type Event struct {
 	// refusal: its failOpen decides, and a fail-open mutator's payload is
 	// not applied (the chain goes on with the last valid one).
 	Check func(payload json.RawMessage) error
+	// EntryServers, on the response phase of a list event (tools/list,
+	// prompts/list, resources/list, resources/templates/list), names the
+	// server of each entry of the page, in order ("" for the gateway's
+	// own): members scoped with Servers or Tools then see, change and
+	// refuse only the entries of their scope (entries.go).
+	EntryServers []string
 }
 
 // Shadow is what an audit mutator would have done.
@@ -255,6 +274,10 @@ type Outcome struct {
 	Audits []*Result
 	// Shadows are audit mutators' changes, computed and not applied.
 	Shadows []Shadow
+	// Withheld are the refusals (and fail-closed failures) of members
+	// scoped to part of a list's page: the entries of their scope were
+	// taken out of the page, the rest went on.
+	Withheld []*Refusal
 }
 
 // Run runs ev through the interceptors that hook ev.Event in ev.Phase, in
@@ -263,9 +286,21 @@ type Outcome struct {
 // reports what ran before), or ctx's error.
 func (c *Chain) Run(ctx context.Context, ev Event) (*Outcome, error) {
 	out := &Outcome{Payload: ev.Payload}
+	list := ListMember(ev.Event) != ""
+	var pg *page
+	if list {
+		pg = newPage(ev, ev.Payload)
+	}
 	var muts, vals []*member
 	for _, m := range c.members {
-		if !m.desc.Matches(ev.Event, ev.Phase) || !m.inScope(ev.Context) {
+		if !m.desc.Matches(ev.Event, ev.Phase) {
+			continue
+		}
+		switch {
+		case list && ev.Phase == Request && m.scoped():
+			continue // a list's cursor is the whole list's
+		case pg != nil && m.scoped(): // runs on the entries of its scope
+		case !m.inScope(ev.Context):
 			continue
 		}
 		if m.desc.Type == Mutation {
@@ -281,31 +316,98 @@ func (c *Chain) Run(ctx context.Context, ev Event) (*Outcome, error) {
 		return cmp.Or(cmp.Compare(a.desc.PriorityHint.For(ev.Phase), b.desc.PriorityHint.For(ev.Phase)), cmp.Compare(a.desc.Name, b.desc.Name))
 	})
 	if ev.Phase == Request {
-		if err := c.mutate(ctx, ev, muts, out); err != nil {
+		if err := c.mutate(ctx, ev, pg, muts, out); err != nil {
 			return out, err
 		}
-		return out, c.validate(ctx, ev, vals, out)
+		return out, c.validate(ctx, ev, pg, vals, out)
 	}
-	if err := c.validate(ctx, ev, vals, out); err != nil {
+	if err := c.validate(ctx, ev, pg, vals, out); err != nil {
 		return out, err
 	}
-	return out, c.mutate(ctx, ev, muts, out)
+	return out, c.mutate(ctx, ev, pg, muts, out)
+}
+
+// target is what one member is invoked on: the event (its context
+// naming the servers of a page's view) and payload; for a member scoped
+// to part of a page, the indices of its entries (skip: none).
+type target struct {
+	ev      Event
+	payload json.RawMessage
+	idx     []int
+	skip    bool
+}
+
+// target returns what m runs on: the payload, or for a member scoped to
+// part of page pg, the view of its entries.
+func (c *Chain) target(ev Event, m *member, pg *page, payload json.RawMessage) (target, *FailError) {
+	t := target{ev: ev, payload: payload}
+	if pg == nil || !m.scoped() {
+		return t, nil
+	}
+	t.idx = pg.in(m)
+	if len(t.idx) == 0 {
+		t.skip = true
+		return t, nil
+	}
+	v, vctx, err := pg.view(payload, ev.Context, t.idx)
+	if err != nil {
+		return t, &FailError{Interceptor: m.desc.Name, Kind: ErrFailed, Err: fmt.Errorf("the view of its entries: %w", err)}
+	}
+	t.payload, t.ev.Context = v, vctx
+	return t, nil
+}
+
+// withhold takes the entries of a scoped member's refusal out of the
+// page instead of refusing the event.
+func (c *Chain) withhold(pg *page, out *Outcome, idx []int, ref *Refusal) error {
+	drop := make(map[int]bool, len(idx))
+	for _, i := range idx {
+		drop[i] = true
+	}
+	p, err := pg.drop(out.Payload, drop)
+	if err != nil {
+		return err
+	}
+	out.Payload, out.Modified = p, true
+	out.Withheld = append(out.Withheld, ref)
+	return nil
 }
 
 // mutate runs the mutators in order on out.Payload.
-func (c *Chain) mutate(ctx context.Context, ev Event, muts []*member, out *Outcome) error {
+func (c *Chain) mutate(ctx context.Context, ev Event, pg *page, muts []*member, out *Outcome) error {
 	for _, m := range muts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		cur := out.Payload
-		res, ferr := c.invoke(ctx, m, ev, cur)
+		t, ferr := c.target(ev, m, pg, cur)
+		if t.skip {
+			continue
+		}
+		var res *Result
+		if ferr == nil {
+			res, ferr = c.invoke(ctx, m, t.ev, t.payload)
+		}
 		if ferr == nil && res.Modified {
-			ferr = c.checkMutation(m, ev, cur, res.Payload)
+			ferr = c.checkMutation(m, t.ev, t.payload, res.Payload)
+		}
+		next := res
+		if ferr == nil && res.Modified && m.desc.Mode != Audit && t.idx != nil {
+			p, err := pg.replace(cur, t.idx, res.Payload)
+			if err != nil {
+				ferr = &FailError{Interceptor: m.desc.Name, Kind: ErrBadResult, Err: err}
+			} else {
+				next = &Result{Modified: true, Payload: p}
+			}
 		}
 		if ferr != nil {
 			if err := c.failed(ctx, m, ev, ferr, out); err != nil {
-				return err
+				if t.idx == nil || ctx.Err() != nil {
+					return err
+				}
+				if err := c.withhold(pg, out, t.idx, err.(*Refusal)); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -315,57 +417,106 @@ func (c *Chain) mutate(ctx context.Context, ev Event, muts []*member, out *Outco
 		}
 		if m.desc.Mode == Audit {
 			m.counters.Audits.Add(1)
-			out.Shadows = append(out.Shadows, Shadow{Interceptor: m.desc.Name, Before: cur, After: res.Payload})
+			out.Shadows = append(out.Shadows, Shadow{Interceptor: m.desc.Name, Before: t.payload, After: res.Payload})
 			c.note(m, "shadow", "audit mutator would change the payload", "event", ev.Event, "phase", ev.Phase)
 			continue
 		}
-		out.Payload, out.Modified = res.Payload, true
+		out.Payload, out.Modified = next.Payload, true
+		if pg != nil && t.idx == nil {
+			pg.follow(out.Payload)
+		}
 	}
 	return nil
 }
 
 // validate runs the validators concurrently on out.Payload and refuses the
-// event when an active one blocks or fails closed.
-func (c *Chain) validate(ctx context.Context, ev Event, vals []*member, out *Outcome) error {
+// event when an active one blocks or fails closed (a member scoped to
+// part of page pg withholds its entries instead).
+func (c *Chain) validate(ctx context.Context, ev Event, pg *page, vals []*member, out *Outcome) error {
 	if len(vals) == 0 {
 		return nil
 	}
 	type answer struct {
 		res *Result
 		err *FailError
+		// what the member runs on when pg scopes it (entries.go): its
+		// entries (skip: none), payload and context
+		idx     []int
+		skip    bool
+		payload json.RawMessage
+		ctx     *Context
 	}
 	answers := make([]answer, len(vals))
+	for i, m := range vals {
+		a := &answers[i]
+		a.payload, a.ctx = out.Payload, ev.Context
+		if pg != nil && m.scoped() {
+			var t target
+			t, a.err = c.target(ev, m, pg, out.Payload)
+			a.idx, a.skip, a.payload, a.ctx = t.idx, t.skip, t.payload, t.ev.Context
+		}
+	}
 	// The first validator runs on this goroutine, the others beside it.
 	var wg sync.WaitGroup
 	for i, m := range vals[1:] {
-		wg.Go(func() { answers[i+1].res, answers[i+1].err = c.invoke(ctx, m, ev, out.Payload) })
+		if a := &answers[i+1]; !a.skip && a.err == nil {
+			wg.Go(func() { a.res, a.err = c.invoke(ctx, m, withContext(ev, a.ctx), a.payload) })
+		}
 	}
-	answers[0].res, answers[0].err = c.invoke(ctx, vals[0], ev, out.Payload)
+	if a := &answers[0]; !a.skip && a.err == nil {
+		a.res, a.err = c.invoke(ctx, vals[0], withContext(ev, a.ctx), a.payload)
+	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var refusals []*Refusal
+	var drop map[int]bool
 	for i, m := range vals {
 		a := answers[i]
-		if a.err != nil {
+		if a.skip {
+			continue
+		}
+		var r *Refusal
+		switch {
+		case a.err != nil:
 			if err := c.failed(ctx, m, ev, a.err, out); err != nil {
-				refusals = append(refusals, err.(*Refusal))
+				r = err.(*Refusal)
 			}
-			continue
+		case a.res != nil:
+			out.Results = append(out.Results, a.res)
+			if !a.res.Blocks() {
+				break
+			}
+			if m.desc.Mode == Audit {
+				m.counters.Audits.Add(1)
+				out.Audits = append(out.Audits, a.res)
+				c.note(m, "audit", "audit validator refused", "event", ev.Event, "phase", ev.Phase, "reason", a.res.Reason())
+				break
+			}
+			m.counters.Denials.Add(1)
+			r = &Refusal{Interceptor: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Messages: a.res.Messages}
 		}
-		out.Results = append(out.Results, a.res)
-		if !a.res.Blocks() {
-			continue
+		switch {
+		case r == nil:
+		case a.idx == nil:
+			refusals = append(refusals, r)
+		default: // its entries leave the page; the rest goes on
+			if drop == nil {
+				drop = map[int]bool{}
+			}
+			for _, i := range a.idx {
+				drop[i] = true
+			}
+			out.Withheld = append(out.Withheld, r)
 		}
-		if m.desc.Mode == Audit {
-			m.counters.Audits.Add(1)
-			out.Audits = append(out.Audits, a.res)
-			c.note(m, "audit", "audit validator refused", "event", ev.Event, "phase", ev.Phase, "reason", a.res.Reason())
-			continue
+	}
+	if len(drop) > 0 {
+		p, err := pg.drop(out.Payload, drop)
+		if err != nil {
+			return err
 		}
-		m.counters.Denials.Add(1)
-		refusals = append(refusals, &Refusal{Interceptor: m.desc.Name, Event: ev.Event, Phase: ev.Phase, Messages: a.res.Messages})
+		out.Payload, out.Modified = p, true
 	}
 	if len(refusals) == 0 {
 		return nil
@@ -376,6 +527,12 @@ func (c *Chain) validate(ctx context.Context, ev Event, vals []*member, out *Out
 		first.Others = append(first.Others, r.Interceptor)
 	}
 	return first
+}
+
+// withContext is ev with context ctx.
+func withContext(ev Event, ctx *Context) Event {
+	ev.Context = ctx
+	return ev
 }
 
 // failed handles an interceptor failure: it is recorded and skipped for

@@ -339,3 +339,31 @@ func TestCountersP50(t *testing.T) {
 		t.Fatalf("P50 = %v after 256 newer samples, want 1µs", got)
 	}
 }
+
+// TestObserve: Options.Observe is told every invocation's duration by
+// interceptor name, failures included, and the member's P50 still counts.
+func TestObserve(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	c, err := NewChain(Options{Observe: func(name string, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d > 0 {
+			seen[name]++
+		}
+	}}, Member{Interceptor: validator("v", "", "tools/call")}, Member{Interceptor: failing("f", Validation, errors.New("down")), FailOpen: ptr(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.Run(context.Background(), Event{Event: "tools/call", Phase: Request, Payload: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen["v"] != 3 || seen["f"] != 3 {
+		t.Fatalf("observed %v, want 3 each", seen)
+	}
+	if c.Counters("v").P50() <= 0 {
+		t.Fatal("no P50")
+	}
+}

@@ -351,6 +351,9 @@ type Context struct {
 	SessionID string     `json:"sessionId,omitempty"`
 	Server    string     `json:"server,omitempty"`
 	Subject   string     `json:"subject,omitempty"`
+	// Servers names the servers of the entries a member scoped to part
+	// of a list's page sees (Server too when there is one).
+	Servers []string `json:"servers,omitempty"`
 	// InterceptorState is the SEP's reserved interceptorState: for an
 	// interceptor whose descriptor asks for SessionState, what it last
 	// returned in this session ({} at first), when the chain has a

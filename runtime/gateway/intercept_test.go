@@ -219,6 +219,8 @@ func TestInterceptorsRemote(t *testing.T) {
 			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_record"} 1`,
 			`edge_mcp_interceptor_denials_total{interceptor="acme/no-leak"} 1`,
 			`edge_mcp_tool_calls_total{outcome="denied",server="vault",tool="vault_leak"} 1`,
+			`edge_mcp_interceptor_duration_seconds_bucket{interceptor="acme/no-secret",le="+Inf"} 4`,
+			`edge_mcp_interceptor_duration_seconds_count{interceptor="acme/no-leak"} 3`,
 		} {
 			if !strings.Contains(metricsText, want) {
 				t.Errorf("/metrics lacks %s in:\n%s", want, grepLines(metricsText, "tool_calls_total{"))
@@ -236,6 +238,9 @@ func TestInterceptorsRemote(t *testing.T) {
 		for _, c := range st.Interceptors.Interceptors {
 			if c.Name == "acme/no-leak" && c.Denials != 1 {
 				t.Errorf("/status: acme/no-leak %+v, want 1 denial", c)
+			}
+			if c.Calls > 0 && c.P50Micros <= 0 {
+				t.Errorf("/status: %s %+v, want its p50_us", c.Name, c)
 			}
 		}
 		outcomes := map[string]string{}
@@ -791,6 +796,128 @@ func TestInterceptorsPerVirtualServer(t *testing.T) {
 			}
 			if _, err := icCall(t, cs, "vault_record", "FORBIDDEN"); err == nil || !strings.Contains(err.Error(), `interceptor "global/no-forbidden" refused`) {
 				t.Fatalf("FORBIDDEN: err %v, want the global interceptor's refusal", err)
+			}
+		})
+	}
+}
+
+// TestInterceptorsListScoped: members scoped with servers or tools see,
+// change and refuse only the entries of their scope in a list: over two
+// real upstreams, a tools/list mutator scoped to server "a" changes only
+// a's tools (its invocation context naming a), a validator scoped to one
+// tool of b withholds only that tool, and every other entry passes
+// untouched, in the order of a gateway without a chain.
+func TestInterceptorsListScoped(t *testing.T) {
+	a := vaultServer(t, "a", make(chan string, 4))
+	b := vaultServer(t, "b", make(chan string, 4))
+	seen := make(chan *intercept.Context, 4)
+	upper := &intercept.Func{Desc: intercept.Descriptor{Name: "acme/upper", Type: intercept.Mutation,
+		Hooks: []intercept.Hook{{Events: []string{"tools/list"}, Phase: intercept.Response}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			select {
+			case seen <- inv.Context:
+			default:
+			}
+			return intercept.Replace(json.RawMessage(strings.ReplaceAll(string(inv.Payload), `"description":"`, `"description":"UPPER `))), nil
+		}}
+	noLeak := icFunc("acme/no-leak", intercept.Validation, intercept.Response, func(string) *intercept.Result { return intercept.Deny("not listed") }, "tools/list")
+	ics := serveInterceptors(t, upper, noLeak)
+	servers := fmt.Sprintf(`"mcpServers": {"a": {"url": %q, "prefix": "a"}, "b": {"url": %q, "prefix": "b"}}`, a, b)
+	plainURL, _ := startGateway(t, "{"+servers+"}", Options{})
+	cfg := parseConfig(t, fmt.Sprintf(`{%s, "interceptorServers": {"acme": {"url": %q}},
+	  "interceptors": [{"server": "acme", "names": ["acme/upper"], "servers": ["a"]},
+	                   {"server": "acme", "names": ["acme/no-leak"], "tools": ["b_leak"]}]}`, servers, ics))
+	url, _ := startGatewayConfig(t, cfg, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plain, err := connect(t, plainURL, nil).ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := connect(t, url, nil).ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, names []string
+	for _, tool := range plain.Tools {
+		if tool.Name != "b_leak" {
+			want = append(want, tool.Name)
+		}
+	}
+	for _, tool := range got.Tools {
+		names = append(names, tool.Name)
+		upper := strings.HasPrefix(tool.Description, "UPPER ")
+		if upper != strings.HasPrefix(tool.Name, "a_") {
+			t.Errorf("tool %s: description %q: the mutator scoped to a changed it: %v", tool.Name, tool.Description, upper)
+		}
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools\n %v\nwant (no b_leak, the order of a gateway without a chain)\n %v", names, want)
+	}
+	if c := <-seen; c == nil || c.Server != "a" || !slices.Equal(c.Servers, []string{"a"}) || c.SessionID == "" {
+		t.Fatalf("invocation context %+v, want server a", c)
+	}
+}
+
+// TestInterceptorsSubscribeAnswered: the response phase of
+// resources/subscribe runs on the answers the gateway gives itself: the
+// {} of a second session's subscription to a URI the upstream already
+// sends updates for, and the {} of a subscription to a 2026-07-28
+// upstream (a subscriptions/listen); a response validator refusing it is
+// the client's -32603 naming the interceptor.
+func TestInterceptorsSubscribeAnswered(t *testing.T) {
+	legacy := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	legacy.AddResource(&mcp.Resource{URI: "res://watched", Name: "watched"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "res://watched", Text: "x"}}}, nil
+	})
+	var deny atomic.Value // the session id whose subscription the validator refuses
+	deny.Store("")
+	var answered atomic.Int32
+	refuse := &intercept.Func{Desc: intercept.Descriptor{Name: "acme/no-sub", Type: intercept.Validation,
+		Hooks: []intercept.Hook{{Events: []string{"resources/subscribe"}, Phase: intercept.Response}}},
+		Fn: func(_ context.Context, inv *intercept.Invocation) (*intercept.Result, error) {
+			answered.Add(1)
+			if inv.Context != nil && inv.Context.SessionID == deny.Load().(string) && inv.Context.Subject == "res://watched" {
+				return intercept.Deny("no subscription for you"), nil
+			}
+			return intercept.Pass(), nil
+		}}
+	ics := serveInterceptors(t, refuse)
+	for _, tc := range []struct {
+		name, up   string
+		denySecond bool // else the first session is refused
+	}{
+		{"second session, gateway's own answer", serveMCP(t, legacy), true},
+		{"2026-07-28 upstream", legacyFeaturesUpstream(t), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answered.Store(0)
+			cfg := parseConfig(t, fmt.Sprintf(`{"mcpServers": {"up": {"url": %q}},
+			  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, tc.up, ics))
+			url, _ := startGatewayConfig(t, cfg, Options{})
+			first, second := connect(t, url, nil), connect(t, url, nil)
+			denied, allowed := first, second
+			if tc.denySecond {
+				denied, allowed = second, first
+			}
+			deny.Store(denied.ID())
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var rpc *jsonrpc.Error
+			for _, cs := range []*mcp.ClientSession{first, second} {
+				err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "res://watched"})
+				if cs == allowed && err != nil {
+					t.Fatalf("allowed subscription: %v", err)
+				}
+				if cs == denied && (!errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInternalError || !strings.Contains(rpc.Message, `interceptor "acme/no-sub" refused resources/subscribe (response): no subscription for you`)) {
+					t.Fatalf("refused subscription: %v, want -32603 naming acme/no-sub", err)
+				}
+			}
+			if n := answered.Load(); n != 2 {
+				t.Fatalf("the response phase ran %d times, want 2", n)
 			}
 		})
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/edge-mcp/edge-mcp/policy/intercept"
 )
 
 // A session's subscription to a resource of a 2026-07-28 upstream is a
@@ -45,7 +47,7 @@ func (u *upstream) speaks2026() bool {
 // subscribe2026 answers the resources/subscribe req of s for uri of u, a
 // 2026-07-28 upstream, once the listen for it on the session's link (the
 // shared one, or its own for a per_client upstream) is acknowledged.
-func (u *upstream) subscribe2026(s *session, req *jsonrpc.Request, uri string) {
+func (u *upstream) subscribe2026(s *session, req *jsonrpc.Request, uri string, ic *intercept.Chain) {
 	ctx, cancel := context.WithTimeout(s.ctx, u.cfg.Timeout)
 	defer cancel()
 	l, err := u.linkFor(s)
@@ -57,7 +59,11 @@ func (u *upstream) subscribe2026(s *session, req *jsonrpc.Request, uri string) {
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: subscribing to %s on server %q: %v", uri, u.name, err)
 		return
 	}
-	s.reply(req.ID, json.RawMessage(`{}`))
+	s.subscribed(req, u.name, uri, ic, func() {
+		if s.g.route.unsubscribe(s, uri) {
+			l.unsubscribeResource(uri)
+		}
+	})
 }
 
 // unsubscribe2026 ends the listen for uri on the link of s to u.

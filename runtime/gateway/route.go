@@ -280,8 +280,12 @@ func (s routing) list(req *jsonrpc.Request, k listKind) {
 
 // listPage is the page of the catalogue params.cursor asks for.
 func (s routing) listPage(method string, params json.RawMessage, k listKind) (json.RawMessage, *interceptchain.Failure) {
+	return s.listPageOf(s.catalogue(), method, params, k)
+}
+
+// listPageOf is listPage of cat.
+func (s routing) listPageOf(cat *catalogue, method string, params json.RawMessage, k listKind) (json.RawMessage, *interceptchain.Failure) {
 	cursor, _ := wire.String(params, "cursor")
-	cat := s.catalogue()
 	page, err := cat.Page(k, cursor, s.g.opts.PageSize)
 	if err != nil {
 		return nil, &interceptchain.Failure{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s: %v", method, err)}
@@ -414,15 +418,17 @@ func (s routing) subscribe(req *jsonrpc.Request) {
 	s.subscribeTo(req, u, uri, nil)
 }
 
-// subscribeTo subscribes the session to uri of u; a forwarded request's
-// result passes ic's response phase when ic is set.
+// subscribeTo subscribes the session to uri of u; its answer (the
+// upstream's, or the gateway's own) passes ic's response phase when ic is
+// set.
 func (s routing) subscribeTo(req *jsonrpc.Request, u *upstream, uri string, ic *intercept.Chain) {
 	if !s.g.route.subscribe(s.session, uri) && !u.perClient() {
-		s.reply(req.ID, json.RawMessage(`{}`)) // the upstream already sends updates for uri
+		// The upstream already sends updates for uri.
+		s.subscribed(req, u.name, uri, ic, func() { s.g.route.unsubscribe(s.session, uri) })
 		return
 	}
 	if u.speaks2026() {
-		go u.subscribe2026(s.session, req, uri)
+		go u.subscribe2026(s.session, req, uri, ic)
 		return
 	}
 	s.forward(req, u, req.Params, forwardInfo{kind: kindResources, upName: uri, ic: ic})

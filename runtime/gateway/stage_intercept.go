@@ -45,8 +45,12 @@ func (g *Gateway) newInterceptSet(ctx context.Context, cfg *config.Config, pg *p
 			g.icept.store = g.fleet.InterceptorState()
 		}
 	})
+	chain := intercept.Options{State: g.icept.store}
+	if g.metrics != nil {
+		chain.Observe = g.metrics.InterceptorCall // edge_mcp_interceptor_duration_seconds
+	}
 	return interceptchain.Open(ctx, cfg, interceptchain.Options{Logger: g.log, Previous: g.icept.Load(), HTTPClient: g.oauth.HTTPClient,
-		Chain: intercept.Options{State: g.icept.store},
+		Chain: chain,
 		Modules: func(ctx context.Context, name string) ([]intercept.Interceptor, error) {
 			if m := pg.Module(name); m != nil {
 				return interceptchain.ModuleInterceptors(ctx, m)
@@ -203,11 +207,19 @@ func (s *session) interceptResult(c *call, id jsonrpc.ID, result json.RawMessage
 // interceptList answers a list method through the chain: the request
 // phase on its params (a mutated cursor is the one paged), the response
 // phase on the page (a mutator may take entries out or change them; what
-// it hides stays callable). The context names no server or subject.
+// it hides stays callable). The context names no server or subject; the
+// page's entries name their servers, so that a member scoped with
+// servers or tools sees, changes and refuses only the entries of its
+// scope (intercept.Event.EntryServers).
 func (s routing) interceptList(req *jsonrpc.Request, k listKind, ch *intercept.Chain) {
 	res, f := interceptchain.Around(s.ctx, s.g.log, ch, req.Method, s.interceptContext("", ""), req.Params,
-		func(p json.RawMessage) (json.RawMessage, *interceptchain.Failure) {
-			return s.listPage(req.Method, p, k)
+		func(p json.RawMessage) (json.RawMessage, []string, *interceptchain.Failure) {
+			cat := s.catalogue()
+			page, f := s.listPageOf(cat, req.Method, p, k)
+			if f != nil {
+				return nil, nil, f
+			}
+			return page, entryServers(cat, k, page), nil
 		})
 	if f != nil {
 		s.replyError(req.ID, f.Code, "%s", f.Message)
@@ -216,12 +228,32 @@ func (s routing) interceptList(req *jsonrpc.Request, k listKind, ch *intercept.C
 	s.reply(req.ID, res)
 }
 
+// entryServers names the upstream of each entry of a page of list k of
+// cat, in order ("" for the gateway's own tools); nil when the page does
+// not parse (scoped members then see the whole page).
+func entryServers(cat *catalogue, k listKind, page json.RawMessage) []string {
+	arr, ok, err := wire.Field(page, listKinds[k].Member)
+	var entries []json.RawMessage
+	if err != nil || !ok || json.Unmarshal(arr, &entries) != nil {
+		return nil
+	}
+	servers := make([]string, len(entries))
+	for i, e := range entries {
+		key, _ := wire.String(e, listKinds[k].Key)
+		if it := cat.Find(k, key); it != nil && it.Up != nil {
+			servers[i] = it.Up.name
+		}
+	}
+	return servers
+}
+
 // interceptSubscribe runs the request phase of resources/subscribe (a
 // refusal is the client's -32602 and no subscription is made; the URI
 // subscribed to is the one routed on, whatever a mutator did), then
-// subscribes; a forwarded subscription's answer passes the response
-// phase (the gateway's own {}, when the upstream already sends updates
-// for uri, does not).
+// subscribes; the answer passes the response phase: a forwarded
+// subscription's (interceptResult), and the gateway's own {} when the
+// upstream already sends updates for uri or the subscription is a
+// 2026-07-28 listen (subscribed).
 func (s routing) interceptSubscribe(req *jsonrpc.Request, u *upstream, uri string, ch *intercept.Chain) {
 	ictx := s.interceptContext(u.name, uri)
 	out, msg, refused := interceptchain.Run(s.ctx, s.g.log, ch, intercept.Event{Event: req.Method, Phase: intercept.Request, Payload: req.Params, Context: ictx},
@@ -243,4 +275,23 @@ func (s routing) interceptSubscribe(req *jsonrpc.Request, u *upstream, uri strin
 		req = &jsonrpc.Request{ID: req.ID, Method: req.Method, Params: params, Extra: req.Extra}
 	}
 	s.subscribeTo(req, u, uri, ch)
+}
+
+// subscribed answers a resources/subscribe of uri on server the gateway
+// answers itself ({}), through ic's response phase when ic is set: a
+// refusal is the client's -32603 naming the interceptor, and undo takes
+// the session's subscription back (it gets no updates for uri).
+func (s *session) subscribed(req *jsonrpc.Request, server, uri string, ic *intercept.Chain, undo func()) {
+	if ic == nil {
+		s.reply(req.ID, json.RawMessage(`{}`))
+		return
+	}
+	out, msg, _ := interceptchain.Run(s.ctx, s.g.log, ic, intercept.Event{Event: req.Method, Phase: intercept.Response, Payload: json.RawMessage(`{}`),
+		Context: s.interceptContext(server, uri)}, server, uri, "interceptor withheld a result")
+	if out == nil {
+		undo()
+		s.replyError(req.ID, jsonrpc.CodeInternalError, "%s", msg)
+		return
+	}
+	s.reply(req.ID, out.Payload)
 }

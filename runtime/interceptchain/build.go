@@ -124,7 +124,7 @@ func (s *Set) serverOptions(sv *server) (interceptors.ServerOptions, error) {
 	if sc.BearerToken != "" {
 		header.Set("Authorization", "Bearer "+sc.BearerToken)
 	}
-	hc := http.DefaultClient
+	hc := transports.SharedHTTPClient() // many idle connections: concurrent invocations do not dial
 	switch {
 	case s.opts.HTTPClient != nil:
 		c, err := s.opts.HTTPClient(sc)
@@ -141,7 +141,8 @@ func (s *Set) serverOptions(sv *server) (interceptors.ServerOptions, error) {
 	case "websocket":
 		opts.Transport = &transports.WebSocketClientTransport{URL: sc.URL, Header: header, HTTPClient: hc, Logger: s.log}
 	default:
-		opts.Header, opts.HTTPClient = header, hc
+		opts.Transport = &transports.StreamableClientTransport{URL: sc.URL, Header: header, HTTPClient: hc, Logger: s.log, NoStandalone: true}
+		opts.SessionGone = transports.SessionExpired // a restarted server: dial again and ask once more
 	}
 	return opts, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -107,4 +108,66 @@ func TestSetKeepsUnchangedServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a's session closed by the last Set", func() bool { return a.open() == 0 })
+}
+
+// TestSetKeepsConnectionsWarm: four validators of one server invoked
+// concurrently, sixty times, mostly reuse TCP connections: net/http's
+// default client keeps two idle connections per host, so two would be
+// dialed and closed on every run (121 for 60 runs; 18-31 with go-sdk's
+// streamable client on a client keeping more, as it drops a connection
+// when it closes a response stream before its end; 5 with edge-mcp's,
+// which holds no standalone GET stream for an interceptor server).
+func TestSetKeepsConnectionsWarm(t *testing.T) {
+	slow := func(name string) intercept.Interceptor {
+		return &intercept.Func{Desc: intercept.Descriptor{Name: name, Type: intercept.Validation,
+			Hooks: []intercept.Hook{{Events: []string{"tools/call"}, Phase: intercept.Request}}},
+			Fn: func(ctx context.Context, _ *intercept.Invocation) (*intercept.Result, error) {
+				select {
+				case <-time.After(5 * time.Millisecond): // long enough for the four to overlap
+					return intercept.Pass(), nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}}
+	}
+	reg, err := intercept.NewRegistry(0, slow("s/a"), slow("s/b"), slow("s/c"), slow("s/d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "ics", Version: "1"}, nil)
+	if err := interceptors.Register(srv, reg); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dialed, gets atomic.Int32
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				dialed.Add(1)
+			}
+		}}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	s := start(t, parse(t, fmt.Sprintf(`{"interceptorServers": {"s": {"url": "http://%s/mcp"}}, "interceptors": [{"server": "s"}]}`, ln.Addr())), Options{})
+	const runs = 60
+	for range runs {
+		if out, err := call(s, "x", "t", `{}`); err != nil || len(out.Results) != 4 {
+			t.Fatalf("%+v, %v", out, err)
+		}
+	}
+	if n := gets.Load(); n != 0 {
+		t.Errorf("%d GET requests: an interceptor server sends nothing unasked, so no standalone stream is held open", n)
+	}
+	if n := dialed.Load(); n > 12 {
+		t.Fatalf("%d TCP connections for %d runs of four concurrent invocations, want the few of the first runs kept", n, runs)
+	}
 }

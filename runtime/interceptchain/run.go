@@ -57,6 +57,9 @@ func Run(ctx context.Context, log *slog.Logger, ch *intercept.Chain, ev intercep
 	for _, sh := range out.Shadows {
 		log.Info("audit interceptor would have changed the payload", "interceptor", sh.Interceptor, "event", ev.Event, "server", server, "subject", subject)
 	}
+	for _, r := range out.Withheld {
+		log.Info("interceptor withheld the entries of its scope", "interceptor", r.Interceptor, "event", ev.Event, "server", server, "reason", r.Reason())
+	}
 	for _, f := range out.Failures {
 		log.Warn("interceptor failed (fail-open)", "interceptor", f.Interceptor, "event", ev.Event, "server", server, "subject", subject, "err", f.Error())
 	}
@@ -74,11 +77,13 @@ type Failure struct {
 
 // Around runs an event the gateway answers itself (a list) or forwards
 // and waits for through ch: the request phase on params, answer on the
-// params the mutators leave, the response phase on its result. A refused
-// request is -32602, a refused result -32603, both naming the
-// interceptor; answer's own failure is returned as it is.
+// params the mutators leave, the response phase on its result (with the
+// server of each entry answer names for a list's page: scoped members
+// see only theirs, intercept.Event.EntryServers). A refused request is
+// -32602, a refused result -32603, both naming the interceptor; answer's
+// own failure is returned as it is.
 func Around(ctx context.Context, log *slog.Logger, ch *intercept.Chain, event string, ictx *intercept.Context, params json.RawMessage,
-	answer func(params json.RawMessage) (json.RawMessage, *Failure)) (json.RawMessage, *Failure) {
+	answer func(params json.RawMessage) (result json.RawMessage, entryServers []string, f *Failure)) (json.RawMessage, *Failure) {
 	subject := ictx.Subject
 	out, msg, refused := Run(ctx, log, ch, intercept.Event{Event: event, Phase: intercept.Request, Payload: params, Context: ictx}, ictx.Server, subject, "interceptor refused a request")
 	if out == nil {
@@ -88,11 +93,12 @@ func Around(ctx context.Context, log *slog.Logger, ch *intercept.Chain, event st
 		}
 		return nil, &Failure{Code: code, Message: msg, Refused: refused}
 	}
-	res, f := answer(out.Payload)
+	res, servers, f := answer(out.Payload)
 	if f != nil {
 		return nil, f
 	}
-	out, msg, refused = Run(ctx, log, ch, intercept.Event{Event: event, Phase: intercept.Response, Payload: res, Context: ictx}, ictx.Server, subject, "interceptor withheld a result")
+	out, msg, refused = Run(ctx, log, ch, intercept.Event{Event: event, Phase: intercept.Response, Payload: res, Context: ictx, EntryServers: servers},
+		ictx.Server, subject, "interceptor withheld a result")
 	if out == nil {
 		return nil, &Failure{Code: intercept.CodeInternalError, Message: msg, Refused: refused}
 	}

@@ -107,6 +107,9 @@ type Counts struct {
 	Denials  int64  `json:"denials"`
 	Failures int64  `json:"failures"`
 	Audits   int64  `json:"audits"`
+	// P50Micros is the median duration of its last (up to 256)
+	// invocations, in microseconds (Counters.P50); 0 before the first.
+	P50Micros int64 `json:"p50_us"`
 }
 
 // Status reports the running chain; nil for a nil Set.
@@ -129,7 +132,7 @@ func (s *Set) Status() *Status {
 			continue
 		}
 		st.Interceptors = append(st.Interceptors, Counts{Name: d.Name, Type: string(d.Type),
-			Calls: c.Calls.Load(), Denials: c.Denials.Load(), Failures: c.Failures.Load(), Audits: c.Audits.Load()})
+			Calls: c.Calls.Load(), Denials: c.Denials.Load(), Failures: c.Failures.Load(), Audits: c.Audits.Load(), P50Micros: c.P50().Microseconds()})
 	}
 	return st
 }

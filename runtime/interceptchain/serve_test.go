@@ -147,12 +147,12 @@ func TestAround(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got string
 			res, f := Around(context.Background(), log, ch, "tools/list", &intercept.Context{}, json.RawMessage(tc.params),
-				func(p json.RawMessage) (json.RawMessage, *Failure) {
+				func(p json.RawMessage) (json.RawMessage, []string, *Failure) {
 					got = string(p)
 					if tc.answerErr != nil {
-						return nil, tc.answerErr
+						return nil, nil, tc.answerErr
 					}
-					return json.RawMessage(tc.page), nil
+					return json.RawMessage(tc.page), nil, nil
 				})
 			if tc.code != 0 {
 				if f == nil || f.Code != tc.code || res != nil {

@@ -42,8 +42,8 @@ type Options struct {
 	Modules func(ctx context.Context, name string) ([]intercept.Interceptor, error)
 	// HTTPClient returns the HTTP client for a remote interceptor server
 	// (for a server with oauth: one that authorizes its requests); nil:
-	// http.DefaultClient, and a server with oauth is never reached, with
-	// an error that says so.
+	// transports.SharedHTTPClient, and a server with oauth is never
+	// reached, with an error that says so.
 	HTTPClient func(s config.Server) (*http.Client, error)
 	// Relist is the time between two interceptors/list of a reached
 	// server (DefaultRelist when 0).

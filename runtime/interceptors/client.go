@@ -54,6 +54,10 @@ type ServerOptions struct {
 	// gone and dialed a new one (the server may list other interceptors
 	// now).
 	OnReconnect func()
+	// SessionGone, when set, also reports errors that mean the session
+	// is gone (the request was not processed, a new session may be asked)
+	// beyond go-sdk's own: those Transport's connection answers with.
+	SessionGone func(error) bool
 }
 
 // Client is a connection to one interceptor server. A call that finds
@@ -245,7 +249,7 @@ func (c *Client) Close() error { return c.session().Close() }
 func (c *Client) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	cs := c.session()
 	res, err := mcp.CallCustomMethod[*rawParams, *rawResult](ctx, cs, method, &rawParams{raw: params})
-	if sessionGone(err) {
+	if sessionGone(err) || c.opts.SessionGone != nil && c.opts.SessionGone(err) {
 		if cs, rerr := c.redial(ctx, cs); rerr == nil {
 			res, err = mcp.CallCustomMethod[*rawParams, *rawResult](ctx, cs, method, &rawParams{raw: params})
 		}

@@ -69,14 +69,15 @@ func (c *challenge) Authorize(_ context.Context, _ *http.Request, resp *http.Res
 // requests carry the server's token and authorize on a 401 as an
 // upstream's transport does (a grant that needs a person starts an
 // authorization, shown in Status; the request fails until it completes);
-// else http.DefaultClient.
+// else transports.SharedHTTPClient. Both keep many idle connections to
+// the server, so that concurrent invocations do not dial each.
 func (m *Manager) HTTPClient(sc config.Server) (*http.Client, error) {
 	if sc.OAuth == nil {
-		return http.DefaultClient, nil
+		return transports.SharedHTTPClient(), nil
 	}
 	h := m.Handler(sc.Name, "")
 	if h == nil {
 		return nil, fmt.Errorf("server %q: its oauth section is not configured in this process's OAuth manager", sc.Name)
 	}
-	return transports.WithOAuth(&http.Client{}, h), nil
+	return transports.WithOAuth(transports.SharedHTTPClient(), h), nil
 }
