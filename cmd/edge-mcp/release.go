@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +20,17 @@ import (
 // returns what is free at once (debug.FreeOSMemory), then returns the
 // binary's pages that the burst ran (dropStartupPages): RSS comes back to
 // what serving needs.
+//
+// Pages of the binary also come back without any burst: the kernel maps a
+// file page in 64 KiB runs around every fault (fault-around; madvise
+// advice does not change it), so one /status request, or one collection
+// (which reads the type and stack maps of what it scans), after the
+// start-up drop makes 5-6 MiB of the binary resident again. So when no
+// request began for a whole interval and the binary's resident pages grew
+// by more than idleSlack since the last drop, releaseMemory drops them
+// again: an idle gateway holds only the pages its idle loop runs. The
+// next request faults back what it runs (about a hundred minor faults, no
+// I/O).
 
 const (
 	// releaseInterval is how often releaseMemory looks.
@@ -25,7 +38,23 @@ const (
 	// releaseSlack is how much more than twice the live heap (the garbage
 	// collector's own target) the runtime may hold before it is released.
 	releaseSlack = 16 << 20
+	// idleSlack is how much the file-backed resident set (the binary's
+	// pages) may grow over what it was after the last drop before an
+	// idle gateway drops it again: eight fault-around runs.
+	idleSlack = 512 << 10
 )
+
+// requestCounter counts the requests the gateway's listeners began, so
+// that releaseMemory can tell an idle gateway from a serving one.
+type requestCounter struct{ n atomic.Uint64 }
+
+// wrap counts each request h serves.
+func (c *requestCounter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.n.Add(1)
+		h.ServeHTTP(w, r)
+	})
+}
 
 // memorySamples are the runtime/metrics releaseMemory reads.
 var memorySamples = []string{
@@ -43,7 +72,9 @@ var memorySamples = []string{
 // resident, more than releaseSlack over what they were after the last
 // release (the process: memory the Go heap does not count, such as the
 // compiled code of modules, unmapped once a collection finds it unused).
-func releaseMemory(ctx context.Context, log *slog.Logger) {
+// Apart from bursts, when requests saw no new request for a whole interval,
+// it drops the binary's pages that came back since the last drop.
+func releaseMemory(ctx context.Context, log *slog.Logger, requests *requestCounter) {
 	samples := make([]metrics.Sample, len(memorySamples))
 	for i, name := range memorySamples {
 		samples[i].Name = name
@@ -51,7 +82,12 @@ func releaseMemory(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(releaseInterval)
 	defer t.Stop()
 	floor, _, cycles := readMemory(samples)
-	floorRSS := residentBytes()
+	floorRSS, _ := residentBytes()
+	// floorFile is the binary's resident pages after the last idle drop;
+	// none yet: the first quiet interval drops what came back since
+	// start-up.
+	var floorFile uint64
+	seen := requests.n.Load()
 	for {
 		select {
 		case <-ctx.Done():
@@ -59,7 +95,15 @@ func releaseMemory(ctx context.Context, log *slog.Logger) {
 		case <-t.C:
 		}
 		held, live, now := readMemory(samples)
-		rss := residentBytes()
+		rss, file := residentBytes()
+		began := requests.n.Load()
+		if began == seen && file > floorFile+idleSlack {
+			dropped := dropStartupPages(log)
+			_, after := residentBytes()
+			log.Debug("binary pages released while idle", "file_KiB", file>>10, "now_file_KiB", after>>10, "binary_KiB", dropped)
+			rss, floorFile = residentBytes() // with the pages logging ran, so that a debug log does not drop every interval
+		}
+		seen = began
 		quiet := now == cycles
 		cycles = now
 		grew := held > floor+releaseSlack || rss > floorRSS+releaseSlack
@@ -75,7 +119,7 @@ func releaseMemory(ctx context.Context, log *slog.Logger) {
 		debug.FreeOSMemory()
 		floor, _, cycles = readMemory(samples)
 		dropped := dropStartupPages(log)
-		floorRSS = residentBytes()
+		floorRSS, floorFile = residentBytes()
 		log.Debug("memory released after a burst", "held_MiB", held>>20, "live_MiB", live>>20, "rss_MiB", rss>>20,
 			"now_rss_MiB", floorRSS>>20, "binary_KiB", dropped)
 	}

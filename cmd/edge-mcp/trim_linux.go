@@ -102,17 +102,20 @@ func cleanMappings(smaps []byte, path string) []mapping {
 	return out
 }
 
-// residentBytes is the process's resident set size (/proc/self/statm),
-// 0 when it cannot be read.
-func residentBytes() uint64 {
+// residentBytes is the process's resident set size and its file-backed
+// part (pages of the binary and other mapped files: /proc/self/statm's
+// resident and shared fields), 0 when they cannot be read.
+func residentBytes() (total, file uint64) {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
+	if len(f) < 3 {
+		return 0, 0
 	}
 	pages, _ := strconv.ParseUint(f[1], 10, 64)
-	return pages * uint64(os.Getpagesize())
+	shared, _ := strconv.ParseUint(f[2], 10, 64)
+	size := uint64(os.Getpagesize())
+	return pages * size, shared * size
 }

@@ -3,11 +3,16 @@
 package main
 
 import (
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDropStartupPages checks that the clean pages of the running binary
@@ -68,4 +73,57 @@ func rssFileKiB(t *testing.T) int {
 	}
 	t.Fatal("no RssFile")
 	return 0
+}
+
+// TestIdleGatewayDropsBinaryPages checks releaseMemory's idle drop on the
+// release binary: a request after start-up faults pages of the binary back
+// (fault-around maps 64 KiB per fault), and once a whole release interval
+// passes without a request the gateway drops them again.
+func TestIdleGatewayDropsBinaryPages(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "edge-mcp.json")
+	if err := os.WriteFile(config, []byte(`{"log_level": "debug"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedWriter{w: &strings.Builder{}}
+	cmd := exec.Command(releaseBinary(t), "serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
+	cmd.Stderr = logs
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base, err := listenURL(stdout)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	go io.Copy(io.Discard, stdout)
+
+	const idle = `msg="binary pages released while idle"`
+	waitLog := func(what string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(4*releaseInterval + 5*time.Second)
+		for strings.Count(logs.String(), what) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %d× %s in the log:\n%s", n, what, logs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitLog(`msg="start-up pages of the binary dropped"`, 1)
+	waitLog(idle, 1) // what start-up ran after its drop
+	for range 2 {    // a request brings pages back; a quiet interval drops them
+		before := strings.Count(logs.String(), idle)
+		resp, err := http.Get(base + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		waitLog(idle, before+1)
+	}
+	t.Logf("%s", logs)
 }
