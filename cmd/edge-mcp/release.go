@@ -25,12 +25,13 @@ import (
 // file page in 64 KiB runs around every fault (fault-around; madvise
 // advice does not change it), so one /status request, or one collection
 // (which reads the type and stack maps of what it scans), after the
-// start-up drop makes 5-6 MiB of the binary resident again. So when no
+// start-up drop makes 5-10 MiB of the binary resident again. So when no
 // request began for a whole interval and the binary's resident pages grew
 // by more than idleSlack since the last drop, releaseMemory drops them
 // again: an idle gateway holds only the pages its idle loop runs. The
 // next request faults back what it runs (about a hundred minor faults, no
-// I/O).
+// I/O). Pages that background work brings back within an interval are
+// kept (idleTrim).
 
 const (
 	// releaseInterval is how often releaseMemory looks.
@@ -39,8 +40,8 @@ const (
 	// collector's own target) the runtime may hold before it is released.
 	releaseSlack = 16 << 20
 	// idleSlack is how much the file-backed resident set (the binary's
-	// pages) may grow over what it was after the last drop before an
-	// idle gateway drops it again: eight fault-around runs.
+	// pages) may grow over the idle working set before an idle gateway
+	// drops it again (idleTrim): eight fault-around runs.
 	idleSlack = 512 << 10
 )
 
@@ -73,7 +74,8 @@ var memorySamples = []string{
 // release (the process: memory the Go heap does not count, such as the
 // compiled code of modules, unmapped once a collection finds it unused).
 // Apart from bursts, when requests saw no new request for a whole interval,
-// it drops the binary's pages that came back since the last drop.
+// it drops the binary's pages that came back since the last drop
+// (idleTrim).
 func releaseMemory(ctx context.Context, log *slog.Logger, requests *requestCounter) {
 	samples := make([]metrics.Sample, len(memorySamples))
 	for i, name := range memorySamples {
@@ -83,10 +85,7 @@ func releaseMemory(ctx context.Context, log *slog.Logger, requests *requestCount
 	defer t.Stop()
 	floor, _, cycles := readMemory(samples)
 	floorRSS, _ := residentBytes()
-	// floorFile is the binary's resident pages after the last idle drop;
-	// none yet: the first quiet interval drops what came back since
-	// start-up.
-	var floorFile uint64
+	var trim idleTrim
 	seen := requests.n.Load()
 	for {
 		select {
@@ -97,11 +96,12 @@ func releaseMemory(ctx context.Context, log *slog.Logger, requests *requestCount
 		held, live, now := readMemory(samples)
 		rss, file := residentBytes()
 		began := requests.n.Load()
-		if began == seen && file > floorFile+idleSlack {
+		if trim.look(began == seen, file) {
 			dropped := dropStartupPages(log)
 			_, after := residentBytes()
 			log.Debug("binary pages released while idle", "file_KiB", file>>10, "now_file_KiB", after>>10, "binary_KiB", dropped)
-			rss, floorFile = residentBytes() // with the pages logging ran, so that a debug log does not drop every interval
+			rss, after = residentBytes() // with the pages logging ran: they are no sign of work
+			trim.dropped(file, after)
 		}
 		seen = began
 		quiet := now == cycles
@@ -119,10 +119,48 @@ func releaseMemory(ctx context.Context, log *slog.Logger, requests *requestCount
 		debug.FreeOSMemory()
 		floor, _, cycles = readMemory(samples)
 		dropped := dropStartupPages(log)
-		floorRSS, floorFile = residentBytes()
+		floorRSS, _ = residentBytes()
 		log.Debug("memory released after a burst", "held_MiB", held>>20, "live_MiB", live>>20, "rss_MiB", rss>>20,
 			"now_rss_MiB", floorRSS>>20, "binary_KiB", dropped)
 	}
+}
+
+// idleTrim decides when an idle gateway drops the binary's pages again:
+// at a look with no request since the one before, when the file-backed
+// resident set is more than idleSlack over the idle working set (floor).
+// The floor is what stays after a drop (the idle loop's own pages); when
+// the pages come back within a quiet interval of a drop, the gateway's
+// own background work runs them (a fleet replica's heartbeats and
+// watches: 5-6 MiB every interval), so they count as idle working set
+// too and are not dropped every interval to no avail.
+type idleTrim struct {
+	floor         uint64 // file-backed bytes the idle gateway keeps using
+	justDropped   bool   // the last look dropped
+	before, after uint64 // file-backed bytes around that drop
+}
+
+// look is one interval's look: quiet when no request began since the last
+// one, file the file-backed resident bytes now. It says whether to drop;
+// after a drop the caller reports it with dropped.
+func (t *idleTrim) look(quiet bool, file uint64) bool {
+	after := t.justDropped
+	t.justDropped = false
+	switch {
+	case !quiet:
+		return false
+	case after && file > t.after+idleSlack:
+		t.floor = max(t.floor, t.before)
+		return false
+	case after:
+		t.floor = max(t.floor, file)
+		return false
+	}
+	return file > t.floor+idleSlack
+}
+
+// dropped records a drop from before to after file-backed bytes.
+func (t *idleTrim) dropped(before, after uint64) {
+	t.justDropped, t.before, t.after = true, before, after
 }
 
 // readMemory reads how much memory the runtime holds (mapped and not
