@@ -131,7 +131,7 @@ func releaseMemory(ctx context.Context, log *slog.Logger, requests *requestCount
 // The floor is what stays after a drop (the idle loop's own pages); when
 // the pages come back within a quiet interval of a drop, the gateway's
 // own background work runs them (a fleet replica's heartbeats and
-// watches: 5-6 MiB every interval), so they count as idle working set
+// watches: 5-10 MiB every interval), so they count as idle working set
 // too and are not dropped every interval to no avail.
 type idleTrim struct {
 	floor         uint64 // file-backed bytes the idle gateway keeps using
