@@ -96,9 +96,9 @@ func redactConfig(b *testing.B, lang, url string) string {
 // BenchmarkStartToFirstCallPolicy: one op starts the release binary with
 // redact-secrets attached (as each language's module, or none) and makes
 // the first tools/call through it, whose result the policy redacts; the
-// time is from exec to that answer. cache=warm keeps the compiled-module
-// cache directory (XDG_CACHE_HOME) of a previous start, cache=cold starts
-// with an empty one.
+// time is from exec to that answer. cache=warm keeps the state folder
+// (XDG_STATE_HOME, where the compiled-module cache lives) and
+// XDG_CACHE_HOME of a previous start, cache=cold starts with empty ones.
 func BenchmarkStartToFirstCallPolicy(b *testing.B) {
 	up := mcp.NewServer(&mcp.Implementation{Name: "start-upstream", Version: "1"}, nil)
 	mcp.AddTool(up, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
@@ -133,13 +133,14 @@ func BenchmarkStartToFirstCallPolicy(b *testing.B) {
 	}
 }
 
-// startFirstCall starts bin with config and cacheHome as XDG_CACHE_HOME,
+// startFirstCall starts bin with config and cacheHome as XDG_CACHE_HOME
+// and XDG_STATE_HOME (the state folder holds the compilation cache),
 // calls echo until it answers (checking the redaction when redacted) and
 // stops the process.
 func startFirstCall(b *testing.B, bin, config, cacheHome string, redacted bool) {
 	b.Helper()
 	cmd := exec.Command(bin, "serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cacheHome)
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cacheHome, "XDG_STATE_HOME="+cacheHome)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)

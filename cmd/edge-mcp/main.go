@@ -246,12 +246,13 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	debug.FreeOSMemory()
 
 	limits := httpLimits(cfg)
-	srv := transports.NewHTTPServer(g.Handler(), limits)
+	var requests requestCounter // releaseMemory's sign of an idle gateway
+	srv := transports.NewHTTPServer(requests.wrap(g.Handler()), limits)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(limits.Listener(ln)) }()
 	var adminSrv *http.Server
 	if adminLn != nil {
-		adminSrv = transports.NewHTTPServer(g.AdminHandler(), transports.DefaultHTTPLimits())
+		adminSrv = transports.NewHTTPServer(requests.wrap(g.AdminHandler()), transports.DefaultHTTPLimits())
 		go func() { errc <- adminSrv.Serve(transports.LimitListener(adminLn, 64)) }()
 	}
 
@@ -266,7 +267,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	}
 	// Likewise the pages of the binary that only start-up ran (trim_linux.go).
 	log.Debug("start-up pages of the binary dropped", "KiB", dropStartupPages(log))
-	go releaseMemory(ctx, log) // and what later bursts leave (release.go)
+	go releaseMemory(ctx, log, &requests) // and what later bursts and requests leave (release.go)
 
 	select {
 	case err := <-errc:

@@ -81,3 +81,61 @@ func TestUploadGivesMemoryBack(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleTrim plays sequences of looks at releaseMemory's idle decision:
+// a quiet interval drops what a request brought back, a busy one never
+// drops, and pages that come back within a quiet interval of a drop (a
+// fleet replica's background work) are kept rather than dropped at every
+// interval.
+func TestIdleTrim(t *testing.T) {
+	const mib = 1 << 20
+	type look struct {
+		quiet bool
+		file  uint64 // file-backed bytes at the look
+		drop  bool   // want a drop
+		after uint64 // file-backed bytes right after the drop
+	}
+	for _, tc := range []struct {
+		name  string
+		looks []look
+	}{
+		{"request then quiet", []look{
+			{quiet: false, file: 10 * mib},
+			{quiet: true, file: 10 * mib, drop: true, after: 2 * mib},
+			{quiet: true, file: 2*mib + 300<<10}, // the idle loop's own pages
+			{quiet: true, file: 2*mib + 300<<10},
+			{quiet: false, file: 7 * mib}, // a /status request
+			{quiet: true, file: 7 * mib, drop: true, after: 2 * mib},
+			{quiet: true, file: 2 * mib},
+		}},
+		{"busy never drops", []look{
+			{quiet: false, file: 10 * mib},
+			{quiet: false, file: 12 * mib},
+			{quiet: false, file: 12 * mib},
+		}},
+		{"background work brings pages back", []look{
+			{quiet: true, file: 10 * mib, drop: true, after: 2 * mib},
+			{quiet: true, file: 7 * mib}, // back within one interval, no request
+			{quiet: true, file: 8 * mib},
+			{quiet: true, file: 9 * mib},
+			{quiet: true, file: 10*mib + 600<<10, drop: true, after: 2 * mib}, // beyond that working set
+		}},
+		{"a request right after a drop", []look{
+			{quiet: true, file: 10 * mib, drop: true, after: 2 * mib},
+			{quiet: false, file: 7 * mib},
+			{quiet: true, file: 7 * mib, drop: true, after: 2 * mib},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var trim idleTrim
+			for i, l := range tc.looks {
+				if got := trim.look(l.quiet, l.file); got != l.drop {
+					t.Fatalf("look %d (quiet %v, file %d MiB): drop %v, want %v", i, l.quiet, l.file/mib, got, l.drop)
+				}
+				if l.drop {
+					trim.dropped(l.file, l.after)
+				}
+			}
+		})
+	}
+}

@@ -117,9 +117,15 @@ func buildEdgeMCP(b testing.TB, flags, env []string) string {
 	return bin
 }
 
+// idleSettle is how long startIdle lets the gateway settle after its last
+// /status poll: long enough for releaseMemory to see a whole interval
+// without a request and drop the binary's pages that start-up and the
+// polls ran (release.go), as an idle gateway does.
+const idleSettle = 2*releaseInterval + 500*time.Millisecond
+
 // startIdle starts bin with args, waits until its /status lists `servers`
-// upstreams, all connected, then lets it settle for a second. The process
-// is killed when the benchmark ends.
+// upstreams, all connected, then lets it settle for idleSettle. The
+// process is killed when the benchmark ends.
 func startIdle(b *testing.B, bin string, args []string, servers int) int {
 	b.Helper()
 	cmd := exec.Command(bin, args...)
@@ -148,7 +154,7 @@ func startIdle(b *testing.B, bin string, args []string, servers int) int {
 	if err := waitConnected(ctx, base, servers); err != nil {
 		b.Fatalf("edge-mcp: %v\nstderr:\n%s", err, stderr.String())
 	}
-	time.Sleep(time.Second)
+	time.Sleep(idleSettle)
 	idleBases.Store(cmd.Process.Pid, base)
 	return cmd.Process.Pid
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -27,13 +28,15 @@ func dropStartupPages(log *slog.Logger) int {
 		log.Debug("not dropping start-up pages", "err", err)
 		return 0
 	}
-	smaps, err := os.ReadFile("/proc/self/smaps")
+	smaps, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		log.Debug("not dropping start-up pages", "err", err)
 		return 0
 	}
+	mappings := cleanMappings(smaps, exe)
+	smaps.Close()
 	released := 0
-	for _, m := range cleanMappings(smaps, exe) {
+	for _, m := range mappings {
 		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, syscall.MADV_DONTNEED); errno != 0 {
 			log.Debug("not dropping start-up pages", "mapping", strconv.FormatUint(uint64(m.start), 16), "err", errno)
 			continue
@@ -51,28 +54,32 @@ type mapping struct {
 
 // cleanMappings parses /proc/self/smaps and returns the mappings of the
 // file path that are not writable and hold no page of their own
-// (anonymous or swapped: a private copy).
-func cleanMappings(smaps []byte, path string) []mapping {
+// (anonymous or swapped: a private copy). It reads line by line and keeps
+// no line: an idle gateway runs it every quiet interval in which pages
+// came back, and what it allocates stays in the heap until the next
+// collection.
+func cleanMappings(smaps io.Reader, path string) []mapping {
 	var (
-		out   []mapping
-		cur   mapping
-		ok    bool // cur is a candidate
-		dirty bool // cur holds a page of its own (anonymous or swapped)
+		out    []mapping
+		cur    mapping
+		ok     bool // cur is a candidate
+		dirty  bool // cur holds a page of its own (anonymous or swapped)
+		fields [][]byte
 	)
 	flush := func() {
 		if ok && !dirty && cur.end > cur.start {
 			out = append(out, cur)
 		}
 	}
-	sc := bufio.NewScanner(bytes.NewReader(smaps))
+	sc := bufio.NewScanner(smaps)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
+		fields = splitFields(sc.Bytes(), fields[:0])
 		if len(fields) == 0 {
 			continue
 		}
-		if key, isField := strings.CutSuffix(fields[0], ":"); isField && len(fields) >= 2 {
-			kb, _ := strconv.Atoi(fields[1])
-			switch key {
+		if key, isField := bytes.CutSuffix(fields[0], []byte(":")); isField && len(fields) >= 2 {
+			kb, _ := strconv.Atoi(string(fields[1]))
+			switch string(key) {
 			case "Rss":
 				cur.rssKiB = kb
 			case "Anonymous", "Swap":
@@ -87,12 +94,12 @@ func cleanMappings(smaps []byte, path string) []mapping {
 		// A mapping's header: start-end perms offset dev inode [path].
 		flush()
 		cur, ok, dirty = mapping{}, false, false
-		if len(fields) < 6 || fields[5] != path || len(fields[1]) < 4 || fields[1][1] == 'w' {
+		if len(fields) < 6 || string(fields[5]) != path || len(fields[1]) < 4 || fields[1][1] == 'w' {
 			continue
 		}
-		lo, hi, found := strings.Cut(fields[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
+		lo, hi, found := bytes.Cut(fields[0], []byte("-"))
+		start, err1 := strconv.ParseUint(string(lo), 16, 64)
+		end, err2 := strconv.ParseUint(string(hi), 16, 64)
 		if !found || err1 != nil || err2 != nil {
 			continue
 		}
@@ -102,17 +109,37 @@ func cleanMappings(smaps []byte, path string) []mapping {
 	return out
 }
 
-// residentBytes is the process's resident set size (/proc/self/statm),
-// 0 when it cannot be read.
-func residentBytes() uint64 {
+// splitFields appends the space-separated fields of line to dst, without
+// copying them.
+func splitFields(line []byte, dst [][]byte) [][]byte {
+	for {
+		line = bytes.TrimLeft(line, " \t")
+		if len(line) == 0 {
+			return dst
+		}
+		end := bytes.IndexAny(line, " \t")
+		if end < 0 {
+			return append(dst, line)
+		}
+		dst = append(dst, line[:end])
+		line = line[end:]
+	}
+}
+
+// residentBytes is the process's resident set size and its file-backed
+// part (pages of the binary and other mapped files: /proc/self/statm's
+// resident and shared fields), 0 when they cannot be read.
+func residentBytes() (total, file uint64) {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
+	if len(f) < 3 {
+		return 0, 0
 	}
 	pages, _ := strconv.ParseUint(f[1], 10, 64)
-	return pages * uint64(os.Getpagesize())
+	shared, _ := strconv.ParseUint(f[2], 10, 64)
+	size := uint64(os.Getpagesize())
+	return pages * size, shared * size
 }

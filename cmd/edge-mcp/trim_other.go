@@ -8,4 +8,4 @@ import "log/slog"
 func dropStartupPages(*slog.Logger) int { return 0 }
 
 // residentBytes is not known outside Linux.
-func residentBytes() uint64 { return 0 }
+func residentBytes() (total, file uint64) { return 0, 0 }

@@ -93,7 +93,7 @@ func openSet(t *testing.T, stateDir string, reg *config.Admin, specs ...policy.S
 	return p, err
 }
 
-func activeDigest(t *testing.T, p *Set, name string) string {
+func activeDigest(t testing.TB, p *Set, name string) string {
 	t.Helper()
 	_, infos := p.Policies()
 	for _, in := range infos {
