@@ -79,25 +79,29 @@ func RunBuild(dir string, name string, args ...string) error {
 // (wasm-examples/redact-secrets/extism, the PDK from $EXTISM_PDK).
 func Port(tb testing.TB, lang string) []byte {
 	tb.Helper()
-	out := filepath.Join(tb.TempDir(), "redact-secrets-"+lang+".wasm")
-	var err error
+	var script []string
 	switch lang {
 	case "rust":
-		err = RunBuild(".", "sh", "guest/kits/rust/build.sh", "wasm-examples/redact-secrets/rust/lib.rs", out)
+		script = []string{"guest/kits/rust/build.sh", "wasm-examples/redact-secrets/rust/lib.rs", "OUT"}
 	case "c":
-		err = RunBuild(".", "sh", "guest/kits/c/build.sh", out, "wasm-examples/redact-secrets/c/redact.c")
+		script = []string{"guest/kits/c/build.sh", "OUT", "wasm-examples/redact-secrets/c/redact.c"}
 	case "as":
-		err = RunBuild(".", "sh", "guest/kits/as/build.sh", "wasm-examples/redact-secrets/as/redact.ts", out)
+		script = []string{"guest/kits/as/build.sh", "wasm-examples/redact-secrets/as/redact.ts", "OUT"}
 	case "extism":
-		err = RunBuild(".", "sh", "wasm-examples/redact-secrets/extism/build.sh", out)
+		script = []string{"wasm-examples/redact-secrets/extism/build.sh", "OUT"}
 	default:
 		tb.Fatalf("no kit for %q", lang)
 	}
+	wasm, err := KitModule(lang, strings.Join(script, " "), nil, func(out string) error {
+		args := append([]string(nil), script...)
+		for i, a := range args {
+			if a == "OUT" {
+				args[i] = out
+			}
+		}
+		return RunBuild(".", "sh", args...)
+	})
 	SkipOrFail(tb, err)
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	return wasm
 }
 
@@ -131,12 +135,20 @@ func CExample(name, dir string) ([]byte, error) {
 	if err != nil || len(srcs) == 0 {
 		return nil, fmt.Errorf("no C build of %s (wasm-examples/%s/c/*.c): %v", name, name, err)
 	}
-	out := filepath.Join(dir, name+"-c.wasm")
-	args := append([]string{"guest/kits/c/build.sh", out}, srcs...)
-	if err := RunBuild(".", "sh", append(args, SecretflowC)...); err != nil {
+	for i, src := range srcs {
+		if srcs[i], err = filepath.Rel(root, src); err != nil {
+			return nil, err
+		}
+	}
+	args := append(append([]string{"guest/kits/c/build.sh", "OUT"}, srcs...), SecretflowC)
+	wasm, err := KitModule("c", strings.Join(args, " "), nil, func(out string) error {
+		args[1] = out
+		return RunBuild(".", "sh", args...)
+	})
+	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(out)
+	return wasm, writeModule(filepath.Join(dir, name+"-c.wasm"), wasm)
 }
 
 // ASExample builds the AssemblyScript build of wasm-examples/<name> (its
@@ -152,9 +164,24 @@ func ASExample(name, dir string) ([]byte, error) {
 	if err != nil || len(srcs) != 1 {
 		return nil, fmt.Errorf("no AssemblyScript build of %s (one wasm-examples/%s/as/*.ts): %v", name, name, err)
 	}
-	out := filepath.Join(dir, name+"-as.wasm")
-	if err := RunBuild(".", "sh", "guest/kits/as/build.sh", srcs[0], out); err != nil {
+	src, err := filepath.Rel(root, srcs[0])
+	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(out)
+	wasm, err := KitModule("as", "guest/kits/as/build.sh "+src+" OUT", nil, func(out string) error {
+		return RunBuild(".", "sh", "guest/kits/as/build.sh", src, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return wasm, writeModule(filepath.Join(dir, name+"-as.wasm"), wasm)
+}
+
+// writeModule leaves a copy of a cached module where the examples' callers
+// expect the build's output.
+func writeModule(path string, wasm []byte) error {
+	if err := os.WriteFile(path, wasm, 0o600); err != nil {
+		return fmt.Errorf("writing module: %w", err)
+	}
+	return nil
 }
