@@ -105,6 +105,9 @@ func kitKey(lang, recipe string, inputs []string) (string, error) {
 		fmt.Fprintf(h, "env %s=%q\n", v, os.Getenv(v))
 	}
 	for _, in := range append(append([]string(nil), kitInputs...), inputs...) {
+		// Named from the module root, not the checkout's place, so that
+		// every clone and worktree shares the builds.
+		fmt.Fprintf(h, "input %q\n", in)
 		if !filepath.IsAbs(in) {
 			in = filepath.Join(root, in)
 		}
@@ -115,11 +118,11 @@ func kitKey(lang, recipe string, inputs []string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:32], nil
 }
 
-// hashTree writes the relative path and content of every regular file
-// under path (or of path, a file) into h, skipping Go sources, which no
-// kit build reads.
-func hashTree(h interface{ Write([]byte) (int, error) }, path string) error {
-	return filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+// hashTree writes the path (relative to root) and content of every
+// regular file under root (or of root, a file) into h, skipping Go
+// sources, which no kit build reads.
+func hashTree(h interface{ Write([]byte) (int, error) }, root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("hashing kit build inputs: %w", err)
 		}
@@ -130,7 +133,11 @@ func hashTree(h interface{ Write([]byte) (int, error) }, path string) error {
 		if err != nil {
 			return fmt.Errorf("hashing kit build inputs: %w", err)
 		}
-		fmt.Fprintf(h, "file %q %d\n", p, len(b))
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return fmt.Errorf("hashing kit build inputs: %w", err)
+		}
+		fmt.Fprintf(h, "file %q %d\n", filepath.ToSlash(rel), len(b))
 		_, _ = h.Write(b)
 		return nil
 	})

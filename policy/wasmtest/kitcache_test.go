@@ -63,4 +63,11 @@ func TestKitModuleCache(t *testing.T) {
 			t.Fatalf("step %d: got %q, %v after %d builds; want %q after %d", i, got, err, builds, step.want, step.builds)
 		}
 	}
+	// A new file beside the sources (a header) is an input too.
+	if err := os.WriteFile(filepath.Join(src, "sub", "b.h"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := get("r", false); err != nil || string(got) != "one" || builds != 6 {
+		t.Fatalf("after adding a header: got %q, %v after %d builds; want one after 6", got, err, builds)
+	}
 }
