@@ -72,8 +72,8 @@ func RunBuild(dir string, name string, args ...string) error {
 }
 
 // Port builds the redact-secrets port in lang (wasm-examples/redact-secrets/<lang>)
-// with its kit's build script, the way go tool task wasm does, into a
-// temporary file, and returns the module. Without the toolchain the test
+// with its kit's build script, the way go tool task wasm does, and returns
+// the module (cached across test processes: KitModule). Without the toolchain the test
 // is skipped, and fails under CI (CI set), which installs every toolchain.
 // lang "extism" is the AssemblyScript port as an Extism plugin
 // (wasm-examples/redact-secrets/extism, the PDK from $EXTISM_PDK).
@@ -124,8 +124,9 @@ const SecretflowC = "wasm-examples/internal/secretflow/c/secretflow.c"
 
 // CExample builds the C build of wasm-examples/<name> (the sources of its
 // c/ folder and SecretflowC) with the C kit's build script, the way go
-// tool task wasm does, into a file in dir, and returns the module. Without
-// clang the error wraps ErrNoToolchain.
+// tool task wasm does (cached across test processes: KitModule), writes
+// it into a file in dir and returns it. Without clang the error wraps
+// ErrNoToolchain.
 func CExample(name, dir string) ([]byte, error) {
 	root, err := ModuleRoot()
 	if err != nil {
@@ -153,8 +154,8 @@ func CExample(name, dir string) ([]byte, error) {
 
 // ASExample builds the AssemblyScript build of wasm-examples/<name> (its
 // as/<file>.ts, the one there is) with the AssemblyScript kit's build
-// script into a file in dir, and returns the module. Without asc the
-// error wraps ErrNoToolchain.
+// script (cached across test processes: KitModule), writes it into a
+// file in dir and returns it. Without asc the error wraps ErrNoToolchain.
 func ASExample(name, dir string) ([]byte, error) {
 	root, err := ModuleRoot()
 	if err != nil {
