@@ -3,7 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
-	"os"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -16,36 +16,40 @@ import (
 // under CI.
 func buildKitInterceptors(t *testing.T, lang string) []byte {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "kit-interceptors-"+lang+".wasm")
 	src := "policy/testdata/kit-interceptors/"
-	var err error
-	switch lang {
-	case "c":
-		err = w.RunBuild(".", "sh", "guest/kits/c/build.sh", out, src+"icept.c")
-	case "rust":
-		// The kit is mounted as `mod edge;` beside lib.rs.
-		dir := t.TempDir()
-		for _, f := range []string{"guest/kits/rust/edge.rs", src + "lib.rs"} {
-			if err := w.RunBuild(".", "cp", f, dir); err != nil {
-				t.Fatal(err)
+	// The recipe names the build for the cache key (w.KitModule), which
+	// also hashes the sources in src and the kits.
+	recipe := map[string]string{
+		"c":    "guest/kits/c/build.sh OUT " + src + "icept.c",
+		"rust": "cp guest/kits/rust/edge.rs " + src + "lib.rs DIR; guest/kits/rust/build.sh DIR/lib.rs OUT",
+		"as":   "cp guest/kits/as/edge.ts " + src + "icept.ts DIR; guest/kits/as/build.sh DIR/icept.ts OUT",
+	}[lang]
+	wasm, err := w.KitModule(lang, recipe, []string{src}, func(out string) error {
+		switch lang {
+		case "c":
+			return w.RunBuild(".", "sh", "guest/kits/c/build.sh", out, src+"icept.c")
+		case "rust":
+			// The kit is mounted as `mod edge;` beside lib.rs.
+			dir := t.TempDir()
+			for _, f := range []string{"guest/kits/rust/edge.rs", src + "lib.rs"} {
+				if err := w.RunBuild(".", "cp", f, dir); err != nil {
+					return err
+				}
 			}
-		}
-		err = w.RunBuild(".", "sh", "guest/kits/rust/build.sh", filepath.Join(dir, "lib.rs"), out)
-	case "as":
-		// The kit is imported as ./edge beside icept.ts.
-		dir := t.TempDir()
-		for _, f := range []string{"guest/kits/as/edge.ts", src + "icept.ts"} {
-			if err := w.RunBuild(".", "cp", f, dir); err != nil {
-				t.Fatal(err)
+			return w.RunBuild(".", "sh", "guest/kits/rust/build.sh", filepath.Join(dir, "lib.rs"), out)
+		case "as":
+			// The kit is imported as ./edge beside icept.ts.
+			dir := t.TempDir()
+			for _, f := range []string{"guest/kits/as/edge.ts", src + "icept.ts"} {
+				if err := w.RunBuild(".", "cp", f, dir); err != nil {
+					return err
+				}
 			}
+			return w.RunBuild(".", "sh", "guest/kits/as/build.sh", filepath.Join(dir, "icept.ts"), out)
 		}
-		err = w.RunBuild(".", "sh", "guest/kits/as/build.sh", filepath.Join(dir, "icept.ts"), out)
-	}
+		return fmt.Errorf("no kit for %q", lang)
+	})
 	w.SkipOrFail(t, err)
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return wasm
 }
 

@@ -51,6 +51,7 @@ func TestParseDockerfile(t *testing.T) {
 
 var (
 	binOnce []byte
+	imgOnce v1.Image
 )
 
 // releaseBinary builds the static binary as the release task does.
@@ -75,10 +76,16 @@ func releaseBinary(t *testing.T) []byte {
 
 func releaseImage(t *testing.T) v1.Image {
 	t.Helper()
+	// The image is immutable (mutate makes new ones): TestCheck and
+	// TestImageSmoke share one, and its layers are compressed once.
+	if imgOnce != nil {
+		return imgOnce
+	}
 	img, err := Build(parseRepoDockerfile(t), Inputs{Binary: releaseBinary(t), Arch: "amd64", CACerts: []byte("certs")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	imgOnce = img
 	return img
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,5 +132,38 @@ Not scored for 2026-07-28: 2 scenario(s) run, 1 failing. These do not affect con
 func TestConformanceNextPresent(t *testing.T) {
 	if p := ConformanceNext(t); !fileExists(p) {
 		t.Errorf("%s: missing", p)
+	}
+}
+
+// buildBinary starts from a copy of the installed binary, so that go build
+// can keep an up-to-date one; a binary that is not what the package builds
+// (here a script in its place) is built again, never reused.
+func TestBuildBinaryReplacesStale(t *testing.T) {
+	const name, pkg = "testenv-hello", "./internal/testenv/testdata/hello"
+	run := func() string {
+		buildMu.Lock()
+		delete(built, filepath.Join(RepoRoot(t), ".tools", "bin", name))
+		buildMu.Unlock()
+		out, err := exec.Command(buildBinary(t, name, pkg, true)).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := run(); got != "hello" {
+		t.Fatalf("first build prints %q, want hello", got)
+	}
+	bin := filepath.Join(RepoRoot(t), ".tools", "bin", name)
+	if err := os.WriteFile(bin+".stale", []byte("#!/bin/sh\necho stale\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bin+".stale", bin); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(); got != "hello" {
+		t.Fatalf("build over a stale binary prints %q, want hello", got)
+	}
+	if got := run(); got != "hello" {
+		t.Fatalf("build over an up-to-date binary prints %q, want hello", got)
 	}
 }

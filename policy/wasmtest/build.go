@@ -1,7 +1,9 @@
 // Package wasmtest helps tests use policy modules: it builds Go guests
 // (wasm-examples, test fixtures) with GOOS=wasip1 once per test binary,
 // provides a persistent compilation cache directory so that repeated test
-// runs skip wazero's compile step, and assembles tiny hand-written modules
+// runs skip wazero's compile step, caches the kit builds (clang, rustc,
+// asc) across test processes by a hash of their inputs (KitModule), and
+// assembles tiny hand-written modules
 // (Assembler) for ABI edge cases no Go guest can produce.
 package wasmtest
 

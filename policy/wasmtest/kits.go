@@ -72,32 +72,36 @@ func RunBuild(dir string, name string, args ...string) error {
 }
 
 // Port builds the redact-secrets port in lang (wasm-examples/redact-secrets/<lang>)
-// with its kit's build script, the way go tool task wasm does, into a
-// temporary file, and returns the module. Without the toolchain the test
+// with its kit's build script, the way go tool task wasm does, and returns
+// the module (cached across test processes: KitModule). Without the toolchain the test
 // is skipped, and fails under CI (CI set), which installs every toolchain.
 // lang "extism" is the AssemblyScript port as an Extism plugin
 // (wasm-examples/redact-secrets/extism, the PDK from $EXTISM_PDK).
 func Port(tb testing.TB, lang string) []byte {
 	tb.Helper()
-	out := filepath.Join(tb.TempDir(), "redact-secrets-"+lang+".wasm")
-	var err error
+	var script []string
 	switch lang {
 	case "rust":
-		err = RunBuild(".", "sh", "guest/kits/rust/build.sh", "wasm-examples/redact-secrets/rust/lib.rs", out)
+		script = []string{"guest/kits/rust/build.sh", "wasm-examples/redact-secrets/rust/lib.rs", "OUT"}
 	case "c":
-		err = RunBuild(".", "sh", "guest/kits/c/build.sh", out, "wasm-examples/redact-secrets/c/redact.c")
+		script = []string{"guest/kits/c/build.sh", "OUT", "wasm-examples/redact-secrets/c/redact.c"}
 	case "as":
-		err = RunBuild(".", "sh", "guest/kits/as/build.sh", "wasm-examples/redact-secrets/as/redact.ts", out)
+		script = []string{"guest/kits/as/build.sh", "wasm-examples/redact-secrets/as/redact.ts", "OUT"}
 	case "extism":
-		err = RunBuild(".", "sh", "wasm-examples/redact-secrets/extism/build.sh", out)
+		script = []string{"wasm-examples/redact-secrets/extism/build.sh", "OUT"}
 	default:
 		tb.Fatalf("no kit for %q", lang)
 	}
+	wasm, err := KitModule(lang, strings.Join(script, " "), nil, func(out string) error {
+		args := append([]string(nil), script...)
+		for i, a := range args {
+			if a == "OUT" {
+				args[i] = out
+			}
+		}
+		return RunBuild(".", "sh", args...)
+	})
 	SkipOrFail(tb, err)
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	return wasm
 }
 
@@ -120,8 +124,9 @@ const SecretflowC = "wasm-examples/internal/secretflow/c/secretflow.c"
 
 // CExample builds the C build of wasm-examples/<name> (the sources of its
 // c/ folder and SecretflowC) with the C kit's build script, the way go
-// tool task wasm does, into a file in dir, and returns the module. Without
-// clang the error wraps ErrNoToolchain.
+// tool task wasm does (cached across test processes: KitModule), writes
+// it into a file in dir and returns it. Without clang the error wraps
+// ErrNoToolchain.
 func CExample(name, dir string) ([]byte, error) {
 	root, err := ModuleRoot()
 	if err != nil {
@@ -131,18 +136,26 @@ func CExample(name, dir string) ([]byte, error) {
 	if err != nil || len(srcs) == 0 {
 		return nil, fmt.Errorf("no C build of %s (wasm-examples/%s/c/*.c): %v", name, name, err)
 	}
-	out := filepath.Join(dir, name+"-c.wasm")
-	args := append([]string{"guest/kits/c/build.sh", out}, srcs...)
-	if err := RunBuild(".", "sh", append(args, SecretflowC)...); err != nil {
+	for i, src := range srcs {
+		if srcs[i], err = filepath.Rel(root, src); err != nil {
+			return nil, err
+		}
+	}
+	args := append(append([]string{"guest/kits/c/build.sh", "OUT"}, srcs...), SecretflowC)
+	wasm, err := KitModule("c", strings.Join(args, " "), nil, func(out string) error {
+		args[1] = out
+		return RunBuild(".", "sh", args...)
+	})
+	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(out)
+	return wasm, writeModule(filepath.Join(dir, name+"-c.wasm"), wasm)
 }
 
 // ASExample builds the AssemblyScript build of wasm-examples/<name> (its
 // as/<file>.ts, the one there is) with the AssemblyScript kit's build
-// script into a file in dir, and returns the module. Without asc the
-// error wraps ErrNoToolchain.
+// script (cached across test processes: KitModule), writes it into a
+// file in dir and returns it. Without asc the error wraps ErrNoToolchain.
 func ASExample(name, dir string) ([]byte, error) {
 	root, err := ModuleRoot()
 	if err != nil {
@@ -152,9 +165,24 @@ func ASExample(name, dir string) ([]byte, error) {
 	if err != nil || len(srcs) != 1 {
 		return nil, fmt.Errorf("no AssemblyScript build of %s (one wasm-examples/%s/as/*.ts): %v", name, name, err)
 	}
-	out := filepath.Join(dir, name+"-as.wasm")
-	if err := RunBuild(".", "sh", "guest/kits/as/build.sh", srcs[0], out); err != nil {
+	src, err := filepath.Rel(root, srcs[0])
+	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(out)
+	wasm, err := KitModule("as", "guest/kits/as/build.sh "+src+" OUT", nil, func(out string) error {
+		return RunBuild(".", "sh", "guest/kits/as/build.sh", src, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return wasm, writeModule(filepath.Join(dir, name+"-as.wasm"), wasm)
+}
+
+// writeModule leaves a copy of a cached module where the examples' callers
+// expect the build's output.
+func writeModule(path string, wasm []byte) error {
+	if err := os.WriteFile(path, wasm, 0o600); err != nil {
+		return fmt.Errorf("writing module: %w", err)
+	}
+	return nil
 }
