@@ -234,6 +234,15 @@ void edge_replace(edge_buf *out, const char *payload, size_t n) {
   edge_append(out, "}", 1);
 }
 
+static edge_buf state_update; /* edge_set_state's, for this call */
+static int state_set;
+
+void edge_set_state(const char *state, size_t n) {
+  state_update.len = 0;
+  edge_append(&state_update, state, n);
+  state_set = 1;
+}
+
 int edge_str_is(edge_str s, const char *lit) {
   return s.s && strlen(lit) == s.n && memcmp(s.s, lit, s.n) == 0;
 }
@@ -265,6 +274,7 @@ static void append_interceptor(edge_buf *b, const edge_interceptor *ic) {
     append_quoted(b, ic->mode);
   }
   if (ic->fail_open) edge_appends(b, ",\"failOpen\":true");
+  if (ic->session_state) edge_appends(b, ",\"sessionState\":true");
   if (ic->priority) {
     char num[16], *p = num + sizeof num;
     uint32_t v = ic->priority < 0 ? 0u - (uint32_t)ic->priority : (uint32_t)ic->priority;
@@ -307,6 +317,7 @@ static int context_member(void *ctx, const char *k, size_t kn, const char *v, si
 #define KEY(s) (kn == sizeof(s) - 1 && memcmp(k, s, kn) == 0)
   if (KEY("sessionId")) return str(&inv->session_id, v, vn);
   if (KEY("server")) return str(&inv->server, v, vn);
+  if (KEY("interceptorState")) inv->state = (edge_str){v, vn};
   if (KEY("principal")) {
     size_t idn;
     const char *id = edge_member(v, vn, "id", &idn);
@@ -330,6 +341,16 @@ static int intercept_member(void *ctx, const char *k, size_t kn, const char *v, 
 #undef KEY
 }
 
+/* with_state adds the state update of edge_set_state to the result in
+ * out (valid, or unmodified, when the handler left it empty). */
+static void with_state(edge_buf *out, int mutation) {
+  if (out->len == 0) edge_appends(out, mutation ? "{\"modified\":false}" : "{\"valid\":true}");
+  out->len--; /* the result object's closing brace */
+  edge_appends(out, ",\"contextUpdates\":{\"interceptorState\":");
+  edge_append(out, state_update.data, state_update.len);
+  edge_appends(out, "}}");
+}
+
 static const edge_interceptor *intercept_ics;
 static size_t intercept_n;
 static const char *no_interceptor = "intercept: no interceptor of that name";
@@ -339,7 +360,11 @@ static const char *intercept(const char *in, size_t n, edge_buf *out) {
   if (edge_members(in, n, intercept_member, &inv) != 0) return "intercept: input is not a valid invocation";
   if (!inv.name.s || !inv.payload.s) return "intercept: name and payload are required";
   for (size_t i = 0; i < intercept_n; i++) {
-    if (edge_str_is(inv.name, intercept_ics[i].name)) return intercept_ics[i].fn(&inv, out);
+    if (!edge_str_is(inv.name, intercept_ics[i].name)) continue;
+    state_set = 0;
+    const char *err = intercept_ics[i].fn(&inv, out);
+    if (!err && state_set) with_state(out, intercept_ics[i].mutation);
+    return err;
   }
   return no_interceptor;
 }

@@ -89,6 +89,9 @@ typedef struct {
   edge_str name, event, phase;            /* strings */
   edge_str session_id, server, principal; /* strings from context (principal.id) */
   edge_str context, config, payload;      /* raw JSON */
+  edge_str state; /* raw JSON: context.interceptorState, the session state
+                   * the host keeps for a session_state interceptor ({} at
+                   * first); s is NULL when the host keeps none */
 } edge_invocation;
 
 /* An interceptor handler writes its answer to out: for a validator,
@@ -106,12 +109,20 @@ typedef struct {
   int fail_open;
   int32_t priority;                   /* priorityHint, 0 by default */
   const char *config_schema;          /* a JSON Schema object, or NULL */
+  int session_state;                  /* 1: the host keeps its state per
+                                       * session ("sessionState": true) */
   edge_intercept_fn fn;
 } edge_interceptor;
 
 /* Answers. */
 void edge_refuse(edge_buf *out, const char *message);
 void edge_replace(edge_buf *out, const char *payload, size_t n);
+/* edge_set_state makes state[0:n] (a JSON value, at most 64 KiB) the
+ * interceptor's session state from this call on (the result's
+ * contextUpdates.interceptorState), beside whatever the handler answers;
+ * a session_state interceptor that does not call it leaves the state
+ * unchanged. */
+void edge_set_state(const char *state, size_t n);
 
 /* Whether s (a string span) equals the C string lit. */
 int edge_str_is(edge_str s, const char *lit);
