@@ -86,7 +86,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		t.Cleanup(s.Shutdown)
 	}
 	for _, s := range c.Servers {
-		if !s.ReadyForConnections(10 * time.Second) {
+		if !s.ReadyForConnections(30 * time.Second) {
 			t.Fatalf("NATS server %s not ready", s.Name())
 		}
 	}
@@ -118,7 +118,7 @@ func run(t testing.TB, opts *server.Options) *server.Server {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(30 * time.Second) {
 		t.Fatal("NATS server not ready")
 	}
 	return s
