@@ -59,7 +59,7 @@ func (u *upstream) subscribe2026(s *session, req *jsonrpc.Request, uri string, i
 		s.replyError(req.ID, jsonrpc.CodeInternalError, "edge-mcp: subscribing to %s on server %q: %v", uri, u.name, err)
 		return
 	}
-	s.subscribed(req, u.name, uri, ic, func() {
+	routing{s}.subscribed(req, u.name, uri, ic, func() {
 		if s.g.route.unsubscribe(s, uri) {
 			l.unsubscribeResource(uri)
 		}

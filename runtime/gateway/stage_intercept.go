@@ -281,7 +281,7 @@ func (s routing) interceptSubscribe(req *jsonrpc.Request, u *upstream, uri strin
 // answers itself ({}), through ic's response phase when ic is set: a
 // refusal is the client's -32603 naming the interceptor, and undo takes
 // the session's subscription back (it gets no updates for uri).
-func (s *session) subscribed(req *jsonrpc.Request, server, uri string, ic *intercept.Chain, undo func()) {
+func (s routing) subscribed(req *jsonrpc.Request, server, uri string, ic *intercept.Chain, undo func()) {
 	if ic == nil {
 		s.reply(req.ID, json.RawMessage(`{}`))
 		return
