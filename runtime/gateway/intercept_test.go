@@ -243,12 +243,18 @@ func TestInterceptorsRemote(t *testing.T) {
 				t.Errorf("/status: %s %+v, want its p50_us", c.Name, c)
 			}
 		}
+		// The audit writer is not on the call's path: its last records
+		// may land a moment after the answers.
 		outcomes := map[string]string{}
-		for _, r := range readAudit(t, auditPath) {
-			if r.Type == "tool_call" {
-				outcomes[r.Tool] += r.Outcome + " "
+		waitFor(t, "the refused calls in the audit log", func() bool {
+			clear(outcomes)
+			for _, r := range readAudit(t, auditPath) {
+				if r.Type == "tool_call" {
+					outcomes[r.Tool] += r.Outcome + " "
+				}
 			}
-		}
+			return outcomes["vault_leak"] != "" && outcomes["vault_record"] != ""
+		})
 		if outcomes["vault_leak"] != "denied " || !strings.HasPrefix(outcomes["vault_record"], "denied ") {
 			t.Errorf("audit outcomes %q, want vault_leak and the refused vault_record denied", outcomes)
 		}
