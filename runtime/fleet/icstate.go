@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -57,8 +58,16 @@ type InterceptorState struct {
 }
 
 // maxStateAttempts bounds the reads and writes of one update that keep
-// finding the state changed by another replica.
-const maxStateAttempts = 8
+// finding the state changed by another replica; between two, the update
+// waits a random moment under stateBackoff(attempt), so that writers
+// racing on one key spread out instead of colliding again (12 concurrent
+// calls of one session over three replicas ran out of 8 attempts without
+// it). The call's deadline bounds the whole.
+const maxStateAttempts = 32
+
+// stateBackoff is the longest wait before attempt n+1 (1 ms doubling,
+// at most 32 ms).
+func stateBackoff(n int) time.Duration { return time.Millisecond << min(n, 5) }
 
 // InterceptorState returns the fleet's interceptor state store (usable
 // before Join: it uses NATS once the replica is in the fleet).
@@ -107,7 +116,7 @@ func (s *InterceptorState) Update(ctx context.Context, session, interceptor stri
 	}
 	defer unlock()
 	key := stateKey(session, interceptor)
-	for range maxStateAttempts {
+	for attempt := range maxStateAttempts {
 		state, rev, err := s.load(ctx, n, kv, key)
 		if err != nil {
 			return err
@@ -130,6 +139,11 @@ func (s *InterceptorState) Update(ctx context.Context, session, interceptor stri
 		case !cluster.IsConflict(err):
 			s.forget()
 			return fmt.Errorf("writing interceptor state: %w", err)
+		}
+		select {
+		case <-time.After(rand.N(stateBackoff(attempt))):
+		case <-ctx.Done():
+			return fmt.Errorf("writing interceptor state: %w", ctx.Err())
 		}
 	}
 	return fmt.Errorf("writing interceptor state: changed by other replicas %d times meanwhile", maxStateAttempts)
