@@ -112,8 +112,23 @@ func TestFleetRateLimits(t *testing.T) {
 			front, reps := startOpsFleet(t, 3, s.ClientURL(), servers, tt.limits)
 			hammerFleet(front, 500*time.Millisecond) // spend the burst
 			const window = 3 * time.Second
-			counts := hammerFleet(front, window)
-			t.Logf("answers in %v: %v; calls limited per replica for want of NATS: %d", window, counts, opsFallbacks(reps))
+			// What is measured is the shared limit: a window in which a
+			// replica limited calls locally for want of NATS (the bucket
+			// not yet open, or an ask timed out on a loaded machine) is
+			// measured again, five times at most.
+			var counts map[int]int
+			for try := 1; ; try++ {
+				before := opsFallbacks(reps)
+				counts = hammerFleet(front, window)
+				fallbacks := opsFallbacks(reps) - before
+				t.Logf("answers in %v: %v; calls limited per replica for want of NATS: %d", window, counts, fallbacks)
+				if fallbacks == 0 {
+					break
+				}
+				if try == 5 {
+					t.Fatalf("in each of %d windows replicas limited calls locally for want of NATS", try)
+				}
+			}
 			ok, limited := counts[http.StatusOK], counts[http.StatusTooManyRequests]
 			// At 30 calls/s or more, a limit of 20 per replica would let
 			// 30 or more through, out of the tolerance: the test tells.
