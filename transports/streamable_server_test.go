@@ -887,8 +887,11 @@ func TestStreamableServerSessionLifecycle(t *testing.T) {
 
 	t.Run("idle timeout", func(t *testing.T) {
 		h := srvStart(t, false, transports.StreamableServerOptions{IdleTimeout: 50 * time.Millisecond})
-		sid, _ := h.initSession(t)
+		// start is taken before the session exists: its idle time counts
+		// from its last activity inside initSession, which a loaded machine
+		// may return from well after.
 		start := time.Now()
+		sid, _ := h.initSession(t)
 		if err := srvWait(t, h.readErrs, "idle close"); !errors.Is(err, io.EOF) {
 			t.Errorf("Read = %v, want io.EOF", err)
 		}
