@@ -75,15 +75,24 @@ func CacheDir() (string, error) {
 // policy.EngineConfig.CacheDir, so that only the first run on a machine
 // pays for compiling the Go guests.
 func CompileCacheDir() (string, error) {
-	dir, err := CacheDir()
+	dir, err := cacheSubdir("wazero")
 	if err != nil {
 		return "", err
 	}
-	dir = filepath.Join(dir, "wazero")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating compile cache dir: %w", err)
-	}
 	return dir, os.Chmod(dir, 0o700)
+}
+
+// cacheSubdir returns CacheDir()/name, created with mode 0700.
+func cacheSubdir(name string) (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating test cache dir %s: %w", dir, err)
+	}
+	return dir, nil
 }
 
 // BuildPackage builds the Go package in dir (relative to the module root,
@@ -107,13 +116,9 @@ func build(dir string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache, err := CacheDir()
+	outDir, err := cacheSubdir("wasm")
 	if err != nil {
 		return nil, err
-	}
-	outDir := filepath.Join(cache, "wasm")
-	if err := os.MkdirAll(outDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating wasm output dir: %w", err)
 	}
 	name := strings.NewReplacer("/", "_", `\`, "_", ".", "_").Replace(dir)
 	final := filepath.Join(outDir, name+".wasm")

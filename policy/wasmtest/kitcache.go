@@ -43,13 +43,9 @@ func KitModule(lang, recipe string, inputs []string, build func(out string) erro
 	if err != nil {
 		return nil, err
 	}
-	cache, err := CacheDir()
+	dir, err := cacheSubdir("kits")
 	if err != nil {
 		return nil, err
-	}
-	dir := filepath.Join(cache, "kits")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating kit cache dir: %w", err)
 	}
 	final := filepath.Join(dir, lang+"-"+key+".wasm")
 	if key != "" {
