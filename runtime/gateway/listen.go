@@ -6,6 +6,7 @@ import (
 
 	"github.com/edge-mcp/edge-mcp/internal/auth"
 	"github.com/edge-mcp/edge-mcp/runtime/admission"
+	"github.com/edge-mcp/edge-mcp/runtime/compress"
 	"github.com/edge-mcp/edge-mcp/runtime/openaiapi"
 	"github.com/edge-mcp/edge-mcp/runtime/statuspage"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
@@ -54,7 +55,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle(auth.MetadataPath+"/", meta)
 	var h http.Handler = mux
 	if c := g.config().Observability.Compression; c == nil || *c {
-		h = compressed(mux)
+		h = compress.Handler(mux)
 	}
 	// One Origin/Host guard in front of every surface: a web page must not
 	// reach /v1/tools/call, /status or /metrics through a visitor's browser

@@ -1,4 +1,4 @@
-package gateway
+package compress
 
 import (
 	"bufio"
@@ -29,11 +29,11 @@ func gzJSONBody(n int) []byte {
 	return append(b, ']')
 }
 
-// gzServe starts compressed(h) on a real listener and returns a client
+// gzServe starts Handler(h) on a real listener and returns a client
 // that does not decompress transparently.
 func gzServe(t *testing.T, h http.HandlerFunc) (*httptest.Server, *http.Client) {
 	t.Helper()
-	srv := httptest.NewServer(compressed(h))
+	srv := httptest.NewServer(Handler(h))
 	t.Cleanup(srv.Close)
 	return srv, &http.Client{Transport: &http.Transport{DisableCompression: true}}
 }
@@ -172,12 +172,12 @@ func TestCompressWhat(t *testing.T) {
 		}, "zstd", big, -1},
 		{"exactly MinSize is compressed", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			w.Write(big[:compressMinSize])
-		}, "zstd", big[:compressMinSize], -1},
+			w.Write(big[:MinSize])
+		}, "zstd", big[:MinSize], -1},
 		{"one byte under MinSize is not", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			w.Write(big[:compressMinSize-1])
-		}, "", big[:compressMinSize-1], compressMinSize - 1},
+			w.Write(big[:MinSize-1])
+		}, "", big[:MinSize-1], MinSize - 1},
 		{"problem+json", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusBadRequest)

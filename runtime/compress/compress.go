@@ -1,4 +1,9 @@
-package gateway
+// Package compress compresses the listener's JSON answers: Handler wraps
+// an http.Handler with github.com/klauspost/compress/gzhttp (zstd or gzip,
+// whichever the client prefers) and leaves event streams, HEAD requests
+// and protocol upgrades as they are. Stateless; the gateway wraps its
+// listener's mux with it unless observability.compression is off.
+package compress
 
 import (
 	"mime"
@@ -8,16 +13,16 @@ import (
 	"github.com/klauspost/compress/gzhttp"
 )
 
-// compressMinSize is the smallest answer body that is compressed.
-const compressMinSize = 1024
+// MinSize is the smallest answer body that is compressed.
+const MinSize = 1024
 
-// compressed wraps h with github.com/klauspost/compress/gzhttp: JSON
-// answers of at least compressMinSize bytes go out in zstd or gzip,
+// Handler wraps h with github.com/klauspost/compress/gzhttp: JSON
+// answers of at least MinSize bytes go out in zstd or gzip,
 // whichever the client prefers (zstd on a tie); event streams and other
 // types pass as they are, and so do HEAD requests and protocol upgrades
 // (WebSocket), which have no body of their own to compress.
-func compressed(h http.Handler) http.Handler {
-	wrap, err := gzhttp.NewWrapper(gzhttp.MinSize(compressMinSize), gzhttp.ContentTypeFilter(compressible), gzhttp.AcceptWildcards(true))
+func Handler(h http.Handler) http.Handler {
+	wrap, err := gzhttp.NewWrapper(gzhttp.MinSize(MinSize), gzhttp.ContentTypeFilter(compressible), gzhttp.AcceptWildcards(true))
 	if err != nil {
 		panic("gzhttp options: " + err.Error()) // constant options: a bug
 	}
