@@ -21,7 +21,7 @@ var importRules = []struct {
 	allow []string
 }{
 	{"cmd/...", []string{"runtime/...", "policy/...", "transports", "internal/...", "guest/..."}},
-	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/console", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/reconnect", "runtime/catalog", "runtime/relay", "runtime/pins", "runtime/statuspage", "runtime/view", "runtime/interceptchain", "runtime/interceptors", "runtime/virtual", "runtime/compress", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
+	{"runtime/gateway", []string{"runtime/config", "runtime/admin", "runtime/console", "runtime/bridge", "runtime/cluster", "runtime/fleet", "runtime/oauth", "runtime/openaiapi", "runtime/events", "runtime/demo", "runtime/policyset", "runtime/toolsearch", "runtime/admission", "runtime/dial", "runtime/listing", "runtime/observe", "runtime/tasks", "runtime/probe", "runtime/perclient", "runtime/whynot", "runtime/reconnect", "runtime/catalog", "runtime/relay", "runtime/pins", "runtime/statuspage", "runtime/view", "runtime/interceptchain", "runtime/interceptors", "runtime/virtual", "runtime/compress", "runtime/consent", "policy/...", "transports", "internal/...", "guest/jsonscan", "guest/glob", "guest/abi"}},
 	{"runtime/admin", []string{"runtime/config", "runtime/oauth", "runtime/interceptchain", "policy/...", "transports", "internal/..."}},
 	{"runtime/console", []string{"runtime/admin", "runtime/fleet", "policy/spec", "internal/ociwasm"}},
 	{"runtime/bridge", []string{"runtime/config", "runtime/cluster", "transports", "internal/..."}},
@@ -44,6 +44,7 @@ var importRules = []struct {
 	{"runtime/openaiapi", []string{"transports", "internal/..."}},
 	{"runtime/events", nil},
 	{"runtime/compress", nil},
+	{"runtime/consent", nil},
 	{"runtime/demo", []string{"runtime/config", "transports"}},
 	{"runtime/cluster", []string{"runtime/config", "internal/..."}},
 	{"runtime/config", []string{"policy/spec", "runtime/virtual", "internal/..."}},

@@ -15,6 +15,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
+	"github.com/edge-mcp/edge-mcp/runtime/consent"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -423,7 +424,7 @@ func (s *session) askApproval(tc *toolCall) {
 		return
 	}
 	s.g.bridge.AskApproval(bridgeSession{s}, tc.req, bridge.Approval{Server: tc.it.Up.name, Tool: tc.it.Exposed,
-		Args: tc.args, Params: tc.params, Form: approvalParams(tc), Within: approvalTimeout})
+		Args: tc.args, Params: tc.params, Form: approvalParams(tc), Within: consent.Timeout})
 }
 
 // clientMeta is what a 2026-07-28 link's request says of the client in

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
+	"github.com/edge-mcp/edge-mcp/runtime/consent"
 )
 
 // This file is per-user upstream identity ("identity": "per_client"):
@@ -47,7 +48,7 @@ func (u *upstream) needsUserAuthorization(s *session) bool {
 // expires after oauth.DefaultPendingTTL); false when the call has been
 // answered (refused, or input_required).
 func authorizeUser(s *session, tc *toolCall) bool {
-	ctx, cancel := context.WithTimeout(s.ctx, approvalTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, consent.Timeout)
 	defer cancel()
 	return s.g.oauth.AskUser(ctx, tc.target.name, s.id.Name, tc.it.Exposed, oauthUser{s, tc})
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -11,6 +10,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/internal/audit"
 	"github.com/edge-mcp/edge-mcp/internal/metrics"
 	"github.com/edge-mcp/edge-mcp/policy"
+	"github.com/edge-mcp/edge-mcp/runtime/consent"
 )
 
 // This file is the human approval stage of the tools/call pipeline: a call
@@ -18,12 +18,6 @@ import (
 // while the client asks a person (MCP elicitation). Accept lets it go on;
 // decline, cancel, a client that cannot ask, or no answer in time stop it
 // with a clear reason. Never a silent allow. Every decision is audited.
-
-// approvalTimeout bounds how long a call waits for a person.
-const approvalTimeout = 10 * time.Minute
-
-// approvalSchema is what the person is asked to fill in.
-var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"type":"boolean","title":"Allow this call","description":"Check to let the tool call go ahead."}},"required":["approve"]}`)
 
 // approval holds a call a tool rule or a policy marked until a person
 // allows it: a 2026-07-28 client is answered input_required, and its retry
@@ -56,61 +50,31 @@ func approval(next Handler) Handler {
 func approve(tc *toolCall) error {
 	s, tool := tc.s, tc.it.Exposed
 	if !s.caps.elicitation {
-		decideApproval(tc, "unavailable")
-		return fmt.Errorf("edge-mcp: tool %q needs a person's approval, but this client cannot ask for it (no elicitation support); the call was not made", tool)
+		decideApproval(tc, consent.Unavailable)
+		return consent.NoElicitation(tool)
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, approvalTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, consent.Timeout)
 	defer cancel()
 	res, rpcErr := s.request(ctx, tc.req.ID, "elicitation/create", approvalParams(tc))
 	if rpcErr != nil {
-		decideApproval(tc, "failed")
-		return fmt.Errorf("edge-mcp: asking for approval of tool %q failed (%s); the call was not made", tool, rpcErr.Message)
+		decideApproval(tc, consent.Failed)
+		return consent.AskFailed(tool, rpcErr.Message)
 	}
 	return approvalAnswer(tc, res)
 }
 
-// approvalParams are the elicitation/create params asking for tc.
+// approvalParams are the elicitation/create params asking for tc, its
+// arguments' secrets masked.
 func approvalParams(tc *toolCall) json.RawMessage {
-	shown := policy.RedactInput(tc.args)
-	if len(shown) == 0 {
-		shown = json.RawMessage(`{}`)
-	}
-	msg := fmt.Sprintf("edge-mcp: allow the call of tool %q on server %q?\nArguments (secrets masked): %s", tc.it.Exposed, tc.target.name, shown)
-	params, _ := json.Marshal(struct {
-		Message         string          `json:"message"`
-		RequestedSchema json.RawMessage `json:"requestedSchema"`
-	}{msg, approvalSchema})
-	return params
+	return consent.Question(tc.it.Exposed, tc.target.name, policy.RedactInput(tc.args))
 }
 
 // approvalAnswer decides tc by the person's answer res (an
 // elicitation/create result); nil means allowed.
 func approvalAnswer(tc *toolCall, res json.RawMessage) error {
-	tool := tc.it.Exposed
-	var answer struct {
-		Action  string `json:"action"`
-		Content struct {
-			Approve bool `json:"approve"`
-		} `json:"content"`
-	}
-	if err := json.Unmarshal(res, &answer); err != nil {
-		decideApproval(tc, "invalid")
-		return fmt.Errorf("edge-mcp: the approval answer for tool %q was not understood; the call was not made", tool)
-	}
-	switch {
-	case answer.Action == "accept" && answer.Content.Approve:
-		decideApproval(tc, "approved")
-		return nil
-	case answer.Action == "accept":
-		decideApproval(tc, "declined")
-		return fmt.Errorf("edge-mcp: the user did not approve the call of tool %q", tool)
-	case answer.Action == "decline":
-		decideApproval(tc, "declined")
-		return fmt.Errorf("edge-mcp: the user declined the call of tool %q", tool)
-	default:
-		decideApproval(tc, "cancelled")
-		return fmt.Errorf("edge-mcp: the user cancelled the approval of tool %q; the call was not made", tool)
-	}
+	decision, err := consent.Decide(tc.it.Exposed, res)
+	decideApproval(tc, decision)
+	return err
 }
 
 // decideApproval audits and logs the decision on tc.
