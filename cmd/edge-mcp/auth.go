@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/edge-mcp/edge-mcp/runtime/config"
-	"github.com/edge-mcp/edge-mcp/runtime/gateway"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 )
 
@@ -93,7 +92,7 @@ func (a *authTarget) local(redirect string, stderr io.Writer) (*oauth.Manager, *
 func openOAuth(cfg *config.Config, stateDir, redirect string, stderr io.Writer) (*oauth.Manager, error) {
 	dir := cfg.Admin.StateDir
 	if dir == "" && stateDir != "" {
-		dir = gateway.ConfigStateDir(stateDir, cfg.Path)
+		dir = config.StateDir(stateDir, cfg.Path)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return oauth.Open(cfg, dir, log, redirect)

@@ -351,7 +351,7 @@ func legacyState(o serveOptions) string {
 	if _, err := os.Stat(old); err != nil {
 		return ""
 	}
-	if _, err := os.Stat(filepath.Join(gateway.ConfigStateDir(o.stateDir, o.configPath), "state.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(config.StateDir(o.stateDir, o.configPath), "state.json")); err == nil {
 		return ""
 	}
 	return old

@@ -42,7 +42,7 @@ func fleetHost(g *Gateway) fleet.Host {
 				g.fleetSess.Store(fs)
 			}
 			cfg := g.config()
-			key, _, err := oauth.ConfigKey(cfg, g.stateDir(cfg))
+			key, _, err := oauth.ConfigKey(cfg, cfg.StateDirUnder(g.opts.StateDir))
 			if err != nil {
 				return nil, err
 			}

@@ -174,7 +174,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err := oauth.CheckFleetKey(cfg); err != nil {
 		return nil, err
 	}
-	if g.oauth, err = oauth.Open(cfg, g.stateDir(cfg), g.log, ""); err != nil {
+	if g.oauth, err = oauth.Open(cfg, cfg.StateDirUnder(g.opts.StateDir), g.log, ""); err != nil {
 		return nil, err
 	}
 	set := &upstreamSet{byName: make(map[string]*upstream, len(cfg.Servers))}
@@ -187,7 +187,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		set.byName[sc.Name] = u
 	}
 	g.route = newRouter(g.log, opts.PageSize, set, reservedOf(cfg))
-	obs, err := observe.Open(cfg, g.log, g.clientMem.Stats, g.stateDir(cfg))
+	obs, err := observe.Open(cfg, g.log, g.clientMem.Stats, cfg.StateDirUnder(g.opts.StateDir))
 	if err != nil {
 		return nil, err
 	}

@@ -29,10 +29,10 @@ func policyScope(p *policyset.Set, kind listKind, server, name string) callScope
 // openPolicies prepares the policy stage of a new gateway.
 func openPolicies(g *Gateway, cfg *config.Config) error {
 	// The module store lives where the pins and OAuth tokens do: one
-	// state folder per config (stateDir), so unrelated gateways share no
-	// modules.
+	// state folder per config (config.Config.StateDirUnder), so
+	// unrelated gateways share no modules.
 	opts := policyset.Options{Log: g.log, CacheDir: g.opts.PolicyCacheDir, RecordDir: g.opts.RecordDir,
-		StateDir: g.stateDir(cfg), Keep: cfg.Admin.KeepVersions, Admin: &cfg.Admin, Fleet: g.fleet}
+		StateDir: cfg.StateDirUnder(g.opts.StateDir), Keep: cfg.Admin.KeepVersions, Admin: &cfg.Admin, Fleet: g.fleet}
 	if err := g.pol.Open(opts, cfg.Policies); err != nil {
 		return fmt.Errorf("loading policies: %w", err)
 	}

@@ -410,40 +410,6 @@ func TestWhyToolCallsLoggedAtDebug(t *testing.T) {
 	}
 }
 
-// Item 6: the state folder of a config is derived from its path.
-func TestConfigStateDir(t *testing.T) {
-	t.Parallel()
-	base := "/state/edge-mcp"
-	tests := []struct {
-		name, a, b string
-		same       bool
-	}{
-		{"same file", "/etc/edge/gw.json", "/etc/edge/gw.json", true},
-		{"same file, another spelling", "/etc/edge/gw.json", "/etc/edge/../edge/gw.json", true},
-		{"same name, other folder", "/etc/edge/gw.json", "/home/u/gw.json", false},
-		{"other name, same folder", "/etc/edge/gw.json", "/etc/edge/gw2.json", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			a, b := ConfigStateDir(base, tc.a), ConfigStateDir(base, tc.b)
-			if (a == b) != tc.same {
-				t.Fatalf("%s → %s, %s → %s; same = %v, want %v", tc.a, a, tc.b, b, a == b, tc.same)
-			}
-			if filepath.Dir(a) != base || !strings.HasPrefix(filepath.Base(a), "gw") {
-				t.Errorf("%s: want <base>/<name>-<hash>", a)
-			}
-		})
-	}
-	if got := ConfigStateDir(base, "/etc/edge/gw.json"); got != base+"/gw-86af13923ac9" {
-		t.Errorf("/etc/edge/gw.json → %s, want the README's example %s/gw-86af13923ac9", got, base)
-	}
-	for path, prefix := range map[string]string{"/x/my config!.json": "my_config_-", "/x/.json": "config-", "/x/a.b.yaml": "a_b-"} {
-		if got := filepath.Base(ConfigStateDir(base, path)); !strings.HasPrefix(got, prefix) || len(got) != len(prefix)+12 {
-			t.Errorf("%s → %s, want %s<12 hex digits>", path, got, prefix)
-		}
-	}
-}
-
 // Item 6: two configs in different folders get different pin stores, so
 // the second does not inherit the first one's pins; a built-in config
 // (no path) keeps its pins in memory.
@@ -485,7 +451,7 @@ func TestWhyPinsPerConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if got := g.stateDir(g.config()); got != "" {
+	if got := g.StateDir(); got != "" {
 		t.Errorf("state folder of a built-in config = %q, want none (pins in memory)", got)
 	}
 }
