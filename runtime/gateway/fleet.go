@@ -17,6 +17,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
+	"github.com/edge-mcp/edge-mcp/runtime/probe"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
@@ -91,7 +92,7 @@ func (fleetPeers) Adopted(r *http.Request, id auth.Identity, c *cluster.SessionC
 	return &peer{id: id, transport: transportStreamable, adopted: c, vs: virtual.NameOf(r)}
 }
 
-func (fleetPeers) Version(requested string) string { return supportedVersion(requested) }
+func (fleetPeers) Version(requested string) string { return probe.Negotiate(requested) }
 
 // fleetPins are the gateway's tool pins as the fleet's decisions change
 // them.

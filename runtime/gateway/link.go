@@ -295,15 +295,6 @@ func idInt(id jsonrpc.ID) (int64, bool) {
 	return v, ok
 }
 
-func knownVersion(v string) bool {
-	for _, k := range knownProtocolVersions {
-		if k == v {
-			return true
-		}
-	}
-	return false
-}
-
 // discover reads the lists named by kinds, following nextCursor to the end.
 // A list the server does not offer (no capability, or METHOD_NOT_FOUND) is
 // empty, not an error.

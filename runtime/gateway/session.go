@@ -18,6 +18,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
+	"github.com/edge-mcp/edge-mcp/runtime/probe"
 	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -291,14 +292,6 @@ func requestID(params json.RawMessage) (jsonrpc.ID, bool) {
 	return intID(n), true
 }
 
-// supportedVersion negotiates the protocol version with a client.
-func supportedVersion(requested string) string {
-	if knownVersion(requested) {
-		return requested
-	}
-	return knownProtocolVersions[len(knownProtocolVersions)-1]
-}
-
 func (s *session) handleCall(req *jsonrpc.Request) {
 	s.g.metrics.Request(req.Method)
 	if version, ok := bridge.RequestVersion(req); ok && !s.g.bridge.Begin(bridgeSession{s}, req, version) {
@@ -365,7 +358,7 @@ func (s *session) initialize(req *jsonrpc.Request) {
 	_, s.caps.elicitationURL, _ = wire.Field(p.Capabilities.Elicitation, "url")
 	s.caps.roots = p.Capabilities.Roots != nil
 	s.bridging.SetRelayed(req.Params, "capabilities")
-	version := supportedVersion(p.ProtocolVersion)
+	version := probe.Negotiate(p.ProtocolVersion)
 	res := struct {
 		ProtocolVersion string         `json:"protocolVersion"`
 		Capabilities    map[string]any `json:"capabilities"`

@@ -29,9 +29,6 @@ import (
 // configuration pins it, and over legacy SSE.
 const upstreamProtocolVersion = probe.Version2025
 
-// knownProtocolVersions are the MCP revisions edge-mcp speaks, oldest first.
-var knownProtocolVersions = probe.Known
-
 // State is the connection state of an upstream.
 type State = reconnect.State
 

@@ -40,6 +40,15 @@ const (
 // Known are the revisions initialize accepts, oldest first.
 var Known = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
 
+// Negotiate is the revision a client's initialize is answered with: the
+// one it asked for when it is Known, else the newest of Known.
+func Negotiate(requested string) string {
+	if slices.Contains(Known, requested) {
+		return requested
+	}
+	return Known[len(Known)-1]
+}
+
 // MetaProtocolVersion is the per-request _meta key of a 2026-07-28
 // request's protocol version (the others are in runtime/bridge).
 const MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"

@@ -99,3 +99,20 @@ func jsonEqual(a, b []byte) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
+
+func TestNegotiate(t *testing.T) {
+	for _, tc := range []struct{ requested, want string }{
+		{"2025-11-25", "2025-11-25"},
+		{"2024-11-05", "2024-11-05"},
+		{"2025-06-18", "2025-06-18"},
+		{"2026-07-28", "2025-11-25"}, // not an initialize revision
+		{"1999-01-01", "2025-11-25"},
+		{"", "2025-11-25"},
+	} {
+		t.Run(tc.requested, func(t *testing.T) {
+			if got := Negotiate(tc.requested); got != tc.want {
+				t.Errorf("Negotiate(%q) = %q, want %q", tc.requested, got, tc.want)
+			}
+		})
+	}
+}
