@@ -36,7 +36,7 @@ var importRules = []struct {
 	{"runtime/whynot", nil},
 	{"runtime/reconnect", []string{"transports"}},
 	{"runtime/catalog", []string{"runtime/listing", "runtime/virtual", "internal/..."}},
-	{"runtime/relay", nil},
+	{"runtime/relay", []string{"internal/..."}},
 	{"runtime/pins", []string{"runtime/admin", "internal/..."}},
 	{"runtime/statuspage", []string{"runtime/fleet", "runtime/interceptchain", "runtime/oauth", "runtime/reconnect", "internal/..."}},
 	{"runtime/view", []string{"runtime/catalog", "runtime/policyset", "policy/...", "internal/..."}},

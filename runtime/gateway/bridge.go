@@ -16,6 +16,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/config"
 	"github.com/edge-mcp/edge-mcp/runtime/consent"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/runtime/tasks"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
@@ -277,7 +278,7 @@ func (b bridgeLink) Cancel(upID int64, reason string) {
 		t.Stop()
 	}
 	c.end(reason)
-	b.l.notify("notifications/cancelled", cancelParams(upID, reason))
+	b.l.notify("notifications/cancelled", relay.CancelParams(upID, reason))
 }
 
 // bridgingCall implements bridge.Call for a forwarded call; equal values

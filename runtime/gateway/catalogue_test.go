@@ -46,24 +46,3 @@ func FuzzRewriteMeta(f *testing.F) {
 		}
 	})
 }
-
-func TestRequestID(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		params string
-		want   any
-		ok     bool
-	}{
-		{`{"requestId":7,"reason":"x"}`, int64(7), true},
-		{`{"requestId":"abc"}`, "abc", true},
-		{`{"requestId":"a\"b"}`, `a"b`, true},
-		{`{"requestId":1.5}`, nil, false},
-		{`{"requestId":null}`, nil, false},
-		{`{"reason":"no id"}`, nil, false},
-	} {
-		id, ok := requestID(json.RawMessage(tc.params))
-		if ok != tc.ok || (ok && id.Raw() != tc.want) {
-			t.Errorf("requestID(%s) = %v, %v; want %v, %v", tc.params, id.Raw(), ok, tc.want, tc.ok)
-		}
-	}
-}

@@ -18,6 +18,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/runtime/fleet"
 	"github.com/edge-mcp/edge-mcp/runtime/oauth"
 	"github.com/edge-mcp/edge-mcp/runtime/probe"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/runtime/virtual"
 )
 
@@ -119,7 +120,7 @@ func (f fleetSession) Answer(n int64, r *jsonrpc.Response) { f.s.answer(n, r) }
 func (f fleetSession) Close()                              { f.s.conn.Close() }
 
 func (f fleetSession) Cancel(params json.RawMessage) bool {
-	id, ok := requestID(params)
+	id, ok := relay.CancelledID(params)
 	if ok {
 		reason, _ := wire.String(params, "reason")
 		f.s.cancelCall(id, reason)

@@ -14,6 +14,7 @@ import (
 	"github.com/edge-mcp/edge-mcp/policy/intercept"
 	"github.com/edge-mcp/edge-mcp/runtime/bridge"
 	"github.com/edge-mcp/edge-mcp/runtime/policyset"
+	"github.com/edge-mcp/edge-mcp/runtime/relay"
 	"github.com/edge-mcp/edge-mcp/transports"
 )
 
@@ -42,7 +43,7 @@ func (s *session) cancelCall(id jsonrpc.ID, reason string) bool {
 			reason = "cancelled by the client"
 		}
 		c.end(reason)
-		f.l.notify("notifications/cancelled", cancelParams(f.id, reason))
+		f.l.notify("notifications/cancelled", relay.CancelParams(f.id, reason))
 	}
 	return true
 }
@@ -266,7 +267,7 @@ func (s *session) armTimer(l *link, c *call, id int64, timeout time.Duration) {
 		s.mu.Lock()
 		delete(s.inflight, c.origID)
 		s.mu.Unlock()
-		l.notify("notifications/cancelled", cancelParams(id, "timeout"))
+		l.notify("notifications/cancelled", relay.CancelParams(id, "timeout"))
 		s.replyError(c.origID, codeRequestTimeout, "edge-mcp: server %q did not answer %s within %s", c.server, c.method, timeout)
 	}))
 }

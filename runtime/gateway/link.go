@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,7 +256,7 @@ func (l *link) call(ctx context.Context, method string, params json.RawMessage) 
 		resp = <-c.reply
 	case <-ctx.Done():
 		if l.take(id) != nil {
-			l.notify("notifications/cancelled", cancelParams(id, "timeout"))
+			l.notify("notifications/cancelled", relay.CancelParams(id, "timeout"))
 		}
 		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
 	}
@@ -276,13 +275,6 @@ func (l *link) notify(method string, params json.RawMessage) {
 	if err := l.conn.Write(l.ctx, &jsonrpc.Request{Method: method, Params: params}); err != nil {
 		l.u.log.Debug("sending notification upstream", "method", method, "err", err)
 	}
-}
-
-func cancelParams(id int64, reason string) json.RawMessage {
-	b := append([]byte(`{"requestId":`), strconv.FormatInt(id, 10)...)
-	b = append(b, `,"reason":`...)
-	b = wire.AppendString(b, reason)
-	return append(b, '}')
 }
 
 func intID(id int64) jsonrpc.ID {

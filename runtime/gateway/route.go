@@ -634,7 +634,7 @@ func (l *link) serverNotification(n *jsonrpc.Request) {
 	case "notifications/tasks/status", "notifications/tasks":
 		g.route.tasks.Notification(taskOps{g}, l.taskKey(), n, l.u.log)
 	case "notifications/cancelled":
-		id, ok := requestID(n.Params)
+		id, ok := relay.CancelledID(n.Params)
 		if !ok {
 			return
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,7 +129,7 @@ func (s *session) close() {
 				t.Stop()
 			}
 			c.end("client disconnected")
-			f.l.notify("notifications/cancelled", cancelParams(f.id, "client disconnected"))
+			f.l.notify("notifications/cancelled", relay.CancelParams(f.id, "client disconnected"))
 		}
 	}
 	s.out.Close()
@@ -242,7 +241,7 @@ func (c clientOut) Cancelled(ctx context.Context, rel jsonrpc.ID, id int64) {
 		// call's stream: tell it on the session's own.
 		rel, reason = noID, "the request it belongs to ended"
 	}
-	c.s.notify(rel, "notifications/cancelled", cancelParams(id, reason))
+	c.s.notify(rel, "notifications/cancelled", relay.CancelParams(id, reason))
 }
 
 func (s *session) handleResponse(r *jsonrpc.Response) {
@@ -259,7 +258,7 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 	case "notifications/initialized":
 		s.initialized.Store(true)
 	case "notifications/cancelled":
-		id, ok := requestID(n.Params)
+		id, ok := relay.CancelledID(n.Params)
 		if !ok {
 			return
 		}
@@ -272,24 +271,6 @@ func (s *session) handleNotification(n *jsonrpc.Request) {
 			l.notify(n.Method, n.Params)
 		}
 	}
-}
-
-// requestID decodes params.requestId of a notifications/cancelled: a JSON
-// string or integer.
-func requestID(params json.RawMessage) (jsonrpc.ID, bool) {
-	raw, ok, _ := wire.Field(params, "requestId")
-	if !ok {
-		return jsonrpc.ID{}, false
-	}
-	if s, ok := wire.Unquote(raw); ok {
-		id, err := jsonrpc.MakeID(s)
-		return id, err == nil
-	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return jsonrpc.ID{}, false
-	}
-	return intID(n), true
 }
 
 func (s *session) handleCall(req *jsonrpc.Request) {

@@ -3,8 +3,9 @@
 // client on behalf of upstreams (ids, the answers awaited, cancellation),
 // Served is one upstream link's requests being served (cancelled by the
 // upstream's notifications/cancelled), Newest finds the call in flight an
-// unrelated request belongs to, and Refusal words the answer to a request
-// that belongs to no one client.
+// unrelated request belongs to, Refusal words the answer to a request
+// that belongs to no one client, and CancelParams and CancelledID are the
+// params of notifications/cancelled, either way.
 //
 // It knows nothing of sessions, links or upstreams: the gateway hands Out
 // a Client to write to, and Newest the calls in flight of a link.
