@@ -142,6 +142,27 @@ func (c *Catalogue[U, L]) Page(k Kind, cursor string, pageSize int) (json.RawMes
 	return listing.Page(c.Pages[k], Kinds[k].Member, c.Lists[k], raw[U, L], cursor, pageSize)
 }
 
+// Servers names the server of each entry of page, a page of list k of
+// c, in order: name of its item's U, "" for an item without one (the
+// gateway's own tools) or a name c does not hold; nil when the page does
+// not parse.
+func (c *Catalogue[U, L]) Servers(k Kind, page json.RawMessage, name func(U) string) []string {
+	arr, ok, err := wire.Field(page, Kinds[k].Member)
+	var entries []json.RawMessage
+	if err != nil || !ok || json.Unmarshal(arr, &entries) != nil {
+		return nil
+	}
+	var none U
+	servers := make([]string, len(entries))
+	for i, e := range entries {
+		key, _ := wire.String(e, Kinds[k].Key)
+		if it := c.Find(k, key); it != nil && it.Up != none {
+			servers[i] = name(it.Up)
+		}
+	}
+	return servers
+}
+
 // Resource finds the server that serves uri: an exact resource first,
 // then the first matching template; the zero U when none does.
 func (c *Catalogue[U, L]) Resource(uri string) U {

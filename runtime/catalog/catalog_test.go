@@ -119,6 +119,35 @@ func TestPagination(t *testing.T) {
 	}
 }
 
+func TestServers(t *testing.T) {
+	t.Parallel()
+	c := Build(1, []string{"a", "b"}, []*lists{offerOf(t, "a", "", "x", "y"), offerOf(t, "b", "", "z")}, [NumKinds]map[string]string{}, 10)
+	page, err := c.Page(Tools, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upper := strings.ToUpper
+	for _, tc := range []struct {
+		name string
+		page string
+		want []string
+	}{
+		{"the catalogue's page", string(page), []string{"A", "A", "B"}},
+		{"a name it does not hold", `{"tools":[{"name":"z"},{"name":"nobody"},{}]}`, []string{"B", "", ""}},
+		{"empty", `{"tools":[]}`, []string{}},
+		{"no list", `{}`, nil},
+		{"not a list", `{"tools":{}}`, nil},
+		{"not JSON", `{"tools":[`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.Servers(Tools, json.RawMessage(tc.page), upper)
+			if !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Errorf("Servers = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestParse: keys, prefixes and templates.
 func TestParse(t *testing.T) {
 	t.Parallel()

@@ -219,32 +219,13 @@ func (s routing) interceptList(req *jsonrpc.Request, k listKind, ch *intercept.C
 			if f != nil {
 				return nil, nil, f
 			}
-			return page, entryServers(cat, k, page), nil
+			return page, cat.Servers(k, page, upstreamName), nil
 		})
 	if f != nil {
 		s.replyError(req.ID, f.Code, "%s", f.Message)
 		return
 	}
 	s.reply(req.ID, res)
-}
-
-// entryServers names the upstream of each entry of a page of list k of
-// cat, in order ("" for the gateway's own tools); nil when the page does
-// not parse (scoped members then see the whole page).
-func entryServers(cat *catalogue, k listKind, page json.RawMessage) []string {
-	arr, ok, err := wire.Field(page, listKinds[k].Member)
-	var entries []json.RawMessage
-	if err != nil || !ok || json.Unmarshal(arr, &entries) != nil {
-		return nil
-	}
-	servers := make([]string, len(entries))
-	for i, e := range entries {
-		key, _ := wire.String(e, listKinds[k].Key)
-		if it := cat.Find(k, key); it != nil && it.Up != nil {
-			servers[i] = it.Up.name
-		}
-	}
-	return servers
 }
 
 // interceptSubscribe runs the request phase of resources/subscribe (a
