@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,16 @@ type Tool struct {
 	Overridden bool
 }
 
+// NewTool is the entry of server's item name defined by def, with the
+// definition's description.
+func NewTool(server, name string, def json.RawMessage) Tool {
+	var d struct {
+		Description string `json:"description"`
+	}
+	json.Unmarshal(def, &d)
+	return Tool{Server: server, Name: name, Description: d.Description, Def: def}
+}
+
 // Options configure a Console.
 type Options struct {
 	Ops    admin.Operations
@@ -113,6 +124,15 @@ type Options struct {
 	// folder), so that a restart does not log everyone out; "": a key
 	// for this process only.
 	KeyFile string
+}
+
+// KeyFileIn is the KeyFile of a gateway whose state folder is stateDir:
+// console.key there, none ("") without one.
+func KeyFileIn(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	return filepath.Join(stateDir, "console.key")
 }
 
 // Console is the operator console's HTTP handler, mounted at /ui/.

@@ -1,8 +1,10 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 )
 
@@ -83,5 +85,30 @@ func TestMoveDestination(t *testing.T) {
 				t.Errorf("destination(%d, %d, %q, %q) = %d, %v", tc.i, tc.n, tc.how, tc.position, got, err)
 			}
 		})
+	}
+}
+
+func TestNewTool(t *testing.T) {
+	for _, tc := range []struct{ name, def, want string }{
+		{"described", `{"name":"echo","description":"Echoes it back."}`, "Echoes it back."},
+		{"no description", `{"name":"echo"}`, ""},
+		{"not an object", `[1]`, ""},
+		{"not JSON", `{`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NewTool("docs", "echo", json.RawMessage(tc.def))
+			if got.Server != "docs" || got.Name != "echo" || got.Description != tc.want || string(got.Def) != tc.def {
+				t.Errorf("NewTool = %+v, want description %q and the definition as it is", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestKeyFileIn(t *testing.T) {
+	if got := KeyFileIn(""); got != "" {
+		t.Errorf(`KeyFileIn("") = %q, want "" (a key for this process only)`, got)
+	}
+	if got, want := KeyFileIn("/state/gw-1"), filepath.Join("/state/gw-1", "console.key"); got != want {
+		t.Errorf("KeyFileIn = %q, want %q", got, want)
 	}
 }

@@ -38,7 +38,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 	})
 	// The operator console under /ui/ (console.go).
 	srv.MountUI(console.New(console.Options{Ops: ops, Source: consoleSource{g}, Auth: srv, Audit: g.audit, Log: g.log, Tail: g.tail,
-		KeyFile: consoleKeyFile(g.StateDir())}))
+		KeyFile: console.KeyFileIn(g.StateDir())}))
 	return srv
 }
 

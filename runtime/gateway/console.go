@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -55,19 +53,10 @@ func (c consoleSource) Offers(kind string) []console.Tool {
 			if name == "" {
 				name = it.Name
 			}
-			out = append(out, console.Tool{Server: u.name, Name: name, Description: description(it.Raw), Def: it.Raw})
+			out = append(out, console.NewTool(u.name, name, it.Raw))
 		}
 	}
 	return out
-}
-
-// description is a definition's description.
-func description(raw json.RawMessage) string {
-	var d struct {
-		Description string `json:"description"`
-	}
-	json.Unmarshal(raw, &d)
-	return d.Description
 }
 
 // VirtualServers lists the virtual servers in config order.
@@ -89,7 +78,8 @@ func (c consoleSource) VirtualOffers(name, kind string) ([]console.Tool, bool) {
 	v := c.g.virtualCatalogue(name, c.g.route.catalogue())
 	out := make([]console.Tool, 0, len(v.Lists[k]))
 	for _, it := range v.Lists[k] {
-		t := console.Tool{Name: it.Exposed, Description: description(it.Raw), Def: it.Raw, Overridden: it.Virtual != nil}
+		t := console.NewTool("", it.Exposed, it.Raw)
+		t.Overridden = it.Virtual != nil
 		if it.Up != nil {
 			t.Server = it.Up.name
 		}
@@ -167,13 +157,4 @@ func (c consoleSource) Interceptors() []console.Interceptor {
 		out[i] = console.Interceptor{Name: m.Name, Type: m.Type, Calls: m.Calls, Denials: m.Denials, Failures: m.Failures, Audits: m.Audits}
 	}
 	return out
-}
-
-// consoleKeyFile is where the console keeps its session signing key: in
-// the state folder, none without one.
-func consoleKeyFile(stateDir string) string {
-	if stateDir == "" {
-		return ""
-	}
-	return filepath.Join(stateDir, "console.key")
 }
