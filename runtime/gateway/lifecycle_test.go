@@ -19,7 +19,9 @@ import (
 )
 
 // pingServer is a hand-written MCP server whose answer to ping is delayed
-// by the value in delay (negative: never answered).
+// by the value in delay (negative: never answered). Other methods are
+// refused at once: unanswered, the gateway's server/discover probe would
+// wait out its 10 s budget before falling back to initialize.
 func pingServer(t *testing.T, delay *atomic.Int64) string {
 	t.Helper()
 	srv := transports.NewStreamableServer(func(conn transports.Connection) {
@@ -48,6 +50,8 @@ func pingServer(t *testing.T, delay *atomic.Int64) string {
 						time.Sleep(d)
 						conn.Write(context.Background(), &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{}`)})
 					}()
+				default: // server/discover among them: a 2025-11-25 server refuses it
+					conn.Write(context.Background(), &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}})
 				}
 			}
 		}()
