@@ -177,7 +177,11 @@ func TestHostileGrowLoopMeetsDeadline(t *testing.T) {
 func TestMemoryLimitCoversThePool(t *testing.T) {
 	const limit = 16 << 20
 	m, err := testEngine.Load(context.Background(), "hogs", hostileWasm("grow-until-refused"),
-		ModuleOptions{PoolSize: 4, MemoryMB: limit >> 20, Timeout: 5 * time.Second, MaxWait: 10 * time.Second})
+		// InitTimeout: the background refills checked below start under
+		// whatever load the suite puts on the machine (a loaded CI run
+		// took over the default 1 s, and a refill that times out leaves
+		// its slot to the next call).
+		ModuleOptions{PoolSize: 4, MemoryMB: limit >> 20, Timeout: 5 * time.Second, MaxWait: 10 * time.Second, InitTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +205,12 @@ func TestMemoryLimitCoversThePool(t *testing.T) {
 	if s.MemoryHighWater > limit || s.MemoryHighWater < limit-4*65536 {
 		t.Fatalf("memory high water %d bytes; want the whole %d and no more", s.MemoryHighWater, limit)
 	}
-	waitFor(t, "pool refilled", 5*time.Second, func() bool { return m.Stats().Instances == 4 })
+	for deadline := time.Now().Add(10 * time.Second); m.Stats().Instances != 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool not refilled: %d instances after 10 s; refills that failed: %q",
+				m.Stats().Instances, testLog.find("module=hogs", "restart failed"))
+		}
+	}
 	if s := m.Stats(); s.Memory != 4*65536 {
 		t.Fatalf("4 fresh instances hold %d bytes, want 4 pages", s.Memory)
 	}
