@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,9 +37,25 @@ func TestMain(m *testing.M) {
 	// called"). The default client (go-sdk's too, when given none) gets a
 	// transport of its own.
 	http.DefaultClient.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	waitBoundParallel()
 	code := m.Run()
 	stopChromium()
 	os.Exit(code)
+}
+
+// waitBoundParallel runs twice GOMAXPROCS tests at once unless -parallel
+// is given: most of this package's tests wait far more than they compute
+// (subprocess servers exiting, NATS record expiries, token lifetimes, a
+// browser), 349 s of 610 s of test time when each ran alone, so at the
+// default (GOMAXPROCS) the package held the suite's last minutes with
+// idle cores.
+func waitBoundParallel() {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
+	}
 }
 
 // serveOldStdio is a 2025-11-25 stdio server with one tool, "hello", that
