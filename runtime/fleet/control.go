@@ -33,7 +33,7 @@ type Control struct {
 	h    Host
 	log  *slog.Logger
 	node *cluster.Node
-	ctl  *cluster.Control
+	ctl  controlStore
 	mem  *cluster.Members
 
 	started time.Time
@@ -56,6 +56,17 @@ type Control struct {
 	membersMu sync.Mutex
 	members   []cluster.Member // last list read
 	listedAt  time.Time
+}
+
+// controlStore is what the control plane uses of [cluster.Control]: the
+// fleet's policy record and the module blobs in NATS. Safe for concurrent
+// use.
+type controlStore interface {
+	Get(ctx context.Context, key string) (cluster.Entry, error)
+	Put(ctx context.Context, key string, value []byte, prev uint64) (uint64, error)
+	Watch(ctx context.Context, pattern string, fn func(cluster.Entry), ready func())
+	PutBlob(ctx context.Context, b []byte) (string, error)
+	Blob(ctx context.Context, digest string, limit int64) ([]byte, error)
 }
 
 // recordView is the digest of the record active here and its modules'

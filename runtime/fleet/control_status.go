@@ -88,20 +88,30 @@ func (fc *Control) seed(ctx context.Context) bool {
 // poll activates the fleet's current record if the watcher has not. It
 // reports a record that vanished (a NATS that lost its store): the
 // replica keeps serving, forgets the revision, and seeds the record again.
+//
+// The revision it compares with is the one applied before it read: a
+// change this replica writes and applies while the read is under way
+// (an admin upload) is newer than what the read saw, not a sign that
+// the record vanished.
 func (fc *Control) poll(ctx context.Context) (gone bool) {
+	had := fc.rev.Load()
 	e, err := fc.ctl.Get(ctx, fleetPolicyKey)
 	switch {
 	case err != nil:
-	case e.Revision == 0 && fc.rev.Load() > 0:
-		fc.log.Warn("cluster: the fleet's policy record is gone from NATS; writing this replica's again", "had_revision", fc.rev.Load())
-		fc.rev.Store(0)
+	case e.Revision == 0 && had > 0:
+		if !fc.rev.CompareAndSwap(had, 0) {
+			return false // a newer revision was applied meanwhile
+		}
+		fc.log.Warn("cluster: the fleet's policy record is gone from NATS; writing this replica's again", "had_revision", had)
 		return true
-	case e.Revision < fc.rev.Load():
+	case e.Revision < had:
 		// Revisions only grow: the bucket was made again.
-		fc.log.Warn("cluster: the fleet's policy record was written anew; activating it", "had_revision", fc.rev.Load(), "revision", e.Revision)
-		fc.rev.Store(0)
+		if !fc.rev.CompareAndSwap(had, 0) {
+			return false
+		}
+		fc.log.Warn("cluster: the fleet's policy record was written anew; activating it", "had_revision", had, "revision", e.Revision)
 		fc.onRecord(ctx, e)
-	case e.Revision > fc.rev.Load():
+	case e.Revision > had:
 		fc.onRecord(ctx, e)
 	}
 	return false
