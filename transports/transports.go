@@ -40,9 +40,12 @@
 //
 // # Why streamable HTTP is implemented here
 //
-// streamable_client.go and streamable_server.go (with _stateless, _resume,
-// _fleet and _v2026) speak the protocol that go-sdk's mcp/streamable.go
-// speaks, and go-sdk's StreamableHTTPHandler and StreamableClientTransport
+// streamable_client.go and the server files, one per stage
+// (streamable_server.go: options and session table; _post: a POST and its
+// call; _get: the standalone and resuming GET streams and DELETE; _stream:
+// writing a response stream; _session: a session's queues and idle reaper;
+// _resume, _stateless, _fleet and _v2026), speak the protocol that
+// go-sdk's mcp/streamable.go speaks, and go-sdk's StreamableHTTPHandler and StreamableClientTransport
 // would serve a plain client or server. A gateway needs what they do not
 // offer as hooks: a [ByteBudget] charged with an upstream answer's bytes
 // while they are read, shared by every upstream, so that greedy servers
