@@ -72,13 +72,8 @@ func moduleImports(t *testing.T) map[string][]string {
 	t.Helper()
 	imports := map[string][]string{}
 	for _, env := range [][]string{nil, {"GOOS=wasip1", "GOARCH=wasm"}} {
-		cmd := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, module+"...")
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s go list: %v\n%s", strings.Join(env, " "), err, out)
-		}
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		out := goList(t, env, "-e", "-f", `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, module+"...")
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			f := strings.Fields(line)
 			pkg := strings.TrimPrefix(f[0], module)
 			imports[pkg] = append(imports[pkg], nil...)
@@ -90,6 +85,22 @@ func moduleImports(t *testing.T) map[string][]string {
 		}
 	}
 	return imports
+}
+
+// goList runs go list with env added to the environment and returns its
+// standard output. Its standard error stays apart: on a fresh module cache
+// it carries "go: downloading" lines, which are not packages.
+func goList(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s go list %s: %v\n%s", strings.Join(env, " "), strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
 }
 
 // TestImportRules checks every package's imports (tests included, for the
@@ -155,11 +166,7 @@ func TestImportRulesMatchArchitecture(t *testing.T) {
 // TestConfigLinksNoWasm checks that the config loader does not link the
 // Wasm runtime: it knows policy attachments only as policy/spec values.
 func TestConfigLinksNoWasm(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", module+"runtime/config").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range strings.Fields(goList(t, nil, "-deps", module+"runtime/config")) {
 		if strings.Contains(dep, "wazero") || dep == module+"policy" {
 			t.Errorf("runtime/config depends on %s", dep)
 		}
