@@ -60,6 +60,16 @@ func TestPolicyTestVectorsReportsFailures(t *testing.T) {
 	if _, err := runCLI(t, "policy", "test", module, "--vectors", vectors, "--input", vectors); err == nil {
 		t.Fatal("--vectors with --input accepted")
 	}
+	// The instance's start has a deadline of its own, 10 s by default so
+	// that a busy machine does not fail a test run (the gateway's is 1 s),
+	// and the flag sets it.
+	if out, _ := runCLI(t, "policy", "test", "--help"); !strings.Contains(out, "-init-timeout") || !strings.Contains(out, "(default 10s)") {
+		t.Fatalf("policy test --help does not offer --init-timeout, 10 s by default:\n%s", out)
+	}
+	if out, err := runCLI(t, "policy", "test", module, "--vectors", vectors, "--init-timeout", "-1s"); err == nil ||
+		!strings.Contains(err.Error()+out, "init timeout -1s") {
+		t.Fatalf("policy test --init-timeout -1s: %v\n%s", err, out)
+	}
 }
 
 // module new --lang rust|c|as writes a project that builds with its real

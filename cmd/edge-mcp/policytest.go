@@ -24,6 +24,7 @@ func policyTestFlags(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&o.vectors, "vectors", "", "a JSON file of test vectors to run instead of one input: prints a line per vector and fails if any fails")
 	fs.StringVar(&o.config, "config", "", "the module's config (a JSON object), as the attachment's \"config\"")
 	fs.DurationVar(&o.timeout, "timeout", time.Second, "deadline of the hook call")
+	fs.DurationVar(&o.initTimeout, "init-timeout", 10*time.Second, "deadline for starting the module's instance (instantiation, _initialize, edge_configure); longer than the gateway's 1 s, since a test run may share a busy machine")
 	return func(ctx context.Context, pos []string, s streams) error {
 		switch {
 		case o.input != "" && o.vectors != "":
@@ -39,7 +40,7 @@ func policyTestFlags(fs *flag.FlagSet) runFunc {
 
 type policyTestOptions struct {
 	hook, input, config, vectors string
-	timeout                      time.Duration
+	timeout, initTimeout         time.Duration
 }
 
 func policyTest(ctx context.Context, module string, o policyTestOptions, stdout io.Writer) error {
@@ -96,7 +97,7 @@ func loadForTest(ctx context.Context, wasm []byte, o policyTestOptions) (*policy
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := eng.Load(ctx, "test", wasm, policy.ModuleOptions{Config: cfg, Timeout: o.timeout, PoolSize: 1})
+	m, err := eng.Load(ctx, "test", wasm, policy.ModuleOptions{Config: cfg, Timeout: o.timeout, InitTimeout: o.initTimeout, PoolSize: 1})
 	if err != nil {
 		eng.Close(context.Background())
 		return nil, nil, err
