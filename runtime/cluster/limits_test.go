@@ -16,17 +16,10 @@ import (
 // returns one limiter called "client" per node.
 func fleetLimiters(t *testing.T, url string, n int, rps float64, burst int) ([]*Limiter, []*Node) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	var lims []*Limiter
 	var nodes []*Node
 	for i := range n {
-		node, err := Open(ctx, testConfig(url), "r"+string(rune('a'+i)), slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { node.Close(context.Background()) })
-		waitFor(t, "connected", node.Connected)
+		node := openNode(t, url, "r"+string(rune('a'+i)))
 		l := NewLimits(slog.New(slog.DiscardHandler), 0)
 		l.Bind(node)
 		lims = append(lims, l.Limiter("client", rps, burst))

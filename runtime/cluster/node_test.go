@@ -24,12 +24,7 @@ func TestNodeSurvivesNATSRestart(t *testing.T) {
 	s := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := Open(ctx, testConfig(s.ClientURL()), "r1", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close(ctx)
-	waitFor(t, "connected", n.Connected)
+	n := openNode(t, s.ClientURL(), "r1")
 	if got := n.Subject("sess", Token("a.b c")); got != "t.sess."+Token("a.b c") {
 		t.Errorf("subject %q", got)
 	}

@@ -275,12 +275,7 @@ func TestOpenEntry(t *testing.T) {
 	s := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := Open(ctx, testConfig(s.ClientURL()), "r1", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close(ctx)
-	waitFor(t, "connected", n.Connected)
+	n := openNode(t, s.ClientURL(), "r1")
 	kv, err := n.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.Bucket("lag")})
 	if err != nil {
 		t.Fatal(err)
