@@ -34,7 +34,7 @@ func BenchmarkIdleRSSPolicy(b *testing.B) {
 	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
 	b.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-	bin := buildEdgeMCP(b, []string{"-trimpath", "-ldflags=-s -w"}, []string{"CGO_ENABLED=0"})
+	bin := releaseBinary(b)
 	for _, lang := range append([]string{"none", "go"}, wasmtest.PortLangs...) {
 		for _, cache := range []string{"cold", "warm"} {
 			if lang == "none" && cache == "warm" {
@@ -108,7 +108,7 @@ func BenchmarkStartToFirstCallPolicy(b *testing.B) {
 	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
 	b.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-	bin := buildEdgeMCP(b, []string{"-trimpath", "-ldflags=-s -w"}, []string{"CGO_ENABLED=0"})
+	bin := releaseBinary(b)
 	for _, lang := range append([]string{"none", "go"}, wasmtest.PortLangs...) {
 		config := redactConfig(b, lang, srv.URL)
 		for _, cache := range []string{"cold", "warm"} {

@@ -40,7 +40,7 @@ func BenchmarkPeakRSS(b *testing.B) {
 	b.Cleanup(srv.Close)
 	config := filepath.Join(b.TempDir(), "edge-mcp.json")
 	os.WriteFile(config, []byte(fmt.Sprintf(`{"log_level": "warn", "mcpServers": {"up": {"url": %q}}}`, srv.URL)), 0o600)
-	bin := buildEdgeMCP(b, []string{"-trimpath", "-ldflags=-s -w"}, []string{"CGO_ENABLED=0"})
+	bin := releaseBinary(b)
 
 	for _, load := range []struct {
 		name     string

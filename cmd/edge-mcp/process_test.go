@@ -46,11 +46,11 @@ func releaseBinary(t testing.TB) string {
 // process is a running edge-mcp binary.
 type process struct {
 	cmd    *exec.Cmd
-	stderr *strings.Builder
-	base   string     // http://host:port of its main listener
-	admin  string     // http://host:port of its admin API, "" when off
-	banner string     // what it printed on stdout up to its status line
-	exited chan error // Wait's result, once the process ended
+	stderr *lockedWriter // its log, readable while it runs
+	base   string        // http://host:port of its main listener
+	admin  string        // http://host:port of its admin API, "" when off
+	banner string        // what it printed on stdout up to its status line
+	exited chan error    // Wait's result, once the process ended
 }
 
 // startBinary starts the release binary with args (serve …) and waits
@@ -64,7 +64,7 @@ func startBinary(t *testing.T, args ...string) *process {
 // environment env (nil: the test's).
 func startBinaryIn(t *testing.T, dir string, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(releaseBinary(t), args...), stderr: &strings.Builder{}, exited: make(chan error, 1)}
+	p := &process{cmd: exec.Command(releaseBinary(t), args...), stderr: &lockedWriter{w: &strings.Builder{}}, exited: make(chan error, 1)}
 	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()

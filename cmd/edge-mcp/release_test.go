@@ -6,9 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,33 +22,18 @@ func TestUploadGivesMemoryBack(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("needs /proc (Linux)")
 	}
-	bin := buildEdgeMCP(t, []string{"-trimpath", "-ldflags=-s -w"}, []string{"CGO_ENABLED=0"})
 	dir := t.TempDir()
 	config := filepath.Join(dir, "edge-mcp.json")
 	if err := os.WriteFile(config, []byte(`{"log_level": "warn", "mcpServers": {}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	admin := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	cmd := exec.Command(bin, "serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", admin, "--state-dir", filepath.Join(dir, "state"))
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if _, err := listenURL(stdout); err != nil {
-		t.Fatalf("edge-mcp: %v\n%s", err, stderr.String())
-	}
-	go io.Copy(io.Discard, stdout)
+	p := startBinaryIn(t, "", append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(dir, "cache")),
+		"serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", admin, "--state-dir", filepath.Join(dir, "state"))
 	time.Sleep(2 * time.Second) // settled: start-up pages dropped
 	wasm := wasmtest.Example(t, "redact-secrets")
 	rss := func() float64 {
-		m, err := residentMiB(cmd.Process.Pid)
+		m, err := residentMiB(p.cmd.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}

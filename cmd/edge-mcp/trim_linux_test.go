@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -105,22 +104,8 @@ func TestIdleGatewayDropsBinaryPages(t *testing.T) {
 	if err := os.WriteFile(config, []byte(`{"log_level": "debug"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedWriter{w: &strings.Builder{}}
-	cmd := exec.Command(releaseBinary(t), "serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
-	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	base, err := listenURL(stdout)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, logs)
-	}
-	go io.Copy(io.Discard, stdout)
+	p := startBinary(t, "serve", "--config", config, "--listen", "127.0.0.1:0", "--admin", "off", "--state-dir", dir)
+	base, logs := p.base, p.stderr
 
 	const idle = `msg="binary pages released while idle"`
 	waitLog := func(what string, n int) {
