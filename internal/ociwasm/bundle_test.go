@@ -1,7 +1,6 @@
 package ociwasm
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
@@ -17,9 +16,9 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/content"
+
+	"github.com/edge-mcp/edge-mcp/internal/ociwasm/sigstoretest"
 )
 
 // dsseBundle is a key-pair Sigstore bundle: a DSSE envelope of an in-toto
@@ -48,27 +47,10 @@ func dsseBundle(t *testing.T, key *ecdsa.PrivateKey, subjectHex string) []byte {
 }
 
 // attachBundle pushes bundle as a referrer of subject, the way cosign's
-// BUNDLE_SPEC lays it out.
+// BUNDLE_SPEC lays it out (sigstoretest.Attach, on ref's registry).
 func attachBundle(t *testing.T, ref Ref, subject ocispec.Descriptor, bundle []byte) {
 	t.Helper()
-	ctx := context.Background()
-	repo, err := Options{}.repository(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	empty := content.NewDescriptorFromBytes(ocispec.MediaTypeEmptyJSON, []byte("{}"))
-	layer := content.NewDescriptorFromBytes(MediaTypeBundle, bundle)
-	for _, b := range []blob{{empty, []byte("{}")}, {layer, bundle}} {
-		if err := pushBlob(ctx, repo, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		ArtifactType: MediaTypeBundle, Config: empty, Layers: []ocispec.Descriptor{layer}, Subject: &subject}
-	raw, _ := json.Marshal(m)
-	if err := repo.Push(ctx, content.NewDescriptorFromBytes(ocispec.MediaTypeImageManifest, raw), bytes.NewReader(raw)); err != nil {
-		t.Fatal(err)
-	}
+	sigstoretest.Attach(t, ref.Registry, ref.Repository, subject.Digest.String(), bundle)
 }
 
 // TestSigstoreBundles verifies key-pair Sigstore bundles attached as
