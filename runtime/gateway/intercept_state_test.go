@@ -50,8 +50,12 @@ func TestInterceptorsFleetConcurrentState(t *testing.T) {
 	t.Parallel()
 	var last atomic.Int64
 	ics := serveInterceptors(t, sessionQuota(1000, &last))
+	// The twelfth call waits for eleven read-invoke-write turns across
+	// replicas: the default 2 s deadline was too short for that under
+	// -race on a loaded machine (two calls fail-closed in a CI
+	// simulation). What is under test is the count, not the wait.
 	f := startFleet(t, 3, fmt.Sprintf(`{"mcpServers": {"a": {"url": %q, "prefix": "a"}},
-	  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme"}]}`, keyServer(t, "a"), ics))
+	  "interceptorServers": {"acme": {"url": %q}}, "interceptors": [{"server": "acme", "timeout_ms": 20000}]}`, keyServer(t, "a"), ics))
 	cs := connect(t, f.url, nil)
 	const n = 12
 	var wg sync.WaitGroup
